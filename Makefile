@@ -1,0 +1,50 @@
+# tenantdb developer commands. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+.PHONY: install
+install: $(STAMP) ## Create .venv and install tenantdb with its dev extra
+
+.PHONY: lint
+lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, import-linter
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+	$(BIN)/lint-imports
+
+.PHONY: fmt
+fmt: $(STAMP) ## Format and auto-fix what ruff can
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+.PHONY: unit
+unit: $(STAMP) ## Unit tests only (fast, no services)
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+.PHONY: test
+test: lint ## Lint, then every test (needs Redis and MariaDB on localhost)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+.PHONY: demo
+demo: ## Not there yet: the demo lands with the operations work
+	@echo "make demo is not available yet; see README.md" >&2; exit 1
+
+.PHONY: clean
+clean: ## Remove the virtualenv and caches
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
