@@ -1,0 +1,84 @@
+"""Settings of every tenantdb process, read from ``TENANTDB_*`` environment variables.
+
+One model holds every setting so that ``tenantdb devstack up`` can write them all to one env file
+and the README can list them with their defaults. Settings never carry a secret: credentials are
+read from files or Secrets at the moment they are used.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Self
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything a watcher, worker, beat or CLI process is configured with."""
+
+    model_config = SettingsConfigDict(env_prefix="TENANTDB_", frozen=True, extra="ignore")
+
+    redis_url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        description="Redis for the work queue primitives (pending marks, locks, due-set).",
+    )
+    broker_url: str = Field(
+        default="",
+        description="Celery broker; empty means the same Redis as redis_url.",
+    )
+    key_prefix: str = Field(
+        default="tenantdb:",
+        description="Prefix of every Redis key tenantdb writes, broker queues included.",
+    )
+    lock_ttl_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Lease of an order's lock; a heartbeat extends it while a step runs.",
+    )
+    pending_ttl_seconds: int = Field(
+        default=300,
+        gt=0,
+        description=(
+            "Life of a pending mark. A lost message blocks its key at most this long; a queue"
+            " slower than this costs a duplicate pass, never a lost one."
+        ),
+    )
+    task_time_limit_seconds: int = Field(
+        default=120, gt=0, description="Hard time limit of one task."
+    )
+    retry_backoff_max_seconds: int = Field(
+        default=300, gt=0, description="Cap of the exponential retry backoff of a failing step."
+    )
+    visibility_timeout_seconds: int = Field(
+        default=900,
+        gt=0,
+        description=(
+            "Redis broker visibility timeout: an unacknowledged task is delivered again after it."
+            " Must exceed the task time limit and the retry backoff cap."
+        ),
+    )
+    metrics_port: int = Field(
+        default=0, ge=0, le=65535, description="Port of /metrics; 0 serves no metrics."
+    )
+
+    @model_validator(mode="after")
+    def _visibility_covers_steps(self) -> Self:
+        longest = max(self.task_time_limit_seconds, self.retry_backoff_max_seconds)
+        if self.visibility_timeout_seconds <= longest:
+            raise ValueError(
+                "TENANTDB_VISIBILITY_TIMEOUT_SECONDS must exceed both the task time limit and the"
+                f" retry backoff cap ({longest} s), or a running task is delivered twice"
+            )
+        return self
+
+    @property
+    def effective_broker_url(self) -> str:
+        """The broker URL, defaulting to the work-queue Redis."""
+        return self.broker_url or self.redis_url
+
+
+@lru_cache(maxsize=1)
+def load_settings() -> Settings:
+    """Read the settings from the environment once per process."""
+    return Settings()
