@@ -1,0 +1,351 @@
+"""The Redis work queue: deduplicated enqueue, per-order leases, dirty marks and the due-set.
+
+These primitives give the engine its guarantees (ARCHITECTURE.md, "Work-queue invariants"):
+
+* ``enqueue`` sets a pending mark with NX; only a newly set mark publishes a task, so a burst of
+  events for one order costs one message.
+* ``acquire`` takes an order's lock with a random token and a lease. When the lock is busy it
+  marks the order dirty in the same script, so an event that arrives during a pass is never lost:
+  ``release`` removes the lock and reports the dirty mark in one script, and the caller enqueues
+  again. A dirty mark also carries the time the busy lease runs out, so when its holder dies the
+  sweep (``sweep_orphans``) finds the key and enqueues it.
+* A ``Heartbeat`` extends the lease while a step runs; ``Heartbeat.check`` is called before every
+  write and raises ``LeaseLostError`` once the lease is gone, so a step that lost it stops before
+  writing.
+* The due-set holds "come back at T" per key (the earliest time wins) and pops due keys exactly
+  once, in batches.
+
+Every key lives under a configurable prefix. The scripts build lock key names from the prefix, so
+they need a single Redis (or Sentinel), not Redis Cluster.
+
+This module never decides anything about an order and never logs anything but order keys.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import secrets
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Self
+
+import redis
+
+from tenantdb.core.keys import OrderKey
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[[OrderKey], None]
+
+_ACQUIRE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < 0 then pttl = 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[2], now + pttl, ARGV[3])
+return 0
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+redis.call('DEL', KEYS[1])
+return redis.call('ZREM', KEYS[2], ARGV[2])
+"""
+
+_EXTEND = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# A dirty key whose lock is gone (its holder died or lost the lease without releasing) is handed
+# back for an enqueue; one whose lock is still held is looked at again when that lease ends.
+_SWEEP_ORPHANS = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
+local out = {}
+for _, member in ipairs(due) do
+  local pttl = redis.call('PTTL', ARGV[2] .. member)
+  if pttl == -2 then
+    redis.call('ZREM', KEYS[1], member)
+    table.insert(out, member)
+  elseif pttl == -1 then
+    redis.call('ZADD', KEYS[1], now + 1000, member)
+  else
+    redis.call('ZADD', KEYS[1], now + pttl, member)
+  end
+end
+return out
+"""
+
+_POP_DUE = """
+local keys = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+if #keys > 0 then redis.call('ZREM', KEYS[1], unpack(keys)) end
+return keys
+"""
+
+
+class LeaseLostError(RuntimeError):
+    """The order's lease ran out or was taken over; the step must not write."""
+
+    def __init__(self, key: OrderKey) -> None:
+        super().__init__(f"lease on {key} was lost; stopping before the next write")
+        self.key = key
+
+
+class Release(enum.Enum):
+    """What ``WorkQueue.release`` found."""
+
+    CLEAN = "clean"
+    """Released; nothing arrived for the key meanwhile."""
+    DIRTY = "dirty"
+    """Released; an event arrived during the pass, so the key was enqueued again."""
+    LOST = "lost"
+    """The lease was no longer ours; nothing was released."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A held lock on one order: the key and the random token that proves ownership."""
+
+    key: OrderKey
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkQueueKeys:
+    """The Redis key names under one prefix."""
+
+    prefix: str
+
+    def pending(self, key: OrderKey) -> str:
+        """The pending mark of a key."""
+        return f"{self.prefix}pending:{key}"
+
+    def lock(self, key: OrderKey) -> str:
+        """The lock of a key."""
+        return f"{self.prefix}lock:{key}"
+
+    @property
+    def lock_prefix(self) -> str:
+        """What the lock names start with (the scripts append the key)."""
+        return f"{self.prefix}lock:"
+
+    @property
+    def dirty(self) -> str:
+        """The sorted set of dirty keys, scored by when to look for an orphan."""
+        return f"{self.prefix}dirty"
+
+    @property
+    def due(self) -> str:
+        """The due-set: keys scored by the epoch milliseconds they are due at."""
+        return f"{self.prefix}due"
+
+
+class WorkQueue:
+    """Redis primitives of the work queue for one key prefix."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        publish: Publish,
+        *,
+        prefix: str = "tenantdb:",
+        lock_ttl: float = 30.0,
+        pending_ttl: int = 300,
+    ) -> None:
+        """Bind the primitives to a Redis client and a publisher.
+
+        Args:
+            client: a redis-py client; responses may be bytes or str.
+            publish: sends the reconcile task for a key; called only for a newly set pending mark.
+            prefix: prefix of every key written.
+            lock_ttl: lease length in seconds.
+            pending_ttl: life of a pending mark in seconds.
+        """
+        self.redis = client
+        self.publish = publish
+        self.keys = WorkQueueKeys(prefix)
+        self.lock_ttl_ms = max(1, int(lock_ttl * 1000))
+        self.pending_ttl = pending_ttl
+        self._acquire = client.register_script(_ACQUIRE)
+        self._release = client.register_script(_RELEASE)
+        self._extend = client.register_script(_EXTEND)
+        self._sweep = client.register_script(_SWEEP_ORPHANS)
+        self._pop_due = client.register_script(_POP_DUE)
+
+    # -- enqueue -------------------------------------------------------------------------------
+
+    def enqueue(self, key: OrderKey, *, force: bool = False) -> bool:
+        """Publish a reconcile of ``key`` unless one is already pending.
+
+        Args:
+            key: the order.
+            force: publish even when a pass is pending (the mark is set all the same).
+
+        Returns:
+            Whether a task was published.
+        """
+        fresh = bool(self.redis.set(self.keys.pending(key), "1", nx=True, ex=self.pending_ttl))
+        if not fresh and not force:
+            return False
+        if not fresh:
+            self.redis.expire(self.keys.pending(key), self.pending_ttl)
+        try:
+            self.publish(key)
+        except BaseException:
+            # Without the message the mark would only block the key until it expires.
+            if fresh:
+                self.redis.delete(self.keys.pending(key))
+            raise
+        return True
+
+    def clear_pending(self, key: OrderKey) -> None:
+        """Drop the pending mark; done first by a pass so later events publish again."""
+        self.redis.delete(self.keys.pending(key))
+
+    def is_pending(self, key: OrderKey) -> bool:
+        """Whether a reconcile of the key is queued and not yet started."""
+        return bool(self.redis.exists(self.keys.pending(key)))
+
+    # -- lock ----------------------------------------------------------------------------------
+
+    def acquire(self, key: OrderKey) -> Lease | None:
+        """Take the key's lock, or mark the key dirty when another pass holds it."""
+        token = secrets.token_hex(16)
+        got = self._acquire(
+            keys=[self.keys.lock(key), self.keys.dirty],
+            args=[token, self.lock_ttl_ms, str(key)],
+        )
+        return Lease(key, token) if int(got) == 1 else None
+
+    def extend(self, lease: Lease, ttl_ms: int | None = None) -> bool:
+        """Renew the lease for another full TTL (or ``ttl_ms``); False when it is no longer ours."""
+        return bool(
+            int(
+                self._extend(
+                    keys=[self.keys.lock(lease.key)], args=[lease.token, ttl_ms or self.lock_ttl_ms]
+                )
+            )
+        )
+
+    def holds(self, lease: Lease) -> bool:
+        """Whether the lease is still ours, without renewing it."""
+        value = self.redis.get(self.keys.lock(lease.key))
+        return _text(value) == lease.token
+
+    def is_locked(self, key: OrderKey) -> bool:
+        """Whether some pass holds the key's lock."""
+        return bool(self.redis.exists(self.keys.lock(key)))
+
+    def release(self, lease: Lease) -> Release:
+        """Release the lease; when the key was marked dirty meanwhile, enqueue it again."""
+        found = int(
+            self._release(
+                keys=[self.keys.lock(lease.key), self.keys.dirty],
+                args=[lease.token, str(lease.key)],
+            )
+        )
+        if found < 0:
+            return Release.LOST
+        if found == 0:
+            return Release.CLEAN
+        self.enqueue(lease.key)
+        return Release.DIRTY
+
+    @contextmanager
+    def heartbeat(self, lease: Lease, interval: float | None = None) -> Iterator[Heartbeat]:
+        """Extend the lease in the background while the body runs."""
+        beat = Heartbeat(self, lease, interval or self.lock_ttl_ms / 3000)
+        with beat:
+            yield beat
+
+    def sweep_orphans(self, batch: int = 500) -> list[OrderKey]:
+        """Enqueue dirty keys whose lock holder vanished; return the keys enqueued."""
+        members = self._sweep(keys=[self.keys.dirty], args=[batch, self.keys.lock_prefix])
+        found = [OrderKey.parse(_text(m)) for m in members]
+        for key in found:
+            self.enqueue(key)
+        return found
+
+    # -- due-set -------------------------------------------------------------------------------
+
+    def schedule(self, key: OrderKey, at: float) -> None:
+        """Ask for a pass of ``key`` at epoch seconds ``at``; an earlier request wins."""
+        self.redis.zadd(self.keys.due, {str(key): int(at * 1000)}, lt=True)
+
+    def due_at(self, key: OrderKey) -> float | None:
+        """When the key is due, in epoch seconds, or None."""
+        score = self.redis.zscore(self.keys.due, str(key))
+        return None if score is None else float(score) / 1000
+
+    def pop_due(self, now: float, batch: int = 500) -> list[OrderKey]:
+        """Remove and return up to ``batch`` keys due by ``now``; each is returned once."""
+        members = self._pop_due(keys=[self.keys.due], args=[int(now * 1000), batch])
+        return [OrderKey.parse(_text(m)) for m in members]
+
+    def due_count(self) -> int:
+        """How many keys the due-set holds."""
+        return int(self.redis.zcard(self.keys.due))
+
+
+class Heartbeat:
+    """Keeps a lease alive from a daemon thread and guards writes against a lost lease."""
+
+    def __init__(self, queue: WorkQueue, lease: Lease, interval: float) -> None:
+        """Prepare a heartbeat; it starts when entered as a context manager."""
+        self.queue = queue
+        self.lease = lease
+        self.interval = interval
+        self._stop = threading.Event()
+        self._lost = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"lease-heartbeat {lease.key}", daemon=True
+        )
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def lost(self) -> bool:
+        """Whether the heartbeat has seen the lease go."""
+        return self._lost.is_set()
+
+    def check(self) -> None:
+        """Renew the lease now; raise ``LeaseLostError`` when it is gone. Call before each write."""
+        if self._lost.is_set() or not self.queue.extend(self.lease):
+            self._lost.set()
+            raise LeaseLostError(self.lease.key)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                if not self.queue.extend(self.lease):
+                    self._lost.set()
+                    return
+            except redis.RedisError:
+                # A blip is survivable while the lease has time left; check() decides for writes.
+                log.warning(
+                    "lease heartbeat could not reach Redis", extra={"order": str(self.lease.key)}
+                )
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

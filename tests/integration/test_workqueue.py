@@ -1,0 +1,351 @@
+"""The work-queue primitives against the real Redis (and fakeredis, where it speeds things up).
+
+Each test states one guarantee of ARCHITECTURE.md's work-queue invariants from the point of view
+of someone running tenantdb: passes never overlap, no event is lost, a burst costs at most two
+passes, a pass that lost its lease never writes, and due keys pop exactly once.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import fakeredis
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tenantdb.adapters.workqueue import LeaseLostError, Release, WorkQueue
+from tenantdb.core.keys import OrderKey
+from tests.conftest import REDIS_URL
+
+KEY = OrderKey.parse("probe/tenant-a/order-1")
+
+
+def _cleanup(client: redis.Redis, prefix: str) -> None:
+    for name in client.scan_iter(match=f"{prefix}*", count=1000):
+        client.delete(name)
+
+
+@pytest.fixture(params=["real-redis", "fakeredis"])
+def client(request: pytest.FixtureRequest, real_redis: redis.Redis) -> redis.Redis:
+    """The real Redis, or a fakeredis server with Lua, for the same tests."""
+    if request.param == "real-redis":
+        return real_redis
+    return fakeredis.FakeRedis()
+
+
+def _queue(
+    client: redis.Redis, prefix: str, published: list[OrderKey] | None = None, **kw: float
+) -> WorkQueue:
+    sink = published if published is not None else []
+    return WorkQueue(client, sink.append, prefix=prefix, **kw)  # type: ignore[arg-type]
+
+
+# -- enqueue ---------------------------------------------------------------------------------------
+
+
+def test_enqueue_publishes_once_until_the_pass_starts(client: redis.Redis, key_prefix: str) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published)
+    assert queue.enqueue(KEY)
+    assert not queue.enqueue(KEY)
+    assert published == [KEY]
+    queue.clear_pending(KEY)
+    assert queue.enqueue(KEY)
+    assert published == [KEY, KEY]
+
+
+def test_force_publishes_even_when_pending(client: redis.Redis, key_prefix: str) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published)
+    queue.enqueue(KEY)
+    assert queue.enqueue(KEY, force=True)
+    assert published == [KEY, KEY]
+
+
+def test_a_failed_publish_leaves_no_pending_mark(client: redis.Redis, key_prefix: str) -> None:
+    def broken(_: OrderKey) -> None:
+        raise ConnectionError("broker down")
+
+    queue = WorkQueue(client, broken, prefix=key_prefix)
+    with pytest.raises(ConnectionError):
+        queue.enqueue(KEY)
+    assert not queue.is_pending(KEY)
+
+
+# -- (a) no two holders ----------------------------------------------------------------------------
+
+
+def _contend(prefix: str, rounds: int, barrier: multiprocessing.synchronize.Barrier) -> None:
+    client = redis.Redis.from_url(REDIS_URL)
+    queue = WorkQueue(client, lambda _: None, prefix=prefix, lock_ttl=10)
+    barrier.wait()
+    done = 0
+    while done < rounds:
+        lease = queue.acquire(KEY)
+        if lease is None:
+            continue
+        # An independent witness: a second holder would find the marker already set.
+        if not client.set(f"{prefix}holder", "x", nx=True):
+            client.incr(f"{prefix}overlaps")
+        client.incr(f"{prefix}passes")
+        client.delete(f"{prefix}holder")
+        assert queue.release(lease) is not Release.LOST
+        done += 1
+
+
+@pytest.mark.slow
+def test_eight_processes_never_hold_one_lock_at_once(
+    real_redis: redis.Redis, key_prefix: str
+) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(8)
+    rounds = 40
+    procs = [ctx.Process(target=_contend, args=(key_prefix, rounds, barrier)) for _ in range(8)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0
+    assert int(real_redis.get(f"{key_prefix}passes") or 0) == 8 * rounds
+    assert real_redis.get(f"{key_prefix}overlaps") is None
+
+
+# -- (b) no lost event -----------------------------------------------------------------------------
+
+
+@dataclass
+class _World:
+    """A deterministic model of two workers running the pass protocol, driven step by step."""
+
+    queue: WorkQueue
+    messages: list[OrderKey]
+    clock: int = 0
+    last_event: int = -1
+    pass_reads: list[int] = field(default_factory=list)
+    active: list[Iterator[None]] = field(default_factory=list)
+
+    def event(self) -> None:
+        self.clock += 1
+        self.last_event = self.clock
+        self.queue.enqueue(KEY)
+
+    def start_worker(self) -> None:
+        self.active.append(self._protocol(self.messages.pop(0)))
+
+    def _protocol(self, key: OrderKey) -> Iterator[None]:
+        self.queue.clear_pending(key)
+        yield
+        lease = self.queue.acquire(key)
+        yield
+        if lease is None:
+            return
+        self.clock += 1
+        self.pass_reads.append(self.clock)  # the pass reads the order's state now
+        yield
+        self.queue.release(lease)
+
+    def step(self, index: int) -> None:
+        worker = self.active[index % len(self.active)]
+        if next(worker, StopIteration) is StopIteration:
+            self.active.remove(worker)
+
+    def drain(self) -> None:
+        while self.messages or self.active:
+            if self.messages and len(self.active) < 2:
+                self.start_worker()
+            else:
+                self.step(0)
+
+
+_ACTIONS = st.lists(
+    st.tuples(st.sampled_from(["event", "start", "step"]), st.integers(0, 1)),
+    min_size=1,
+    max_size=40,
+)
+
+
+def _run_interleaving(client: redis.Redis, prefix: str, actions: list[tuple[str, int]]) -> None:
+    messages: list[OrderKey] = []
+    world = _World(_queue(client, prefix, messages), messages)
+    world.event()
+    for action, index in actions:
+        if action == "event":
+            world.event()
+        elif action == "start" and messages and len(world.active) < 2:
+            world.start_worker()
+        elif action == "step" and world.active:
+            world.step(index)
+    world.drain()
+    assert world.pass_reads, "no pass ran at all"
+    assert max(world.pass_reads) > world.last_event, (
+        f"last event at {world.last_event} but the last pass read at {max(world.pass_reads)}"
+    )
+    _cleanup(client, prefix)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(actions=_ACTIONS, seed=st.integers(0, 2**32))
+def test_no_event_is_lost_on_fakeredis(actions: list[tuple[str, int]], seed: int) -> None:
+    _run_interleaving(fakeredis.FakeRedis(), f"tenantdb-test-{seed}:", actions)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(actions=_ACTIONS, seed=st.integers(0, 2**32))
+def test_no_event_is_lost_on_real_redis(actions: list[tuple[str, int]], seed: int) -> None:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        _run_interleaving(client, f"tenantdb-test-h{seed}:", actions)
+    finally:
+        client.close()
+
+
+# -- (c) a burst costs at most two passes ----------------------------------------------------------
+
+
+def test_a_thousand_enqueues_during_a_pass_cost_one_more_pass(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    messages: list[OrderKey] = []
+    queue = _queue(client, key_prefix, messages)
+    passes = 0
+
+    def run_message() -> None:
+        nonlocal passes
+        key = messages.pop(0)
+        queue.clear_pending(key)
+        lease = queue.acquire(key)
+        if lease is None:
+            return
+        passes += 1
+        if passes == 1:
+            for _ in range(1000):
+                queue.enqueue(KEY)
+                # Whatever gets published meanwhile is taken by another worker at once.
+                while messages:
+                    run_message()
+        queue.release(lease)
+
+    queue.enqueue(KEY)
+    while messages:
+        run_message()
+    assert passes == 2
+
+
+# -- (d) a lost lease stops the step ---------------------------------------------------------------
+
+
+def test_an_expired_lease_stops_the_step_before_its_write(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    queue = _queue(client, key_prefix, lock_ttl=0.2)
+    lease = queue.acquire(KEY)
+    assert lease is not None
+    writes: list[str] = []
+    # A heartbeat that never fires models a step stalled past its lease (a long GC pause).
+    with queue.heartbeat(lease, interval=3600) as guard:
+        _wait_for(lambda: not queue.holds(lease), seconds=5)
+        assert queue.acquire(KEY) is not None, "another pass takes the expired lock"
+
+        def step() -> None:
+            guard.check()
+            writes.append("status")
+
+        with pytest.raises(LeaseLostError, match="stopping before the next write"):
+            step()
+    assert writes == []
+    assert guard.lost
+    assert queue.release(lease) is Release.LOST
+
+
+def test_the_heartbeat_keeps_a_running_step_leased(client: redis.Redis, key_prefix: str) -> None:
+    queue = _queue(client, key_prefix, lock_ttl=0.3)
+    lease = queue.acquire(KEY)
+    assert lease is not None
+    with queue.heartbeat(lease, interval=0.05) as guard:
+        # Watch the lease for several TTLs; it must never lapse.
+        deadline = time.monotonic() + 1.2
+        while time.monotonic() < deadline:
+            assert queue.holds(lease)
+            threading.Event().wait(0.05)
+        guard.check()
+    assert queue.release(lease) is Release.CLEAN
+
+
+def test_release_re_enqueues_a_key_marked_dirty(client: redis.Redis, key_prefix: str) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published)
+    lease = queue.acquire(KEY)
+    assert lease is not None
+    assert queue.acquire(KEY) is None  # a second pass finds it busy and marks it dirty
+    assert queue.release(lease) is Release.DIRTY
+    assert published == [KEY]
+
+
+def test_a_dead_holders_dirty_key_is_swept_after_its_lease(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published, lock_ttl=0.2)
+    assert queue.acquire(KEY) is not None  # this holder "dies": it never releases
+    assert queue.acquire(KEY) is None
+    assert queue.sweep_orphans() == []  # the lease still runs: not an orphan yet
+    _wait_for(lambda: queue.sweep_orphans() == [KEY], seconds=5)
+    assert published == [KEY]
+
+
+# -- (e) the due-set -------------------------------------------------------------------------------
+
+
+def test_the_earliest_due_time_wins(client: redis.Redis, key_prefix: str) -> None:
+    queue = _queue(client, key_prefix)
+    queue.schedule(KEY, 2000.0)
+    queue.schedule(KEY, 1000.0)
+    queue.schedule(KEY, 3000.0)
+    assert queue.due_at(KEY) == 1000.0
+    assert queue.pop_due(999.0) == []
+    assert queue.pop_due(1000.0) == [KEY]
+    assert queue.pop_due(5000.0) == []
+
+
+@pytest.mark.slow
+def test_due_keys_pop_exactly_once_under_four_poppers(
+    real_redis: redis.Redis, key_prefix: str
+) -> None:
+    queue = _queue(real_redis, key_prefix)
+    keys = [OrderKey("probe", "ns", f"order-{i}") for i in range(3000)]
+    pipe = real_redis.pipeline()
+    for i, key in enumerate(keys):
+        pipe.zadd(queue.keys.due, {str(key): 1000 + i})
+    pipe.execute()
+    results: list[list[OrderKey]] = [[] for _ in range(4)]
+    start = threading.Barrier(4)
+
+    def pop(slot: int) -> None:
+        own = _queue(redis.Redis.from_url(REDIS_URL), key_prefix)
+        start.wait()
+        while batch := own.pop_due(1e9, batch=25):
+            results[slot].extend(batch)
+
+    threads = [threading.Thread(target=pop, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    popped = [key for part in results for key in part]
+    assert len(popped) == len(keys)
+    assert set(popped) == set(keys)
+    assert sum(1 for part in results if part) > 1, "the poppers did not actually contend"
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {seconds} s")
+        threading.Event().wait(0.02)
