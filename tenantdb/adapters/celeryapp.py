@@ -1,0 +1,81 @@
+"""The Celery application shared by every process that publishes or runs tenantdb tasks.
+
+Workers, the watcher, beat and the CLI all build their app here, so producers and consumers agree
+on the broker, the serializer, the routes and, above all, the Redis visibility timeout (with a
+shared broker the shortest one wins, so a producer with another value would cause redeliveries).
+
+Tasks carry order keys only and return condition reasons only; there is no result backend, so
+nothing a task returns is stored beyond the events Flower shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from celery import Celery
+from kombu import Queue as KombuQueue
+
+from tenantdb.adapters.workqueue import Publish
+from tenantdb.core.keys import OrderKey
+from tenantdb.core.tasknames import RECONCILE_ORDER, Queue, queue_for
+from tenantdb.settings import Settings
+
+
+def _route(
+    name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **kw: Any
+) -> Mapping[str, str] | None:
+    """Route ``tenantdb.<chain>.<step>`` to the chain's queue; leave other tasks alone."""
+    try:
+        return {"queue": queue_for(name).value}
+    except ValueError:
+        return None
+
+
+def build_celery_app(settings: Settings, *, include: Iterable[str] = ()) -> Celery:
+    """Build the Celery app for these settings.
+
+    Args:
+        settings: the process settings.
+        include: task modules a worker imports at start-up.
+    """
+    app = Celery("tenantdb", broker=settings.effective_broker_url, include=list(include))
+    transport = {
+        "visibility_timeout": settings.visibility_timeout_seconds,
+        # Prefixes the broker's own keys (queues, unacked sets) too, so several tenantdb
+        # installations, or test runs, can share one Redis without reading each other's tasks.
+        "global_keyprefix": settings.key_prefix,
+    }
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,
+        result_backend=None,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_acks_on_failure_or_timeout=True,
+        worker_prefetch_multiplier=1,
+        task_time_limit=settings.task_time_limit_seconds,
+        task_soft_time_limit=max(1, settings.task_time_limit_seconds - 10),
+        broker_transport_options=transport,
+        broker_connection_retry_on_startup=True,
+        task_queues=[KombuQueue(q.value) for q in Queue],
+        task_default_queue=Queue.RECONCILE.value,
+        task_routes=(_route,),
+        task_create_missing_queues=False,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        worker_hijack_root_logger=False,
+        enable_utc=True,
+    )
+    return app
+
+
+def make_publisher(app: Celery) -> Publish:
+    """Return a function that publishes the reconcile task of a key through ``app``."""
+
+    def publish(key: OrderKey) -> None:
+        app.send_task(RECONCILE_ORDER, args=[str(key)])
+
+    return publish
