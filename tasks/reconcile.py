@@ -1,8 +1,9 @@
 """The entry task: one reconcile pass over one order, under the order's lock.
 
-``reconcile_order(key)`` is what every enqueue publishes. It clears the key's pending mark first,
-so an event that arrives from then on publishes a new task; takes the order's lease (or marks the
-key dirty and returns when another pass holds it); runs the pass function registered for the
+``reconcile_order(key)`` is what every enqueue publishes. It begins the pass (clearing the key's
+pending mark, so an event from then on publishes a new task) and takes the order's lease, or
+returns when another pass holds it (the key is then marked dirty) or when a completed pass already
+covers every event (a redundant message); runs the pass function registered for the
 order's kind with a heartbeat keeping the lease alive; writes the pass's "come back after" into the
 due-set; and releases the lease, enqueueing the key again when it was marked dirty meanwhile.
 
@@ -16,6 +17,7 @@ The task's arguments are the order key only, and its result names only the order
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,8 +28,9 @@ from celery import Task, current_app, shared_task
 from celery.utils.time import get_exponential_backoff_interval
 
 from tenantdb.adapters.celeryapp import make_publisher
-from tenantdb.adapters.workqueue import Heartbeat, LeaseLostError, Release, WorkQueue
+from tenantdb.adapters.workqueue import Heartbeat, LeaseLostError, Release, Start, WorkQueue
 from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
+from tenantdb.core.schedule import plan_comebacks
 from tenantdb.core.tasknames import RECONCILE_ORDER
 from tenantdb.settings import load_settings
 
@@ -96,19 +99,18 @@ def reconcile_order(self: Task, key: str) -> dict[str, str]:  # type: ignore[typ
         return _result(key, "KindNotServed")
 
     queue = workqueue()
-    queue.clear_pending(order)
-    lease = queue.acquire(order)
+    start, lease = queue.begin(order)
     if lease is None:
-        return _result(key, "Busy")
+        return _result(key, "Busy" if start is Start.BUSY else "Stale")
     try:
         with queue.heartbeat(lease) as guard:
             outcome = function(PassContext(order, guard))
     except LeaseLostError:
-        log.warning("pass lost its lease; enqueueing again", extra={"order": key})
-        queue.enqueue(order)
+        log.warning("pass lost its lease; asking for another", extra={"order": key})
+        queue.request_pass(order)
         return _result(key, "LeaseLost")
     except Exception as exc:
-        queue.release(lease)
+        queue.release(lease, completed=False)
         settings = load_settings()
         countdown = get_exponential_backoff_interval(
             factor=1,
@@ -123,8 +125,14 @@ def reconcile_order(self: Task, key: str) -> dict[str, str]:  # type: ignore[typ
             extra={"order": key},
         )
         raise self.retry(countdown=countdown, exc=exc) from None
-    if outcome.requeue_after is not None:
-        queue.schedule(order, time.time() + outcome.requeue_after)
+    settings = load_settings()
+    for comeback in plan_comebacks(
+        outcome.requeue_after,
+        now=time.time(),
+        resync_seconds=settings.resync_seconds,
+        jitter=random.random(),  # noqa: S311 - spreading load, not security
+    ):
+        queue.schedule(order, comeback.at, comeback.table)
     if queue.release(lease) is Release.LOST:
-        queue.enqueue(order)
+        queue.request_pass(order)
     return _result(key, outcome.reason)

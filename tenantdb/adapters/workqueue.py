@@ -2,18 +2,23 @@
 
 These primitives give the engine its guarantees (ARCHITECTURE.md, "Work-queue invariants"):
 
-* ``enqueue`` sets a pending mark with NX; only a newly set mark publishes a task, so a burst of
-  events for one order costs one message.
-* ``acquire`` takes an order's lock with a random token and a lease. When the lock is busy it
-  marks the order dirty in the same script, so an event that arrives during a pass is never lost:
-  ``release`` removes the lock and reports the dirty mark in one script, and the caller enqueues
-  again. A dirty mark also carries the time the busy lease runs out, so when its holder dies the
-  sweep (``sweep_orphans``) finds the key and enqueues it.
+* ``enqueue`` counts an event for the key and sets a pending mark with NX; only a newly set mark
+  publishes a task, so a burst of events for one order costs one message.
+* ``begin`` starts a pass: in one script it clears the pending mark (so later events publish
+  again), drops the message when every counted event is already covered by a completed pass (a
+  message made redundant by a pass that started after its event), and takes the order's lock with
+  a random token and a lease, remembering how many events the pass covers. When the lock is busy
+  it marks the key dirty instead.
+* ``release`` removes the lock, records a completed pass's coverage, and reports in the same
+  script whether events arrived during the pass, in which case the key is enqueued again. So an
+  event during a pass is never lost, and a burst during a pass costs exactly one more pass.
+* A dirty mark carries the time the busy lease runs out, so when its holder dies (and never
+  releases) the sweep (``sweep_orphans``) finds the key and enqueues it.
 * A ``Heartbeat`` extends the lease while a step runs; ``Heartbeat.check`` is called before every
   write and raises ``LeaseLostError`` once the lease is gone, so a step that lost it stops before
   writing.
-* The due-set holds "come back at T" per key (the earliest time wins) and pops due keys exactly
-  once, in batches.
+* Two timetables hold "come back at T" per key (the earliest time wins) and pop due keys exactly
+  once, in batches: the due-set for short waits and the refresh set for periodic refreshes.
 
 Every key lives under a configurable prefix. The scripts build lock key names from the prefix, so
 they need a single Redis (or Sentinel), not Redis Cluster.
@@ -36,25 +41,74 @@ from typing import Self
 import redis
 
 from tenantdb.core.keys import OrderKey
+from tenantdb.core.schedule import Timetable
 
 log = logging.getLogger(__name__)
 
 Publish = Callable[[OrderKey], None]
 
-_ACQUIRE = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
-local pttl = redis.call('PTTL', KEYS[1])
-if pttl < 0 then pttl = 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZADD', KEYS[2], now + pttl, ARGV[3])
+SEQUENCE_TTL = 7 * 24 * 3600
+"""Life of a key's event counters after their last change; both fields expire together."""
+
+_ENQUEUE = """
+redis.call('HINCRBY', KEYS[2], 'events', 1)
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 1 end
+if ARGV[3] == '1' then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return 0
 """
+
+# Shared by begin and acquire: take the lock, or mark the key dirty until the busy lease ends.
+_LOCK_OR_MARK = """
+local function lock_or_mark(lock, dirty, token, ttl, member)
+  if redis.call('SET', lock, token, 'NX', 'PX', ttl) then return true end
+  local pttl = redis.call('PTTL', lock)
+  if pttl < 0 then pttl = 0 end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZADD', dirty, now + pttl, member)
+  return false
+end
+"""
+
+_BEGIN = (
+    _LOCK_OR_MARK
+    + """
+redis.call('DEL', KEYS[3])
+local events = tonumber(redis.call('HGET', KEYS[4], 'events') or '0')
+local covered = tonumber(redis.call('HGET', KEYS[4], 'covered') or '0')
+if events <= covered then return {-1, events} end
+if lock_or_mark(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]) then return {1, events} end
+return {0, events}
+"""
+)
+
+_ACQUIRE = (
+    _LOCK_OR_MARK
+    + """
+if lock_or_mark(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]) then return 1 end
+return 0
+"""
+)
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 redis.call('DEL', KEYS[1])
-return redis.call('ZREM', KEYS[2], ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[2])
+local started = tonumber(ARGV[3])
+if ARGV[4] == '1' then
+  local covered = tonumber(redis.call('HGET', KEYS[3], 'covered') or '0')
+  if started > covered then
+    redis.call('HSET', KEYS[3], 'covered', started)
+    redis.call('EXPIRE', KEYS[3], ARGV[5])
+  end
+end
+local events = tonumber(redis.call('HGET', KEYS[3], 'events') or '0')
+if events <= started then return 0 end
+-- Ask for the next pass before the lock is free to take, without counting a new event: a pass
+-- that takes the lock from here on covers these events, and this message then ends as stale.
+if redis.call('SET', KEYS[4], '1', 'NX', 'EX', ARGV[6]) then return 2 end
+return 1
 """
 
 _EXTEND = """
@@ -100,6 +154,17 @@ class LeaseLostError(RuntimeError):
         self.key = key
 
 
+class Start(enum.Enum):
+    """How ``WorkQueue.begin`` started a pass."""
+
+    LEASED = "leased"
+    """The pass holds the lease and runs."""
+    BUSY = "busy"
+    """Another pass holds the lease; the key is marked dirty and this message ends."""
+    STALE = "stale"
+    """A completed pass already covers every event; this message ends."""
+
+
 class Release(enum.Enum):
     """What ``WorkQueue.release`` found."""
 
@@ -113,10 +178,11 @@ class Release(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """A held lock on one order: the key and the random token that proves ownership."""
+    """A held lock on one order: the key, the token that proves ownership, the events covered."""
 
     key: OrderKey
     token: str
+    started: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +199,10 @@ class WorkQueueKeys:
         """The lock of a key."""
         return f"{self.prefix}lock:{key}"
 
+    def sequence(self, key: OrderKey) -> str:
+        """The hash counting a key's events and the events its last completed pass covered."""
+        return f"{self.prefix}seq:{key}"
+
     @property
     def lock_prefix(self) -> str:
         """What the lock names start with (the scripts append the key)."""
@@ -146,7 +216,11 @@ class WorkQueueKeys:
     @property
     def due(self) -> str:
         """The due-set: keys scored by the epoch milliseconds they are due at."""
-        return f"{self.prefix}due"
+        return self.timetable(Timetable.DUE)
+
+    def timetable(self, table: Timetable) -> str:
+        """The sorted set of one timetable."""
+        return f"{self.prefix}{table.value}"
 
 
 class WorkQueue:
@@ -175,6 +249,8 @@ class WorkQueue:
         self.keys = WorkQueueKeys(prefix)
         self.lock_ttl_ms = max(1, int(lock_ttl * 1000))
         self.pending_ttl = pending_ttl
+        self._enqueue = client.register_script(_ENQUEUE)
+        self._begin = client.register_script(_BEGIN)
         self._acquire = client.register_script(_ACQUIRE)
         self._release = client.register_script(_RELEASE)
         self._extend = client.register_script(_EXTEND)
@@ -184,7 +260,7 @@ class WorkQueue:
     # -- enqueue -------------------------------------------------------------------------------
 
     def enqueue(self, key: OrderKey, *, force: bool = False) -> bool:
-        """Publish a reconcile of ``key`` unless one is already pending.
+        """Count an event for ``key`` and publish a reconcile unless one is already pending.
 
         Args:
             key: the order.
@@ -193,22 +269,22 @@ class WorkQueue:
         Returns:
             Whether a task was published.
         """
-        fresh = bool(self.redis.set(self.keys.pending(key), "1", nx=True, ex=self.pending_ttl))
-        if not fresh and not force:
-            return False
-        if not fresh:
-            self.redis.expire(self.keys.pending(key), self.pending_ttl)
-        try:
+        fresh = bool(
+            int(
+                self._enqueue(
+                    keys=[self.keys.pending(key), self.keys.sequence(key)],
+                    args=[self.pending_ttl, SEQUENCE_TTL, "1" if force else "0"],
+                )
+            )
+        )
+        if fresh:
+            self._publish_or_unmark(key)
+        elif force:
             self.publish(key)
-        except BaseException:
-            # Without the message the mark would only block the key until it expires.
-            if fresh:
-                self.redis.delete(self.keys.pending(key))
-            raise
-        return True
+        return fresh or force
 
     def clear_pending(self, key: OrderKey) -> None:
-        """Drop the pending mark; done first by a pass so later events publish again."""
+        """Drop the pending mark."""
         self.redis.delete(self.keys.pending(key))
 
     def is_pending(self, key: OrderKey) -> bool:
@@ -217,8 +293,30 @@ class WorkQueue:
 
     # -- lock ----------------------------------------------------------------------------------
 
+    def begin(self, key: OrderKey) -> tuple[Start, Lease | None]:
+        """Start a pass for a consumed message: clear the pending mark, then lease or skip.
+
+        Returns:
+            ``(LEASED, lease)`` when the pass may run; ``(BUSY, None)`` when another pass holds the
+            key (which is now marked dirty); ``(STALE, None)`` when a completed pass already
+            covers every event counted for the key.
+        """
+        token = secrets.token_hex(16)
+        outcome, events = self._begin(
+            keys=[
+                self.keys.lock(key),
+                self.keys.dirty,
+                self.keys.pending(key),
+                self.keys.sequence(key),
+            ],
+            args=[token, self.lock_ttl_ms, str(key)],
+        )
+        if int(outcome) == 1:
+            return Start.LEASED, Lease(key, token, int(events))
+        return (Start.BUSY if int(outcome) == 0 else Start.STALE), None
+
     def acquire(self, key: OrderKey) -> Lease | None:
-        """Take the key's lock, or mark the key dirty when another pass holds it."""
+        """Take the key's lock, or mark the key dirty when another holder has it."""
         token = secrets.token_hex(16)
         got = self._acquire(
             keys=[self.keys.lock(key), self.keys.dirty],
@@ -245,20 +343,57 @@ class WorkQueue:
         """Whether some pass holds the key's lock."""
         return bool(self.redis.exists(self.keys.lock(key)))
 
-    def release(self, lease: Lease) -> Release:
-        """Release the lease; when the key was marked dirty meanwhile, enqueue it again."""
+    def release(self, lease: Lease, *, completed: bool = True) -> Release:
+        """Release the lease; enqueue the key again when events arrived during the pass.
+
+        Args:
+            lease: the lease to release.
+            completed: whether the pass finished; only a finished pass covers the events it saw.
+        """
         found = int(
             self._release(
-                keys=[self.keys.lock(lease.key), self.keys.dirty],
-                args=[lease.token, str(lease.key)],
+                keys=[
+                    self.keys.lock(lease.key),
+                    self.keys.dirty,
+                    self.keys.sequence(lease.key),
+                    self.keys.pending(lease.key),
+                ],
+                args=[
+                    lease.token,
+                    str(lease.key),
+                    lease.started,
+                    "1" if completed else "0",
+                    SEQUENCE_TTL,
+                    self.pending_ttl,
+                ],
             )
         )
         if found < 0:
             return Release.LOST
         if found == 0:
             return Release.CLEAN
-        self.enqueue(lease.key)
+        if found == 2:  # the script newly set the pending mark
+            self._publish_or_unmark(lease.key)
         return Release.DIRTY
+
+    def request_pass(self, key: OrderKey) -> bool:
+        """Ask for another pass without counting an event: for work a pass did not finish.
+
+        A lost lease or a killed holder leaves events no completed pass covers; the next pass
+        runs because of them, or ends as stale when another pass completed meanwhile.
+        """
+        if not self.redis.set(self.keys.pending(key), "1", nx=True, ex=self.pending_ttl):
+            return False
+        self._publish_or_unmark(key)
+        return True
+
+    def _publish_or_unmark(self, key: OrderKey) -> None:
+        try:
+            self.publish(key)
+        except BaseException:
+            # Without the message the mark would only block the key until it expires.
+            self.redis.delete(self.keys.pending(key))
+            raise
 
     @contextmanager
     def heartbeat(self, lease: Lease, interval: float | None = None) -> Iterator[Heartbeat]:
@@ -272,28 +407,37 @@ class WorkQueue:
         members = self._sweep(keys=[self.keys.dirty], args=[batch, self.keys.lock_prefix])
         found = [OrderKey.parse(_text(m)) for m in members]
         for key in found:
-            self.enqueue(key)
+            self.request_pass(key)
         return found
 
     # -- due-set -------------------------------------------------------------------------------
 
-    def schedule(self, key: OrderKey, at: float) -> None:
+    def schedule(self, key: OrderKey, at: float, table: Timetable = Timetable.DUE) -> None:
         """Ask for a pass of ``key`` at epoch seconds ``at``; an earlier request wins."""
-        self.redis.zadd(self.keys.due, {str(key): int(at * 1000)}, lt=True)
+        self.redis.zadd(self.keys.timetable(table), {str(key): int(at * 1000)}, lt=True)
 
-    def due_at(self, key: OrderKey) -> float | None:
+    def due_at(self, key: OrderKey, table: Timetable = Timetable.DUE) -> float | None:
         """When the key is due, in epoch seconds, or None."""
-        score = self.redis.zscore(self.keys.due, str(key))
+        score = self.redis.zscore(self.keys.timetable(table), str(key))
         return None if score is None else float(score) / 1000
 
-    def pop_due(self, now: float, batch: int = 500) -> list[OrderKey]:
+    def pop_due(
+        self, now: float, batch: int = 500, table: Timetable = Timetable.DUE
+    ) -> list[OrderKey]:
         """Remove and return up to ``batch`` keys due by ``now``; each is returned once."""
-        members = self._pop_due(keys=[self.keys.due], args=[int(now * 1000), batch])
+        members = self._pop_due(keys=[self.keys.timetable(table)], args=[int(now * 1000), batch])
         return [OrderKey.parse(_text(m)) for m in members]
 
-    def due_count(self) -> int:
-        """How many keys the due-set holds."""
-        return int(self.redis.zcard(self.keys.due))
+    def due_count(self, table: Timetable = Timetable.DUE) -> int:
+        """How many keys the timetable holds."""
+        return int(self.redis.zcard(self.keys.timetable(table)))
+
+    def forget(self, key: OrderKey) -> None:
+        """Drop the key from both timetables (its order is gone)."""
+        pipe = self.redis.pipeline()
+        for table in Timetable:
+            pipe.zrem(self.keys.timetable(table), str(key))
+        pipe.execute()
 
 
 class Heartbeat:

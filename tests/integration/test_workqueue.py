@@ -19,7 +19,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tenantdb.adapters.workqueue import LeaseLostError, Release, WorkQueue
+from tenantdb.adapters.workqueue import LeaseLostError, Release, Start, WorkQueue
 from tenantdb.core.keys import OrderKey
 from tests.conftest import REDIS_URL
 
@@ -127,6 +127,7 @@ class _World:
     messages: list[OrderKey]
     clock: int = 0
     last_event: int = -1
+    pass_begins: list[int] = field(default_factory=list)
     pass_reads: list[int] = field(default_factory=list)
     active: list[Iterator[None]] = field(default_factory=list)
 
@@ -139,9 +140,11 @@ class _World:
         self.active.append(self._protocol(self.messages.pop(0)))
 
     def _protocol(self, key: OrderKey) -> Iterator[None]:
-        self.queue.clear_pending(key)
-        yield
-        lease = self.queue.acquire(key)
+        yield  # the message is in a worker's hands; the pass has not begun
+        _, lease = self.queue.begin(key)
+        if lease is not None:
+            self.clock += 1
+            self.pass_begins.append(self.clock)
         yield
         if lease is None:
             return
@@ -186,6 +189,8 @@ def _run_interleaving(client: redis.Redis, prefix: str, actions: list[tuple[str,
     assert max(world.pass_reads) > world.last_event, (
         f"last event at {world.last_event} but the last pass read at {max(world.pass_reads)}"
     )
+    begun_after = [begin for begin in world.pass_begins if begin > world.last_event]
+    assert len(begun_after) <= 1, f"redundant passes began after the last event: {begun_after}"
     _cleanup(client, prefix)
 
 
@@ -218,8 +223,7 @@ def test_a_thousand_enqueues_during_a_pass_cost_one_more_pass(
     def run_message() -> None:
         nonlocal passes
         key = messages.pop(0)
-        queue.clear_pending(key)
-        lease = queue.acquire(key)
+        _, lease = queue.begin(key)
         if lease is None:
             return
         passes += 1
@@ -277,14 +281,50 @@ def test_the_heartbeat_keeps_a_running_step_leased(client: redis.Redis, key_pref
     assert queue.release(lease) is Release.CLEAN
 
 
-def test_release_re_enqueues_a_key_marked_dirty(client: redis.Redis, key_prefix: str) -> None:
+def test_an_event_during_a_pass_brings_exactly_one_more_pass(
+    client: redis.Redis, key_prefix: str
+) -> None:
     published: list[OrderKey] = []
     queue = _queue(client, key_prefix, published)
-    lease = queue.acquire(KEY)
+    queue.enqueue(KEY)
+    start, lease = queue.begin(published.pop())
+    assert start is Start.LEASED
     assert lease is not None
-    assert queue.acquire(KEY) is None  # a second pass finds it busy and marks it dirty
+    queue.enqueue(KEY)  # an event while the pass runs
+    assert queue.begin(published.pop()) == (Start.BUSY, None)
     assert queue.release(lease) is Release.DIRTY
     assert published == [KEY]
+    start, second = queue.begin(published.pop())
+    assert start is Start.LEASED
+    assert second is not None
+    assert queue.release(second) is Release.CLEAN
+    assert published == []
+
+
+def test_a_message_a_completed_pass_made_redundant_ends_as_stale(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published)
+    queue.enqueue(KEY)
+    queue.enqueue(KEY, force=True)  # two messages for the same event
+    _, lease = queue.begin(published.pop(0))
+    assert lease is not None
+    assert queue.release(lease) is Release.CLEAN
+    assert queue.begin(published.pop(0)) == (Start.STALE, None)
+
+
+def test_a_failed_pass_does_not_cover_its_events(client: redis.Redis, key_prefix: str) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published)
+    queue.enqueue(KEY)
+    _, lease = queue.begin(published.pop())
+    assert lease is not None
+    assert queue.release(lease, completed=False) is Release.CLEAN
+    # The retry of the failed pass still runs: its events are not covered yet.
+    start, retry = queue.begin(KEY)
+    assert start is Start.LEASED
+    assert retry is not None
 
 
 def test_a_dead_holders_dirty_key_is_swept_after_its_lease(
@@ -292,11 +332,17 @@ def test_a_dead_holders_dirty_key_is_swept_after_its_lease(
 ) -> None:
     published: list[OrderKey] = []
     queue = _queue(client, key_prefix, published, lock_ttl=0.2)
-    assert queue.acquire(KEY) is not None  # this holder "dies": it never releases
-    assert queue.acquire(KEY) is None
+    queue.enqueue(KEY)
+    _, dead = queue.begin(published.pop())  # this holder "dies": it never releases
+    assert dead is not None
+    queue.enqueue(KEY)
+    assert queue.begin(published.pop()) == (Start.BUSY, None)
     assert queue.sweep_orphans() == []  # the lease still runs: not an orphan yet
     _wait_for(lambda: queue.sweep_orphans() == [KEY], seconds=5)
     assert published == [KEY]
+    start, lease = queue.begin(published.pop())
+    assert start is Start.LEASED, "the events the dead pass saw are still not covered"
+    assert lease is not None
 
 
 # -- (e) the due-set -------------------------------------------------------------------------------
