@@ -80,12 +80,29 @@ def _worker(celery_args: list[str]) -> int:
 
 
 def _beat() -> int:
+    import redis
+
+    from tenantdb.adapters.leader import LeaderLease
+    from tenantdb.settings import load_settings
     from workers.beat import run_beat
 
+    settings = load_settings()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    run_beat(_workqueue(), stop)
+    lease = LeaderLease(
+        redis.Redis.from_url(settings.redis_url), "beat", prefix=settings.key_prefix
+    )
+    campaign = threading.Thread(target=lease.run, args=(stop,), name="beat-lease", daemon=True)
+    campaign.start()
+    run_beat(
+        _workqueue(),
+        stop,
+        interval=settings.beat_interval_seconds,
+        refresh_cycle=settings.refresh_cycle_seconds,
+        is_active=lambda: lease.is_leader,
+    )
+    campaign.join(timeout=5)
     return EXIT_OK
 
 

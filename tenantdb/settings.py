@@ -58,6 +58,22 @@ class Settings(BaseSettings):
             " Must exceed the task time limit and the retry backoff cap."
         ),
     )
+    resync_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        description=(
+            "Period of the jittered resync of every known order, for drift no event reports;"
+            " 0 disables it."
+        ),
+    )
+    refresh_cycle_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="The cycle refreshes are spread over; beat caps the refresh rate from it.",
+    )
+    beat_interval_seconds: float = Field(
+        default=1.0, gt=0, description="How often beat sweeps the timetables."
+    )
     metrics_port: int = Field(
         default=0, ge=0, le=65535, description="Port of /metrics; 0 serves no metrics."
     )

@@ -1,0 +1,81 @@
+"""How evenly beat spreads the periodic refreshes of many orders over their cycle.
+
+Puts N keys in the refresh set of the real Redis, then runs beat's sweep against a simulated
+clock, one sweep per simulated second, for several cycles. Each enqueued key is "processed" at
+once: its pending mark is cleared and it is rescheduled one cycle later, as a converged order's pass
+would do. The figure of merit is the largest number of enqueues in any one second of the last cycle,
+as a ratio to the mean rate N / cycle. Two starting layouts: every key due at once (the worst case,
+as after an outage) and keys due at random times.
+
+Usage: .venv/bin/python bench/refresh_spread.py [--keys 10000] [--cycle 600] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import secrets
+import statistics
+from collections import Counter
+
+import redis
+
+from tenantdb.adapters.workqueue import WorkQueue
+from tenantdb.core.keys import OrderKey
+from tenantdb.core.schedule import Timetable
+from workers.beat import sweep_once
+
+
+def run(keys: int, cycle: int, layout: str, seed: int, cycles: int) -> float:
+    """Return the max-second / mean-rate ratio over the last simulated cycle."""
+    client = redis.Redis()
+    prefix = f"tenantdb-bench-{secrets.token_hex(4)}:"
+    rng = random.Random(seed)
+    per_second: Counter[int] = Counter()
+    clock = {"now": 0.0}
+    queue: WorkQueue
+
+    def publish(key: OrderKey) -> None:
+        tick = int(clock["now"])
+        per_second[tick] += 1
+        queue.clear_pending(key)
+        queue.schedule(key, clock["now"] + cycle, Timetable.REFRESH)
+
+    queue = WorkQueue(client, publish, prefix=prefix)
+    start = 1_000_000
+    try:
+        pipe = client.pipeline()
+        for i in range(keys):
+            offset = 0 if layout == "burst" else rng.random() * cycle
+            key = str(OrderKey("mariadbdatabase", "tenant", f"order-{i}"))
+            pipe.zadd(queue.keys.timetable(Timetable.REFRESH), {key: int((start + offset) * 1000)})
+        pipe.execute()
+        for second in range(cycles * cycle):
+            clock["now"] = start + second
+            sweep_once(queue, clock["now"], refresh_cycle=cycle, interval=1.0)
+        last = [per_second[start + s] for s in range((cycles - 1) * cycle, cycles * cycle)]
+        return max(last) / (keys / cycle)
+    finally:
+        for name in client.scan_iter(match=f"{prefix}*", count=1000):
+            client.delete(name)
+
+
+def main() -> None:
+    """Run the benchmark and print medians over the runs."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--cycle", type=int, default=600)
+    parser.add_argument("--cycles", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    print(f"{args.keys} keys, {args.cycle} s cycle, mean rate {args.keys / args.cycle:.1f}/s")
+    for layout in ("burst", "random"):
+        ratios = [run(args.keys, args.cycle, layout, seed, args.cycles) for seed in range(args.runs)]
+        print(
+            f"{layout:>6}: max second / mean rate, last cycle: median {statistics.median(ratios):.2f}"
+            f" (runs: {', '.join(f'{r:.2f}' for r in ratios)})"
+        )
+
+
+if __name__ == "__main__":
+    main()
