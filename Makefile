@@ -33,6 +33,10 @@ fmt: $(STAMP) ## Format and auto-fix what ruff can
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+.PHONY: gen
+gen: $(STAMP) ## Regenerate the CRDs in charts/tenantdb/crds from tenantdb/core/crd.py
+	$(BIN)/python tools/gen_crds.py
+
 .PHONY: unit
 unit: $(STAMP) ## Unit tests only (fast, no services)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

@@ -1,0 +1,126 @@
+"""The admission gates a MariaDBDatabase passes before anything is provisioned.
+
+Owns the checks, strictly in the reference order: the cluster name fits a label; the
+ControlPlane resolves; it assigns the order's namespace on the order's cluster (the freeze);
+the finalizer is in place; the shared database issues dynamic credentials; the ControlPlane's
+DBCredentialsReady is True. Each refusal is written on both sub-conditions with its own
+requeue. It must never read anything in the ControlPlane's namespace, Keystone's namespace or
+OpenBao: nothing past a failed gate may be touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tenantdb.core.conditions import on_both
+from tenantdb.core.controlplane import (
+    find_namespace_assignment,
+    is_db_credentials_ready,
+    is_dynamic_credentials_enabled,
+)
+from tenantdb.core.models import ControlPlane, MariaDBDatabase
+from tenantdb.core.naming import FINALIZER, MANAGEMENT_CLUSTER
+from tenantdb.core.reasons import (
+    Reason,
+    msg_cluster_name_too_long,
+    msg_control_plane_not_found,
+    msg_dynamic_credentials_unavailable,
+    msg_namespace_not_assigned,
+    msg_waiting_for_db_credentials,
+)
+from tenantdb.core.results import (
+    NO_REQUEUE,
+    REQUEUE_ASSIGNMENT,
+    REQUEUE_NEXT_PASS,
+    REQUEUE_SHORT,
+    PassResult,
+    StepOutcome,
+    compute_pass_result,
+)
+from tenantdb.core.validation import is_cluster_name_too_long
+
+
+@dataclass(frozen=True)
+class AdmissionObservation:
+    """What the gates look at: the order, its cluster, and its ControlPlane (None: NotFound)."""
+
+    order: MariaDBDatabase
+    cluster: str
+    control_plane: ControlPlane | None
+
+
+@dataclass(frozen=True)
+class AdmissionDecision:
+    """The gates' verdict.
+
+    When `outcome.proceed` is True the pass goes on to provision and delivery, and `result` is
+    None. Otherwise the pass writes `outcome.conditions` (status is persisted either way) and
+    ends with `result`. `add_finalizer` asks the engine to add the teardown finalizer first.
+    """
+
+    outcome: StepOutcome
+    result: PassResult | None
+    add_finalizer: bool = False
+
+
+def _refuse(outcome: StepOutcome, result: PassResult) -> AdmissionDecision:
+    return AdmissionDecision(outcome=outcome, result=result)
+
+
+def plan_admission(obs: AdmissionObservation) -> AdmissionDecision:
+    """Run the gates in order; the first that fails ends the pass."""
+    order, cluster, cp = obs.order, obs.cluster, obs.control_plane
+    cp_namespace = order.control_plane_namespace()
+    cp_name = order.spec.control_plane_ref.name
+    if is_cluster_name_too_long(cluster):
+        # Returned directly, past the pass-result rule: a rename is an edit elsewhere.
+        conditions = on_both(Reason.CLUSTER_NAME_TOO_LONG, msg_cluster_name_too_long(cluster))
+        return _refuse(StepOutcome(conditions=conditions), NO_REQUEUE)
+    not_assigned = on_both(
+        Reason.NAMESPACE_NOT_ASSIGNED,
+        msg_namespace_not_assigned(cp_namespace, cp_name, order.metadata.namespace, cluster),
+    )
+    if cp is None and cluster != MANAGEMENT_CLUSTER:
+        # The same words as a missing entry, so a target cluster learns nothing about
+        # which ControlPlanes exist.
+        outcome = StepOutcome(conditions=not_assigned, requeue_after=REQUEUE_ASSIGNMENT)
+        return _refuse(outcome, PassResult(requeue_after=REQUEUE_ASSIGNMENT))
+    if cp is None:
+        conditions = on_both(
+            Reason.CONTROL_PLANE_NOT_FOUND, msg_control_plane_not_found(cp_namespace, cp_name)
+        )
+        outcome = StepOutcome(conditions=conditions, requeue_after=REQUEUE_SHORT)
+        return _refuse(outcome, PassResult(requeue_after=REQUEUE_SHORT))
+    if find_namespace_assignment(cp, order.metadata.namespace, cluster) is None:
+        outcome = StepOutcome(conditions=not_assigned, requeue_after=REQUEUE_ASSIGNMENT)
+        return _refuse(outcome, PassResult(requeue_after=REQUEUE_ASSIGNMENT))
+    if FINALIZER not in order.metadata.finalizers:
+        return AdmissionDecision(
+            outcome=StepOutcome(requeue_after=REQUEUE_NEXT_PASS),
+            result=PassResult(requeue_after=REQUEUE_NEXT_PASS),
+            add_finalizer=True,
+        )
+    return _plan_dynamic_gates(cp, cluster, cp_namespace, cp_name)
+
+
+def _plan_dynamic_gates(
+    cp: ControlPlane, cluster: str, cp_namespace: str, cp_name: str
+) -> AdmissionDecision:
+    if not is_dynamic_credentials_enabled(cp):
+        outcome = StepOutcome(
+            conditions=on_both(
+                Reason.DYNAMIC_CREDENTIALS_UNAVAILABLE,
+                msg_dynamic_credentials_unavailable(cp_namespace, cp_name),
+            )
+        )
+        return _refuse(outcome, compute_pass_result(outcome, cluster=cluster, delivery_ready=False))
+    if not is_db_credentials_ready(cp):
+        outcome = StepOutcome(
+            conditions=on_both(
+                Reason.WAITING_FOR_DB_CREDENTIALS,
+                msg_waiting_for_db_credentials(cp_namespace, cp_name),
+            ),
+            requeue_after=REQUEUE_SHORT,
+        )
+        return _refuse(outcome, PassResult(requeue_after=REQUEUE_SHORT))
+    return AdmissionDecision(outcome=StepOutcome(proceed=True), result=None)

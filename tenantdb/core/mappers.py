@@ -1,0 +1,199 @@
+"""Which MariaDBDatabase orders a watch event concerns.
+
+Owns the pure mapping decisions the watcher makes: an event on an order (and the predicate
+that ignores tenantdb's own status and finalizer writes), on its delivered Secret (by the
+controller owner reference), on a labelled Secret, ExternalSecret or VaultDynamicSecret on the
+management cluster, on a mariadb-operator Database (only in a namespace where a ControlPlane
+places Keystone on that cluster), and on a ControlPlane (a spec change, a deletion, or a flip
+of DBCredentialsReady fans out to the management-cluster orders that reference it). Objects
+come in as the raw dicts a watch yields. It must never list, fetch or enqueue anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tenantdb.core.controlplane import (
+    DB_CREDENTIALS_READY,
+    compute_keystone_cluster,
+    compute_keystone_namespace,
+)
+from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
+from tenantdb.core.models import ControlPlane
+from tenantdb.core.naming import (
+    GROUP,
+    KIND,
+    LABEL_CLUSTER,
+    LABEL_NAME,
+    LABEL_NAMESPACE,
+    MANAGEMENT_CLUSTER,
+    SINGULAR,
+)
+
+ORDER_KIND = SINGULAR
+"""The kind part of a MariaDBDatabase order key."""
+
+_VOLATILE_METADATA = ("resourceVersion", "managedFields")
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def compute_order_key(cluster: str, namespace: str, name: str) -> OrderKey | None:
+    """Return the order key, or None when the parts cannot name an order."""
+    if not namespace or not name:
+        return None
+    try:
+        return OrderKey(kind=ORDER_KIND, namespace=namespace, name=name, cluster=cluster)
+    except InvalidOrderKeyError:
+        return None
+
+
+def _keys(key: OrderKey | None) -> list[OrderKey]:
+    return [key] if key is not None else []
+
+
+def map_order(obj: Mapping[str, Any], cluster: str) -> list[OrderKey]:
+    """Map an event on an order to its own key, on the cluster the event came from."""
+    meta = _meta(obj)
+    return _keys(
+        compute_order_key(cluster, str(meta.get("namespace", "")), str(meta.get("name", "")))
+    )
+
+
+def should_enqueue_order_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Pass an order update on a spec, label or annotation change, or on deletion starting.
+
+    A status write and a finalizer change leave generation, labels and annotations alone, so
+    tenantdb's own writes wake nothing.
+    """
+    old_meta, new_meta = _meta(old), _meta(new)
+    if old_meta.get("generation") != new_meta.get("generation"):
+        return True
+    if _str_map(old_meta.get("labels")) != _str_map(new_meta.get("labels")):
+        return True
+    if _str_map(old_meta.get("annotations")) != _str_map(new_meta.get("annotations")):
+        return True
+    return (
+        old_meta.get("deletionTimestamp") is None and new_meta.get("deletionTimestamp") is not None
+    )
+
+
+def map_delivered_secret(obj: Mapping[str, Any], cluster: str) -> list[OrderKey]:
+    """Map a Secret to the order that controls it, on the event's cluster."""
+    meta = _meta(obj)
+    for ref in meta.get("ownerReferences") or ():
+        if not isinstance(ref, Mapping) or not ref.get("controller"):
+            continue
+        api_version = str(ref.get("apiVersion", ""))
+        if ref.get("kind") == KIND and api_version.split("/")[0] == GROUP:
+            return _keys(
+                compute_order_key(cluster, str(meta.get("namespace", "")), str(ref.get("name", "")))
+            )
+    return []
+
+
+def map_labelled_child(obj: Mapping[str, Any]) -> list[OrderKey]:
+    """Map a labelled child to its order: name and namespace labels, cluster from its label.
+
+    Both the name and the namespace label must be non-empty; an absent cluster label reads as
+    the management cluster.
+    """
+    labels = _str_map(_meta(obj).get("labels"))
+    name, namespace = labels.get(LABEL_NAME, ""), labels.get(LABEL_NAMESPACE, "")
+    return _keys(compute_order_key(labels.get(LABEL_CLUSTER, MANAGEMENT_CLUSTER), namespace, name))
+
+
+def is_keystone_placed(
+    namespace: str, cluster: str, control_planes: Iterable[ControlPlane]
+) -> bool:
+    """Report whether some ControlPlane places Keystone in that namespace on that cluster."""
+    return any(
+        compute_keystone_namespace(cp) == namespace and compute_keystone_cluster(cp) == cluster
+        for cp in control_planes
+    )
+
+
+def map_database_cr(
+    obj: Mapping[str, Any], cluster: str, control_planes: Iterable[ControlPlane]
+) -> list[OrderKey]:
+    """Map a mariadb-operator Database to its order, only where a ControlPlane puts Keystone.
+
+    An unlabelled CR maps to nothing before any ControlPlane is looked at; a CR an owner writes
+    in an assigned namespace wakes no order, whatever its labels.
+    """
+    keys = map_labelled_child(obj)
+    if not keys:
+        return []
+    namespace = str(_meta(obj).get("namespace", ""))
+    return keys if is_keystone_placed(namespace, cluster, control_planes) else []
+
+
+def compute_control_plane_index_key(order: Mapping[str, Any]) -> str:
+    """Return `<resolved namespace>/<name>` of an order's controlPlaneRef (the fan-out index)."""
+    spec = order.get("spec")
+    ref = spec.get("controlPlaneRef") if isinstance(spec, Mapping) else None
+    if not isinstance(ref, Mapping):
+        return ""
+    namespace = ref.get("namespace") or _meta(order).get("namespace", "")
+    return f"{namespace}/{ref.get('name', '')}"
+
+
+def map_control_plane(
+    cp: Mapping[str, Any], management_orders: Iterable[Mapping[str, Any]]
+) -> list[OrderKey]:
+    """Fan a ControlPlane event out to the management-cluster orders that reference it.
+
+    No ControlPlane event reaches an order on a target cluster; those rely on the refresh.
+    """
+    meta = _meta(cp)
+    wanted = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    keys: list[OrderKey] = []
+    for order in management_orders:
+        if compute_control_plane_index_key(order) == wanted:
+            keys += map_order(order, MANAGEMENT_CLUSTER)
+    return keys
+
+
+def _condition_status(obj: Mapping[str, Any], condition_type: str) -> str:
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for condition in conditions or ():
+        if isinstance(condition, Mapping) and condition.get("type") == condition_type:
+            return str(condition.get("status", ""))
+    return ""
+
+
+def _is_true(obj: Mapping[str, Any], condition_type: str) -> bool:
+    return _condition_status(obj, condition_type) == "True"
+
+
+def should_enqueue_control_plane_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Pass a ControlPlane update on a spec change, a deletion, or a DBCredentialsReady flip."""
+    old_meta, new_meta = _meta(old), _meta(new)
+    if old_meta.get("generation") != new_meta.get("generation"):
+        return True
+    if old_meta.get("deletionTimestamp") != new_meta.get("deletionTimestamp"):
+        return True
+    return _is_true(old, DB_CREDENTIALS_READY) != _is_true(new, DB_CREDENTIALS_READY)
+
+
+def should_enqueue_child_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Pass a child update unless nothing but bookkeeping changed (a resync or a no-op write)."""
+    return _strip_volatile(old) != _strip_volatile(new)
+
+
+def _strip_volatile(obj: Mapping[str, Any]) -> dict[str, Any]:
+    stripped = dict(obj)
+    meta = {k: v for k, v in _meta(obj).items() if k not in _VOLATILE_METADATA}
+    stripped["metadata"] = meta
+    return stripped

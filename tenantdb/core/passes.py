@@ -1,0 +1,90 @@
+"""What one MariaDBDatabase pass records: its status and when the order comes back.
+
+Owns the composition of a pass: the gates' verdict, then the provision leg, then (only when
+the database is provisioned) the delivery leg, into one status and one pass result. A provision
+error keeps DeliveryReady as it was; a provision that has not converged tells DeliveryReady so;
+the pass result rule then decides. It must never perform the status write: it says whether one
+is needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from tenantdb.core.actions import LogEvent
+from tenantdb.core.conditions import (
+    ConditionUpdate,
+    DeliveredFields,
+    compute_status,
+    is_condition_true,
+    should_write_status,
+)
+from tenantdb.core.delivery import DeliveryResult
+from tenantdb.core.gates import AdmissionDecision
+from tenantdb.core.models import MariaDBDatabase, MariaDBDatabaseStatus
+from tenantdb.core.provision import LegResult
+from tenantdb.core.reasons import ConditionType
+from tenantdb.core.results import PassResult, compute_pass_result
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    """The status to persist (when `write_status`), the pass result, and log events."""
+
+    status: MariaDBDatabaseStatus
+    write_status: bool
+    result: PassResult
+    logs: tuple[LogEvent, ...] = ()
+
+
+def compute_pass_record(
+    order: MariaDBDatabase,
+    *,
+    cluster: str,
+    now: datetime,
+    admission: AdmissionDecision,
+    provision: LegResult | None = None,
+    delivery: DeliveryResult | None = None,
+) -> PassRecord:
+    """Compose a pass from the gates and the legs that ran.
+
+    Pass `provision` only when the gates let the pass go on, and `delivery` only when the
+    provision leg converged (`provision.outcome.proceed`).
+    """
+    updates: list[ConditionUpdate] = list(admission.outcome.conditions)
+    logs: list[LogEvent] = list(admission.outcome.logs)
+    role_name = database_name = None
+    delivered: DeliveredFields | None = None
+    deciding = admission.outcome
+    if provision is not None:
+        updates += provision.outcome.conditions
+        logs += provision.outcome.logs
+        role_name, database_name = provision.role_name, provision.database_name
+        deciding = provision.outcome
+    if provision is not None and provision.outcome.proceed and delivery is not None:
+        updates += delivery.outcome.conditions
+        logs += delivery.outcome.logs
+        delivered = delivery.delivered
+        deciding = delivery.outcome
+    old = order.status
+    status = compute_status(
+        old,
+        updates,
+        generation=order.metadata.generation,
+        now=now,
+        role_name=role_name,
+        database_name=database_name,
+        delivered=delivered,
+    )
+    if admission.result is not None and provision is None:
+        result = admission.result
+    else:
+        delivery_ready = is_condition_true(status.conditions, ConditionType.DELIVERY_READY)
+        result = compute_pass_result(deciding, cluster=cluster, delivery_ready=delivery_ready)
+    return PassRecord(
+        status=status,
+        write_status=should_write_status(old, status),
+        result=result,
+        logs=tuple(logs),
+    )
