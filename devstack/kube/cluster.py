@@ -1,0 +1,408 @@
+"""One simulated cluster: its API, controllers, tokens, counters and watches, usable from Python.
+
+Owns the `Cluster` object other stand-ins run beside (same process): `get`/`list`/`watch`/
+`create`/`apply`/`patch`/`delete` by resource name, ServiceAccount token issuing and TokenReview,
+request counters, the audit log switch, the watch-history window and killing open watches. The
+HTTP front end is `devstack.kube.server`. It must never be imported by production code.
+"""
+
+from __future__ import annotations
+
+import builtins
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from devstack.kube import auth, errors
+from devstack.kube.api import APPLY, Api, AuditEntry, Registry, WriteOptions, now_text
+from devstack.kube.controllers import Controllers
+from devstack.kube.kinds import Kind
+from devstack.kube.selectors import (
+    fields_match,
+    labels_match,
+    parse_field_selector,
+    parse_label_selector,
+)
+from devstack.kube.store import Event, Obj, Store
+
+
+@dataclass(frozen=True)
+class WatchRequest:
+    """What one watch asks for."""
+
+    kind: Kind
+    version: str
+    namespace: str | None
+    label_selector: str | None = None
+    field_selector: str | None = None
+    resource_version: str | None = None
+    timeout: float | None = None
+    bookmarks: bool = False
+    send_initial_events: bool = False
+
+
+class Cluster:
+    """A simulated Kubernetes cluster held in memory."""
+
+    def __init__(self, name: str, *, history: int = 10_000) -> None:
+        self.name = name
+        self.store = Store(history)
+        self.registry = Registry()
+        self.api = Api(self.store, self.registry)
+        self.controllers = Controllers(self.api)
+        self.tokens = auth.Tokens()
+        self.bookmark_interval = 60.0
+        self.abrupt_kill = False
+        self._counters: Counter[tuple[str, str]] = Counter()
+        self._counter_lock = threading.Lock()
+        self.controllers.start()
+
+    # ------------------------------------------------------------ test and benchmark controls
+
+    @property
+    def admin_token(self) -> str:
+        """The bearer token the kubeconfig carries."""
+        return self.tokens.admin_token
+
+    def set_history(self, events: int) -> None:
+        """Keep only the last `events` changes for watches; older resourceVersions get 410."""
+        self.store.set_history(events)
+
+    def kill_watches(self, *, abrupt: bool = False) -> None:
+        """End every open watch: cleanly (end of stream) or by dropping the connection."""
+        self.abrupt_kill = abrupt
+        self.store.kill_watches()
+
+    def enable_audit(self, enabled: bool = True) -> None:
+        """Start or stop recording writes in `audit_log`."""
+        self.api.audit_enabled = enabled
+
+    @property
+    def audit_log(self) -> list[AuditEntry]:
+        """Writes recorded since the audit log was enabled."""
+        return list(self.api.audit_log)
+
+    def count(self, verb: str, resource: str) -> None:
+        """Count one request by verb and resource."""
+        with self._counter_lock:
+            self._counters[(verb, resource)] += 1
+
+    def counters(self) -> dict[tuple[str, str], int]:
+        """Requests so far by (verb, resource), e.g. ("get", "secrets")."""
+        with self._counter_lock:
+            return dict(self._counters)
+
+    def reset_counters(self) -> None:
+        """Forget the request counts."""
+        with self._counter_lock:
+            self._counters.clear()
+
+    def wait_idle(self, timeout: float = 5.0) -> bool:
+        """Wait for garbage collection and namespace cleanup to catch up."""
+        return self.controllers.wait_idle(timeout)
+
+    def close(self) -> None:
+        """Stop background work and end open watches."""
+        self.kill_watches()
+        self.controllers.stop()
+
+    # ------------------------------------------------------------ Python API
+
+    def kind(self, resource: str) -> Kind:
+        """Find a kind by plural, `plural.group`, singular, Kind or short name."""
+        return self.registry.find(resource)
+
+    def get(self, resource: str, name: str, namespace: str = "") -> Obj:
+        """Read one object."""
+        kind = self.kind(resource)
+        return self.api.get(kind, kind.storage_version, namespace, name)
+
+    def list(
+        self, resource: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> builtins.list[Obj]:
+        """List objects of a kind."""
+        kind = self.kind(resource)
+        return list(self.api.list(kind, kind.storage_version, namespace, label_selector)["items"])
+
+    def create(
+        self, resource: str, body: Obj, namespace: str = "", manager: str = "devstack"
+    ) -> Obj:
+        """Create an object."""
+        kind = self.kind(resource)
+        return self.api.create(
+            kind, kind.storage_version, namespace, body, WriteOptions(field_manager=manager)
+        )
+
+    def apply(
+        self,
+        resource: str,
+        body: Obj,
+        namespace: str = "",
+        manager: str = "devstack",
+        force: bool = True,
+    ) -> Obj:
+        """Server-side apply an object as `manager`."""
+        kind = self.kind(resource)
+        name = str(body.get("metadata", {}).get("name", ""))
+        opts = WriteOptions(field_manager=manager, force=force)
+        return self.api.patch(kind, kind.storage_version, namespace, name, APPLY, body, opts)[0]
+
+    def patch(
+        self,
+        resource: str,
+        name: str,
+        patch: Any,
+        namespace: str = "",
+        *,
+        subresource: str = "",
+        patch_type: str = "application/merge-patch+json",
+        manager: str = "devstack",
+    ) -> Obj:
+        """Patch an object (merge patch unless told otherwise)."""
+        kind = self.kind(resource)
+        opts = WriteOptions(field_manager=manager)
+        return self.api.patch(
+            kind, kind.storage_version, namespace, name, patch_type, patch, opts, subresource
+        )[0]
+
+    def delete(self, resource: str, name: str, namespace: str = "") -> Obj:
+        """Delete an object."""
+        kind = self.kind(resource)
+        return self.api.delete(
+            kind, kind.storage_version, namespace, name, WriteOptions(field_manager="devstack")
+        )
+
+    def watch(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[tuple[str, Obj]]:
+        """Watch a kind: yield (type, object) until `timeout` passes or watches are killed."""
+        kind = self.kind(resource)
+        request = WatchRequest(
+            kind,
+            kind.storage_version,
+            namespace,
+            resource_version=resource_version,
+            timeout=timeout,
+        )
+        for event in self.watch_events(request):
+            yield str(event["type"]), event["object"]
+
+    # ------------------------------------------------------------ tokens
+
+    def token_request(self, ns: str, name: str, body: Any) -> Obj:
+        """Issue a ServiceAccount token (the TokenRequest subresource)."""
+        sa = self.api.get(self.kind("serviceaccounts"), "v1", ns, name)
+        spec = (body or {}).get("spec") or {}
+        seconds = int(spec.get("expirationSeconds") or 3600)
+        if seconds < 600:
+            raise errors.invalid_object(
+                "TokenRequest",
+                "authentication.k8s.io",
+                name,
+                [
+                    errors.invalid(
+                        "spec.expirationSeconds",
+                        seconds,
+                        "may not specify a duration less than 10 minutes",
+                    )
+                ],
+            )
+        audiences = list(spec.get("audiences") or [])
+        token, expires = self.tokens.issue(ns, name, sa["metadata"]["uid"], audiences, seconds)
+        return {
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": now_text()},
+            "spec": {
+                "audiences": audiences or list(auth.DEFAULT_AUDIENCES),
+                "expirationSeconds": seconds,
+                "boundObjectRef": spec.get("boundObjectRef"),
+            },
+            "status": {
+                "token": token,
+                "expirationTimestamp": datetime.fromtimestamp(expires, UTC).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"
+                ),
+            },
+        }
+
+    def issue_token(
+        self, ns: str, name: str, audiences: builtins.list[str] | None = None, seconds: int = 3600
+    ) -> str:
+        """Issue a ServiceAccount token from Python."""
+        body = {"spec": {"audiences": audiences or [], "expirationSeconds": seconds}}
+        return str(self.token_request(ns, name, body)["status"]["token"])
+
+    def authenticate(self, token: str) -> auth.User:
+        """Resolve a bearer token to a user.
+
+        Raises:
+            auth.TokenError: the token does not authenticate.
+        """
+        if token and token == self.tokens.admin_token:
+            return auth.ADMIN
+        claims = self.tokens.claims(token)
+        if not auth.audience_match(claims, []):
+            raise auth.TokenError("invalid bearer token, token audiences don't match")
+        return self._service_account_user(claims)
+
+    def _service_account_user(self, claims: dict[str, Any]) -> auth.User:
+        user = auth.user_from_claims(claims)
+        ns, name = user.name.split(":")[2:4]
+        sa = self.store.get("/serviceaccounts", ns, name)
+        if sa is None:
+            raise auth.TokenError(f'invalid bearer token, serviceaccounts "{name}" not found')
+        if sa["metadata"]["uid"] != user.uid:
+            raise auth.TokenError(
+                f"invalid bearer token, service account UID ({user.uid}) does not match "
+                f"claim ({sa['metadata']['uid']})"
+            )
+        return user
+
+    def token_review(self, body: Any) -> Obj:
+        """Answer a TokenReview."""
+        spec = (body or {}).get("spec") or {}
+        wanted = list(spec.get("audiences") or [])
+        status: dict[str, Any]
+        try:
+            claims = self.tokens.claims(str(spec.get("token", "")))
+            matched = auth.audience_match(claims, wanted)
+            if not matched:
+                raise auth.TokenError(
+                    "invalid bearer token, token audiences is invalid for the target audiences"
+                )
+            user = self._service_account_user(claims)
+            status = {"authenticated": True, "user": user.to_json(), "audiences": matched}
+        except auth.TokenError as exc:
+            status = {"user": {}, "error": f"[{exc}]"}
+        return {
+            "kind": "TokenReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": {k: v for k, v in spec.items() if k != "token"}
+            | {"token": spec.get("token", "")},
+            "status": status,
+        }
+
+    # ------------------------------------------------------------ watch
+
+    def watch_events(self, req: WatchRequest) -> Iterator[dict[str, Any]]:
+        """Yield watch events (`{"type", "object"}`) as the real server streams them."""
+        labels = parse_label_selector(req.label_selector)
+        fields = parse_field_selector(req.field_selector, req.kind.field_selectors)
+        timeout = req.timeout if req.timeout is not None else random.uniform(1800, 3600)  # noqa: S311 - spread, not secrecy
+        deadline = time.monotonic() + timeout
+        with self.store.lock:
+            epoch = self.store.kill_epoch
+            start = self._watch_start(req)
+        if isinstance(start, dict):
+            yield start
+            return
+        cursor, initial = start
+        for obj in initial:
+            if labels_match(labels, obj) and fields_match(fields, obj):
+                yield {"type": "ADDED", "object": self.api.present(obj, req.kind, req.version)}
+        if req.send_initial_events and req.bookmarks:
+            yield self._bookmark(req, cursor, initial_end=True)
+        yield from self._follow(req, cursor, deadline, epoch, (labels, fields))
+
+    def _watch_start(self, req: WatchRequest) -> tuple[int, builtins.list[Obj]] | dict[str, Any]:
+        rv = req.resource_version
+        if req.send_initial_events or not rv or rv == "0":
+            return self.store.rv, self.store.items(req.kind.key, req.namespace)
+        try:
+            cursor = int(rv)
+        except ValueError:
+            return _error_event(errors.bad_request(f'invalid resource version "{rv}"'))
+        if self.store.events_after(cursor) is None:
+            return _error_event(
+                errors.gone(f"too old resource version: {cursor} ({self.store.oldest_rv()})")
+            )
+        return cursor, []
+
+    def _follow(
+        self,
+        req: WatchRequest,
+        cursor: int,
+        deadline: float,
+        epoch: int,
+        selectors: tuple[Any, Any],
+    ) -> Iterator[dict[str, Any]]:
+        next_bookmark = time.monotonic() + self.bookmark_interval
+        while True:
+            with self.store.lock:
+                while self.store.rv == cursor and self.store.kill_epoch == epoch:
+                    remaining = min(deadline, next_bookmark) - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self.store.changed.wait(remaining)
+                if self.store.kill_epoch != epoch:
+                    return
+                events = self.store.events_after(cursor)
+                if events is None:
+                    yield _error_event(
+                        errors.gone(
+                            f"too old resource version: {cursor} ({self.store.oldest_rv()})"
+                        )
+                    )
+                    return
+                cursor = self.store.rv
+            for event in events:
+                out = self._translate(req, event, selectors)
+                if out is not None:
+                    yield out
+            now = time.monotonic()
+            if req.bookmarks and (now >= next_bookmark or now >= deadline):
+                yield self._bookmark(req, cursor)
+                next_bookmark = now + self.bookmark_interval
+            if now >= deadline:
+                return
+
+    def _bookmark(self, req: WatchRequest, rv: int, *, initial_end: bool = False) -> dict[str, Any]:
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return {
+            "type": "BOOKMARK",
+            "object": {
+                "kind": req.kind.kind,
+                "apiVersion": req.kind.api_version(req.version),
+                "metadata": meta,
+            },
+        }
+
+    def _translate(
+        self, req: WatchRequest, event: Event, selectors: tuple[Any, Any]
+    ) -> dict[str, Any] | None:
+        if event.key != req.kind.key or (
+            req.namespace is not None and event.namespace != req.namespace
+        ):
+            return None
+        labels, fields = selectors
+
+        def matches(obj: Obj | None) -> bool:
+            return obj is not None and labels_match(labels, obj) and fields_match(fields, obj)
+
+        now_in, was_in = matches(event.obj), matches(event.old)
+        if event.type == "DELETED":
+            kind_of = "DELETED" if now_in else None
+        elif event.type == "ADDED" or not was_in:
+            kind_of = "ADDED" if now_in else None
+        else:
+            kind_of = "MODIFIED" if now_in else "DELETED"
+        if kind_of is None:
+            return None
+        return {"type": kind_of, "object": self.api.present(event.obj, req.kind, req.version)}
+
+
+def _error_event(error: errors.ApiError) -> dict[str, Any]:
+    return {"type": "ERROR", "object": error.status()}

@@ -1,0 +1,424 @@
+"""Server-side apply and `metadata.managedFields`, as structured-merge-diff tracks them.
+
+Owns field sets (the `fieldsV1` encoding: `f:` fields, `k:` list-map keys, `v:` set values, `.`
+for an element itself), the apply merge (granular maps, list-maps merged by key, sets unioned,
+atomic lists replaced), conflicts against other managers (409 naming the manager unless forced),
+removal of fields an applier stops applying when nobody else owns them, and ownership transfer on
+ordinary updates. It must never touch fields outside the subresource being written.
+
+Deliberately left out: the `before-first-apply` manager for objects created without managed
+fields, version conversion of field sets, and `i:` (index) elements, since atomic lists are owned
+whole.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from devstack.kube.errors import ApiError
+
+Path = tuple[str, ...]
+Schema = dict[str, Any]
+_MISSING: Any = object()
+_IGNORED_META = frozenset(
+    "f:" + n
+    for n in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "managedFields",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+        "generateName",
+    ]
+)
+
+META_SCHEMA: Schema = {
+    "type": "object",
+    "properties": {
+        "finalizers": {
+            "type": "array",
+            "x-kubernetes-list-type": "set",
+            "items": {"type": "string"},
+        },
+        "ownerReferences": {
+            "type": "array",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["uid"],
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        },
+    },
+}
+
+
+def child(schema: Schema, key: str) -> Schema:
+    """Return the schema of a property or map value, `{}` when undeclared."""
+    props = schema.get("properties") or {}
+    if key in props:
+        return dict(props[key])
+    extra = schema.get("additionalProperties")
+    return dict(extra) if isinstance(extra, dict) else {}
+
+
+def _list_kind(schema: Schema) -> tuple[str, list[str]]:
+    kind = schema.get("x-kubernetes-list-type") or "atomic"
+    return str(kind), list(schema.get("x-kubernetes-list-map-keys") or [])
+
+
+def _key_element(item: dict[str, Any], keys: list[str]) -> str:
+    return "k:" + json.dumps({k: item.get(k) for k in sorted(keys)}, separators=(",", ":"))
+
+
+def field_values(obj: Any, schema: Schema) -> dict[Path, Any]:
+    """Map every owned-able path of an object to its value (True for list elements)."""
+    out: dict[Path, Any] = {}
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            _collect(value, child(schema, key), ("f:" + key,), out)
+    return out
+
+
+def _collect(value: Any, schema: Schema, path: Path, out: dict[Path, Any]) -> None:
+    if isinstance(value, dict) and value and schema.get("x-kubernetes-map-type") != "atomic":
+        for key, sub in value.items():
+            _collect(sub, child(schema, key), (*path, "f:" + key), out)
+        return
+    kind, keys = _list_kind(schema)
+    if isinstance(value, list) and value and kind in ("set", "map"):
+        items: Schema = schema.get("items") or {}
+        for item in value:
+            if kind == "set":
+                out[(*path, "v:" + json.dumps(item, separators=(",", ":")))] = True
+            elif isinstance(item, dict):
+                element = (*path, _key_element(item, keys))
+                out[element] = True
+                for key, sub in item.items():
+                    _collect(sub, child(items, key), (*element, "f:" + key), out)
+        return
+    out[path] = value
+
+
+def scope_paths(values: dict[Path, Any], subresource: str, has_status: bool) -> dict[Path, Any]:
+    """Keep the paths a write through this endpoint may own."""
+    kept: dict[Path, Any] = {}
+    for path, value in values.items():
+        head = path[0]
+        if head in ("f:apiVersion", "f:kind"):
+            continue
+        if head == "f:metadata" and len(path) > 1 and path[1] in _IGNORED_META:
+            continue
+        if has_status and (head == "f:status") != (subresource == "status"):
+            continue
+        kept[path] = value
+    return kept
+
+
+# ---------------------------------------------------------------- fieldsV1 encoding
+
+
+def decode(trie: dict[str, Any], prefix: Path = ()) -> set[Path]:
+    """Turn a `fieldsV1` trie into a set of paths."""
+    out: set[Path] = set()
+    for key, sub in trie.items():
+        if key == ".":
+            out.add(prefix)
+        elif sub:
+            out |= decode(sub, (*prefix, key))
+        else:
+            out.add((*prefix, key))
+    return out
+
+
+def encode(paths: set[Path]) -> dict[str, Any]:
+    """Turn a set of paths into a `fieldsV1` trie."""
+    root: dict[str, Any] = {}
+    for path in sorted(paths):
+        node = root
+        for element in path:
+            node = node.setdefault(element, {})
+    for path in paths:
+        node = root
+        for element in path:
+            node = node[element]
+        if node and "." not in node:
+            node["."] = {}
+    return root
+
+
+def path_text(path: Path) -> str:
+    """Print a path as structured-merge-diff does in conflict messages."""
+    out = []
+    for element in path:
+        kind, body = element[:2], element[2:]
+        if kind == "f:":
+            out.append("." + body)
+        elif kind == "k:":
+            keys = json.loads(body)
+            out.append("[" + ",".join(f"{k}={json.dumps(v)}" for k, v in keys.items()) + "]")
+        elif kind == "v:":
+            out.append(f"[={body}]")
+        else:
+            out.append(f"[{body}]")
+    return "".join(out)
+
+
+# ---------------------------------------------------------------- manager entries
+
+
+@dataclass
+class Entry:
+    """One `managedFields` entry."""
+
+    manager: str
+    operation: str
+    api_version: str
+    time: str
+    subresource: str = ""
+    paths: set[Path] = field(default_factory=set)
+
+    def same_owner(self, manager: str, operation: str, subresource: str) -> bool:
+        """Tell whether this entry belongs to that manager, operation and subresource."""
+        return (self.manager, self.operation, self.subresource) == (manager, operation, subresource)
+
+    def to_json(self) -> dict[str, Any]:
+        """Render the entry for `metadata.managedFields`."""
+        out: dict[str, Any] = {
+            "manager": self.manager,
+            "operation": self.operation,
+            "apiVersion": self.api_version,
+            "time": self.time,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": encode(self.paths),
+        }
+        if self.subresource:
+            out["subresource"] = self.subresource
+        return out
+
+
+def read_entries(obj: dict[str, Any] | None) -> list[Entry]:
+    """Parse an object's `metadata.managedFields`."""
+    if not obj:
+        return []
+    entries = []
+    for raw in obj.get("metadata", {}).get("managedFields") or []:
+        entries.append(
+            Entry(
+                manager=str(raw.get("manager", "")),
+                operation=str(raw.get("operation", "Update")),
+                api_version=str(raw.get("apiVersion", "")),
+                time=str(raw.get("time", "")),
+                subresource=str(raw.get("subresource", "")),
+                paths=decode(raw.get("fieldsV1") or {}),
+            )
+        )
+    return entries
+
+
+def write_entries(obj: dict[str, Any], entries: list[Entry]) -> None:
+    """Store entries in `metadata.managedFields`, dropping empty ones."""
+    kept = [e.to_json() for e in entries if e.paths]
+    meta = obj.setdefault("metadata", {})
+    if kept:
+        meta["managedFields"] = kept
+    else:
+        meta.pop("managedFields", None)
+
+
+def _entry_for(
+    entries: list[Entry], manager: str, operation: str, sub: str, stamp: tuple[str, str]
+) -> Entry:
+    for entry in entries:
+        if entry.same_owner(manager, operation, sub):
+            entry.api_version, entry.time = stamp
+            return entry
+    entry = Entry(manager, operation, stamp[0], stamp[1], sub)
+    entries.append(entry)
+    return entry
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which part of an object a write may own."""
+
+    schema: Schema
+    subresource: str
+    has_status: bool
+
+    def values(self, obj: Any) -> dict[Path, Any]:
+        """Field values of an object within this scope."""
+        return scope_paths(field_values(obj, self.schema), self.subresource, self.has_status)
+
+
+def record_update(
+    old: dict[str, Any] | None,
+    new: dict[str, Any],
+    manager: str,
+    scope: Scope,
+    stamp: tuple[str, str],
+) -> None:
+    """Move ownership of the fields an ordinary write changed to its manager."""
+    entries = read_entries(old)
+    old_values = scope.values(old) if old else {}
+    new_values = scope.values(new)
+    changed = {p for p, v in new_values.items() if old_values.get(p, _MISSING) != v}
+    removed = set(old_values) - set(new_values)
+    for entry in entries:
+        entry.paths -= changed | removed
+    if changed:
+        _entry_for(entries, manager, "Update", scope.subresource, stamp).paths |= changed
+    write_entries(new, entries)
+
+
+# ---------------------------------------------------------------- apply
+
+
+def _manager_label(entry: Entry) -> str:
+    text = json.dumps(entry.manager)
+    if entry.subresource:
+        text += f" with subresource {json.dumps(entry.subresource)}"
+    if entry.operation == "Update":
+        text += f" using {entry.api_version}"
+    return text
+
+
+def _conflict_error(conflicts: list[tuple[Entry, Path]]) -> ApiError:
+    causes = [
+        {
+            "reason": "FieldManagerConflict",
+            "message": f"conflict with {_manager_label(e)}",
+            "field": path_text(p),
+        }
+        for e, p in conflicts
+    ]
+    if len(conflicts) == 1:
+        entry, path = conflicts[0]
+        label = _manager_label(entry)
+        message = f"Apply failed with 1 conflict: conflict with {label}: {path_text(path)}"
+    else:
+        by_manager: dict[str, list[str]] = {}
+        for entry, path in conflicts:
+            by_manager.setdefault(_manager_label(entry), []).append(path_text(path))
+        lines = []
+        for label in sorted(by_manager):
+            lines.append(f"conflicts with {label}:")
+            lines += [f"- {p}" for p in by_manager[label]]
+        message = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
+    return ApiError(409, "Conflict", message, {"causes": causes})
+
+
+def _merge(live: Any, applied: Any, schema: Schema) -> Any:
+    if (
+        isinstance(applied, dict)
+        and isinstance(live, dict)
+        and schema.get("x-kubernetes-map-type") != "atomic"
+    ):
+        out = dict(live)
+        for key, value in applied.items():
+            out[key] = _merge(live.get(key), value, child(schema, key))
+        return out
+    kind, keys = _list_kind(schema)
+    if isinstance(applied, list) and isinstance(live, list) and kind == "set":
+        return copy.deepcopy(live) + [copy.deepcopy(i) for i in applied if i not in live]
+    if isinstance(applied, list) and isinstance(live, list) and kind == "map":
+        items: Schema = schema.get("items") or {}
+        result = copy.deepcopy(live)
+        index = {_key_element(i, keys): n for n, i in enumerate(result) if isinstance(i, dict)}
+        for item in applied:
+            if not isinstance(item, dict):
+                continue
+            pos = index.get(_key_element(item, keys))
+            if pos is None:
+                result.append(copy.deepcopy(item))
+            else:
+                result[pos] = _merge(result[pos], item, items)
+        return result
+    return copy.deepcopy(applied)
+
+
+def _remove_path(obj: Any, path: Path) -> None:
+    node = obj
+    for element in path[:-1]:
+        node = _step(node, element)
+        if node is None:
+            return
+    last = path[-1]
+    if isinstance(node, dict) and last.startswith("f:"):
+        node.pop(last[2:], None)
+    elif isinstance(node, list):
+        node[:] = [i for i in node if not _element_matches(i, last)]
+
+
+def _element_matches(item: Any, element: str) -> bool:
+    if element.startswith("v:"):
+        return bool(json.dumps(item, separators=(",", ":")) == element[2:])
+    if element.startswith("k:") and isinstance(item, dict):
+        keys = json.loads(element[2:])
+        return all(item.get(k) == v for k, v in keys.items())
+    return False
+
+
+def _step(node: Any, element: str) -> Any:
+    if element.startswith("f:"):
+        return node.get(element[2:]) if isinstance(node, dict) else None
+    if isinstance(node, list):
+        return next((i for i in node if _element_matches(i, element)), None)
+    return None
+
+
+def _prefixes(paths: set[Path]) -> set[Path]:
+    out: set[Path] = set()
+    for path in paths:
+        for n in range(1, len(path) + 1):
+            out.add(path[:n])
+    return out
+
+
+def apply(
+    live: dict[str, Any] | None,
+    applied: dict[str, Any],
+    manager: str,
+    force: bool,
+    scope: Scope,
+    stamp: tuple[str, str],
+) -> dict[str, Any]:
+    """Merge an applied configuration into the live object, tracking ownership.
+
+    Raises:
+        ApiError: 409 naming the other managers when the apply conflicts and is not forced.
+    """
+    entries = read_entries(live)
+    applied_values = scope.values(applied)
+    live_values = scope.values(live) if live else {}
+    wanted = set(applied_values)
+    me = Entry(manager, "Apply", *stamp, scope.subresource)
+    conflicts: list[tuple[Entry, Path]] = []
+    for entry in entries:
+        if entry.same_owner(manager, "Apply", scope.subresource):
+            me = entry
+            continue
+        for path in sorted(entry.paths & wanted):
+            if live_values.get(path, _MISSING) != applied_values[path]:
+                conflicts.append((entry, path))
+    if conflicts and not force:
+        raise _conflict_error(conflicts)
+    for entry, path in conflicts:
+        entry.paths.discard(path)
+    merged = _merge(copy.deepcopy(live) if live else {}, applied, scope.schema)
+    others = set().union(*(e.paths for e in entries if e is not me)) if entries else set()
+    keep = _prefixes(others | wanted)
+    for path in sorted(me.paths - wanted, key=len, reverse=True):
+        if path not in keep:
+            _remove_path(merged, path)
+    me.paths = wanted
+    me.api_version, me.time = stamp
+    if me not in entries:
+        entries.append(me)
+    write_entries(merged, entries)
+    return dict(merged)

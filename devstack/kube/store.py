@@ -1,0 +1,137 @@
+"""In-memory object store of one simulated cluster: objects, resourceVersions and watch history.
+
+Owns the single monotonically increasing resourceVersion counter, the objects by kind, namespace
+and name, the uid index, and the bounded history of events that watches replay from. It must
+never apply API semantics (validation, defaults, ownership); `devstack.kube.api` does that and
+hands the store finished objects. Stored objects are never mutated after `put`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One change: ADDED, MODIFIED or DELETED, with the object before it when there was one."""
+
+    rv: int
+    type: str
+    key: str
+    namespace: str
+    obj: Obj
+    old: Obj | None
+
+
+class Store:
+    """Objects and their history, guarded by one lock with a condition for watchers."""
+
+    def __init__(self, history: int = 10_000) -> None:
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.rv = 1
+        self._objects: dict[str, dict[tuple[str, str], Obj]] = {}
+        self._uids: dict[str, tuple[str, str, str]] = {}
+        self._events: deque[Event] = deque()
+        self._history = history
+        self.kill_epoch = 0
+
+    # ------------------------------------------------------------ reads
+
+    def get(self, key: str, namespace: str, name: str) -> Obj | None:
+        """Return the stored object or None."""
+        return self._objects.get(key, {}).get((namespace, name))
+
+    def items(self, key: str, namespace: str | None = None) -> list[Obj]:
+        """Return the objects of a kind in key order, optionally within one namespace."""
+        bucket = self._objects.get(key, {})
+        keys = sorted(k for k in bucket if namespace is None or k[0] == namespace)
+        return [bucket[k] for k in keys]
+
+    def kinds(self) -> list[str]:
+        """Return every kind key that has held objects."""
+        return list(self._objects)
+
+    def by_uid(self, uid: str) -> tuple[str, str, str] | None:
+        """Return (key, namespace, name) of a live object by uid."""
+        return self._uids.get(uid)
+
+    def all_objects(self) -> Iterator[tuple[str, Obj]]:
+        """Iterate over (key, object) for every stored object."""
+        for key, bucket in list(self._objects.items()):
+            for obj in list(bucket.values()):
+                yield key, obj
+
+    # ------------------------------------------------------------ writes
+
+    def _record(
+        self, event_type: str, key: str, namespace: str, obj: Obj, old: Obj | None
+    ) -> Event:
+        event = Event(self.rv, event_type, key, namespace, obj, old)
+        self._events.append(event)
+        while len(self._events) > self._history:
+            self._events.popleft()
+        self.changed.notify_all()
+        return event
+
+    def put(self, key: str, obj: Obj) -> Obj:
+        """Store a new version of an object, stamping the next resourceVersion."""
+        with self.lock:
+            self.rv += 1
+            meta = obj["metadata"]
+            meta["resourceVersion"] = str(self.rv)
+            namespace = str(meta.get("namespace", ""))
+            bucket = self._objects.setdefault(key, {})
+            old = bucket.get((namespace, meta["name"]))
+            bucket[(namespace, meta["name"])] = obj
+            self._uids[str(meta["uid"])] = (key, namespace, str(meta["name"]))
+            self._record("ADDED" if old is None else "MODIFIED", key, namespace, obj, old)
+            return obj
+
+    def remove(self, key: str, obj: Obj) -> Obj:
+        """Delete an object; the DELETED event carries a fresh resourceVersion."""
+        with self.lock:
+            self.rv += 1
+            meta = obj["metadata"]
+            namespace = str(meta.get("namespace", ""))
+            old = self._objects.get(key, {}).pop((namespace, meta["name"]), None)
+            self._uids.pop(str(meta.get("uid")), None)
+            final = {**obj, "metadata": {**meta, "resourceVersion": str(self.rv)}}
+            self._record("DELETED", key, namespace, final, old)
+            return final
+
+    # ------------------------------------------------------------ history
+
+    def set_history(self, size: int) -> None:
+        """Keep only the last `size` events for watches (smaller means earlier 410s)."""
+        with self.lock:
+            self._history = max(size, 0)
+            while len(self._events) > self._history:
+                self._events.popleft()
+
+    def oldest_rv(self) -> int:
+        """The resourceVersion just before the oldest replayable event."""
+        with self.lock:
+            return self._events[0].rv - 1 if self._events else self.rv
+
+    def events_after(self, rv: int) -> list[Event] | None:
+        """Events newer than `rv`, or None when some of them are no longer kept."""
+        with self.lock:
+            if rv >= self.rv:
+                return []
+            if not self._events or self._events[0].rv > rv + 1:
+                return None
+            start = rv + 1 - self._events[0].rv
+            return [self._events[i] for i in range(start, len(self._events))]
+
+    def kill_watches(self) -> None:
+        """Make every open watch end."""
+        with self.lock:
+            self.kill_epoch += 1
+            self.changed.notify_all()

@@ -1,0 +1,166 @@
+"""Watch semantics through the official client: events, selectors, bookmarks, timeouts, 410."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+from devstack.kube.server import ClusterServer
+
+
+def _cm(name: str, **labels: str) -> client.V1ConfigMap:
+    return client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, labels=labels or None))
+
+
+def test_watch_added_modified_deleted(core: client.CoreV1Api, namespace: str) -> None:
+    rv = core.list_namespaced_config_map(namespace).metadata.resource_version
+    core.create_namespaced_config_map(namespace, _cm("w"))
+    core.patch_namespaced_config_map("w", namespace, {"data": {"a": "1"}})
+    core.delete_namespaced_config_map("w", namespace)
+    w = watch.Watch()
+    seen = [
+        (e["type"], e["object"].metadata.name)
+        for e in w.stream(
+            core.list_namespaced_config_map, namespace, resource_version=rv, timeout_seconds=1
+        )
+    ]
+    assert seen == [("ADDED", "w"), ("MODIFIED", "w"), ("DELETED", "w")]
+
+
+def test_watch_without_resource_version_replays_current_state(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    core.create_namespaced_config_map(namespace, _cm("there"))
+    w = watch.Watch()
+    for event in w.stream(core.list_namespaced_config_map, namespace, timeout_seconds=5):
+        assert (event["type"], event["object"].metadata.name) == ("ADDED", "there")
+        w.stop()
+
+
+def test_watch_with_label_selector_sees_objects_leave_and_enter(
+    core: client.CoreV1Api, namespace: str
+) -> None:
+    rv = core.list_namespaced_config_map(namespace).metadata.resource_version
+    core.create_namespaced_config_map(namespace, _cm("x", app="db"))
+    core.patch_namespaced_config_map("x", namespace, {"metadata": {"labels": {"app": "web"}}})
+    core.patch_namespaced_config_map("x", namespace, {"metadata": {"labels": {"app": "db"}}})
+    core.create_namespaced_config_map(namespace, _cm("other", app="web"))
+    w = watch.Watch()
+    seen = [
+        e["type"]
+        for e in w.stream(
+            core.list_namespaced_config_map,
+            namespace,
+            resource_version=rv,
+            label_selector="app=db",
+            timeout_seconds=1,
+        )
+    ]
+    assert seen == ["ADDED", "DELETED", "ADDED"]
+
+
+def test_bookmarks_carry_resource_version(core: client.CoreV1Api, namespace: str) -> None:
+    rv = core.list_namespaced_config_map(namespace).metadata.resource_version
+    w = watch.Watch()
+    events = list(
+        w.stream(
+            core.list_namespaced_config_map,
+            namespace,
+            resource_version=rv,
+            allow_watch_bookmarks=True,
+            timeout_seconds=1,
+            _preload_content=False,
+        )
+    )
+    bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
+    assert bookmarks
+    assert bookmarks[-1]["raw_object"]["metadata"]["resourceVersion"] == rv
+    assert w.resource_version == rv
+
+
+def test_too_old_resource_version_is_410_then_relist(
+    server: ClusterServer, core: client.CoreV1Api, namespace: str
+) -> None:
+    old_rv = core.list_namespaced_config_map(namespace).metadata.resource_version
+    server.cluster.set_history(2)
+    for i in range(4):
+        core.create_namespaced_config_map(namespace, _cm(f"c{i}"))
+    w = watch.Watch()
+    with pytest.raises(ApiException) as err:
+        for _ in w.stream(
+            core.list_namespaced_config_map, namespace, resource_version=old_rv, timeout_seconds=2
+        ):
+            pass
+    assert err.value.status == 410
+    assert "too old resource version" in str(err.value.reason)
+    relisted = core.list_namespaced_config_map(namespace)
+    assert len(relisted.items) == 4
+    fresh = list(
+        w.stream(
+            core.list_namespaced_config_map,
+            namespace,
+            resource_version=relisted.metadata.resource_version,
+            timeout_seconds=1,
+        )
+    )
+    assert fresh == []
+
+
+def test_killed_watch_is_resumed_by_the_client(
+    server: ClusterServer, core: client.CoreV1Api, namespace: str
+) -> None:
+    rv = core.list_namespaced_config_map(namespace).metadata.resource_version
+    seen: list[str] = []
+    got_first = threading.Event()
+    done = threading.Event()
+
+    def consume() -> None:
+        w = watch.Watch()
+        for event in w.stream(
+            core.list_namespaced_config_map, namespace, resource_version=rv, _request_timeout=10
+        ):
+            seen.append(event["object"].metadata.name)
+            got_first.set()
+            if len(seen) == 2:
+                w.stop()
+        done.set()
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    core.create_namespaced_config_map(namespace, _cm("before"))
+    assert got_first.wait(5)
+    server.cluster.kill_watches()
+    core.create_namespaced_config_map(namespace, _cm("after"))
+    assert done.wait(10)
+    assert seen == ["before", "after"]
+
+
+def test_watch_one_object_by_name(core: client.CoreV1Api, namespace: str) -> None:
+    rv = core.list_namespaced_config_map(namespace).metadata.resource_version
+    core.create_namespaced_config_map(namespace, _cm("a"))
+    core.create_namespaced_config_map(namespace, _cm("b"))
+    w = watch.Watch()
+    names = [
+        e["object"].metadata.name
+        for e in w.stream(
+            core.list_namespaced_config_map,
+            namespace,
+            resource_version=rv,
+            field_selector="metadata.name=b",
+            timeout_seconds=1,
+        )
+    ]
+    assert names == ["b"]
+
+
+def test_python_api_watch(server: ClusterServer, core: client.CoreV1Api, namespace: str) -> None:
+    rv = str(server.cluster.store.rv)
+    core.create_namespaced_config_map(namespace, _cm("py"))
+    events: list[tuple[str, Any]] = list(
+        server.cluster.watch("configmaps", namespace, resource_version=rv, timeout=0.3)
+    )
+    assert [(t, o["metadata"]["name"]) for t, o in events] == [("ADDED", "py")]
