@@ -70,10 +70,13 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{args.keys} keys, {args.cycle} s cycle, mean rate {args.keys / args.cycle:.1f}/s")
     for layout in ("burst", "random"):
-        ratios = [run(args.keys, args.cycle, layout, seed, args.cycles) for seed in range(args.runs)]
+        ratios = [
+            run(args.keys, args.cycle, layout, seed, args.cycles) for seed in range(args.runs)
+        ]
+        median = statistics.median(ratios)
+        runs = ", ".join(f"{r:.2f}" for r in ratios)
         print(
-            f"{layout:>6}: max second / mean rate, last cycle: median {statistics.median(ratios):.2f}"
-            f" (runs: {', '.join(f'{r:.2f}' for r in ratios)})"
+            f"{layout:>6}: max second / mean rate, last cycle: median {median:.2f} (runs: {runs})"
         )
 
 

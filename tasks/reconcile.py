@@ -17,22 +17,15 @@ The task's arguments are the order key only, and its result names only the order
 from __future__ import annotations
 
 import logging
-import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 
-import redis
-from celery import Task, current_app, shared_task
-from celery.utils.time import get_exponential_backoff_interval
+from celery import Signature, Task, shared_task
 
-from tenantdb.adapters.celeryapp import make_publisher
-from tenantdb.adapters.workqueue import Heartbeat, LeaseLostError, Release, Start, WorkQueue
+from tasks.runtime import backoff, finish_pass, result, workqueue
+from tenantdb.adapters.workqueue import Heartbeat, Lease, LeaseLostError, Start
 from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
-from tenantdb.core.schedule import plan_comebacks
 from tenantdb.core.tasknames import RECONCILE_ORDER
-from tenantdb.settings import load_settings
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +40,16 @@ class PassContext:
 
 @dataclass(frozen=True, slots=True)
 class PassOutcome:
-    """What a pass reports: a reason for the task result and when to come back, if ever."""
+    """What a pass function reports.
+
+    ``reason`` goes into the task result; ``requeue_after`` says when to come back (None: on an
+    event). ``handoff`` hands the rest of the pass to a chain: given the lease, it returns the
+    chain's signature, and the chain's last step ends the pass instead of the entry task.
+    """
 
     reason: str
     requeue_after: float | None = None
+    handoff: Callable[[Lease], Signature] | None = None
 
 
 PassFunction = Callable[[PassContext], PassOutcome]
@@ -68,23 +67,6 @@ def served_kinds() -> frozenset[str]:
     return frozenset(_PASSES)
 
 
-@lru_cache(maxsize=1)
-def workqueue() -> WorkQueue:
-    """The work queue of this worker process, built on first use (after the pool forks)."""
-    settings = load_settings()
-    return WorkQueue(
-        redis.Redis.from_url(settings.redis_url),
-        make_publisher(current_app),
-        prefix=settings.key_prefix,
-        lock_ttl=settings.lock_ttl_seconds,
-        pending_ttl=settings.pending_ttl_seconds,
-    )
-
-
-def _result(key: str, reason: str) -> dict[str, str]:
-    return {"order": key, "result": reason}
-
-
 @shared_task(name=RECONCILE_ORDER, bind=True, max_retries=None)
 def reconcile_order(self: Task, key: str) -> dict[str, str]:  # type: ignore[type-arg]
     """Run one pass over the order ``key`` under its lock."""
@@ -92,47 +74,36 @@ def reconcile_order(self: Task, key: str) -> dict[str, str]:  # type: ignore[typ
         order = OrderKey.parse(key)
     except InvalidOrderKeyError as exc:
         log.error("dropping a reconcile of a malformed key: %s", exc)
-        return _result(key, "InvalidKey")
+        return result(key, "InvalidKey")
     function = _PASSES.get(order.kind)
     if function is None:
         log.error("no pass is registered for kind %r", order.kind, extra={"order": key})
-        return _result(key, "KindNotServed")
+        return result(key, "KindNotServed")
 
     queue = workqueue()
     start, lease = queue.begin(order)
     if lease is None:
-        return _result(key, "Busy" if start is Start.BUSY else "Stale")
+        return result(key, "Busy" if start is Start.BUSY else "Stale")
     try:
         with queue.heartbeat(lease) as guard:
             outcome = function(PassContext(order, guard))
     except LeaseLostError:
         log.warning("pass lost its lease; asking for another", extra={"order": key})
         queue.request_pass(order)
-        return _result(key, "LeaseLost")
+        return result(key, "LeaseLost")
     except Exception as exc:
         queue.release(lease, completed=False)
-        settings = load_settings()
-        countdown = get_exponential_backoff_interval(
-            factor=1,
-            retries=self.request.retries,
-            maximum=settings.retry_backoff_max_seconds,
-            full_jitter=True,
-        )
+        countdown = backoff(self.request.retries)
         log.warning(
-            "pass failed (%s); retrying in %s s",
+            "pass failed (%s: %s); retrying in %d s",
             type(exc).__name__,
+            exc,
             countdown,
             extra={"order": key},
         )
-        raise self.retry(countdown=countdown, exc=exc) from None
-    settings = load_settings()
-    for comeback in plan_comebacks(
-        outcome.requeue_after,
-        now=time.time(),
-        resync_seconds=settings.resync_seconds,
-        jitter=random.random(),  # noqa: S311 - spreading load, not security
-    ):
-        queue.schedule(order, comeback.at, comeback.table)
-    if queue.release(lease) is Release.LOST:
-        queue.request_pass(order)
-    return _result(key, outcome.reason)
+        raise self.retry(countdown=countdown) from None
+    if outcome.handoff is not None:
+        outcome.handoff(lease).apply_async()
+        return result(key, outcome.reason)
+    finish_pass(queue, lease, outcome.requeue_after)
+    return result(key, outcome.reason)

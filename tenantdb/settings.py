@@ -74,6 +74,33 @@ class Settings(BaseSettings):
     beat_interval_seconds: float = Field(
         default=1.0, gt=0, description="How often beat sweeps the timetables."
     )
+    kubeconfig: str = Field(
+        default="",
+        description=(
+            "Kubeconfig with the management cluster and the target clusters; empty means the"
+            " management cluster is the one the pod runs in."
+        ),
+    )
+    management_context: str = Field(
+        default="", description="The management cluster's context; empty means current-context."
+    )
+    target_contexts: str = Field(
+        default="",
+        description=(
+            "Comma-separated contexts served as target clusters (named like the context);"
+            " empty means every other context of the kubeconfig."
+        ),
+    )
+    service_account_token_file: str = Field(
+        default="/var/run/secrets/kubernetes.io/serviceaccount/token",
+        description="The token tenantdb logs in to OpenBao with; read afresh at every login.",
+    )
+    openbao_role: str = Field(
+        default="c5c3-operator", description="The Kubernetes-auth role tenantdb logs in as."
+    )
+    openbao_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Timeout of one OpenBao request."
+    )
     metrics_port: int = Field(
         default=0, ge=0, le=65535, description="Port of /metrics; 0 serves no metrics."
     )

@@ -360,7 +360,7 @@ class Api:
             schema.apply_defaults(new, body_schema)
             problems += schema.validate(_without_meta(new), body_schema)
             problems += cel_rules.check(
-                _without_meta(new), _without_meta(old) if old else None, body_schema
+                _cel_view(new), _cel_view(old) if old else None, body_schema
             )
         _omit_empty(kind, new)
         problems += _metadata_errors(kind, new, old)
@@ -716,6 +716,13 @@ def _spec_changed(kind: Kind, old: Obj, new: Obj) -> bool:
 
 def _without_meta(obj: Obj) -> Obj:
     return {k: v for k, v in obj.items() if k != "metadata"}
+
+
+def _cel_view(obj: Obj) -> Obj:
+    """What a root-level CEL rule sees: the object, with only metadata.name and generateName."""
+    meta = obj.get("metadata") or {}
+    visible = {k: meta[k] for k in ("name", "generateName") if k in meta}
+    return {**_without_meta(obj), "metadata": visible}
 
 
 def _accepted_patches(kind: Kind) -> builtins.list[str]:

@@ -423,6 +423,8 @@ class ClusterHTTPServer(ThreadingHTTPServer):
     ) -> None:
         self.cluster = cluster
         self.context = context
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
         super().__init__(address, Handler)
 
     def get_request(self) -> tuple[socket.socket, Any]:
@@ -430,7 +432,26 @@ class ClusterHTTPServer(ThreadingHTTPServer):
         sock, address = super().get_request()
         if self.context is not None:
             sock = self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        with self._open_lock:
+            self._open.add(sock)
         return sock, address
+
+    def shutdown_request(self, request: Any) -> None:
+        """Forget a finished connection."""
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self) -> None:
+        """Cut every open connection, as a dying API server does to its keep-alive clients."""
+        with self._open_lock:
+            open_now, self._open = self._open, set()
+        for sock in open_now:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
 
 
 class ClusterServer:
@@ -479,6 +500,7 @@ class ClusterServer:
         self.cluster.close()
         self._http.shutdown()
         self._http.server_close()
+        self._http.drop_connections()
 
 
 def _cluster_entry(server: ClusterServer) -> dict[str, str]:

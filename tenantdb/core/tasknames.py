@@ -24,6 +24,9 @@ class Queue(StrEnum):
 RECONCILE_ORDER = "tenantdb.reconcile.order"
 """The entry task: one pass over one order, given its key."""
 
+RECONCILE_ABORT = "tenantdb.reconcile.abort"
+"""A chain's error callback: gives the order's lease back after a step failed for good."""
+
 
 def queue_for(task_name: str) -> Queue:
     """Return the queue a task runs on, from the chain part of its name.

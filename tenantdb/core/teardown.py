@@ -215,15 +215,24 @@ def compute_teardown_result(
     engine stops at the first failure; in fail-open mode it runs every action.
     """
     worded = [describe_teardown_failure(plan.actions[i], error) for i, error in failures]
-    if plan.mode is TeardownMode.FAIL_OPEN:
-        if worded:
-            log = LogEvent(BEST_EFFORT_LOG, (("errors", "; ".join(worded)),), LogLevel.ERROR)
+    return decide_teardown(plan.mode, plan.deletes, worded)
+
+
+def decide_teardown(mode: TeardownMode, deletes: int, failures: Sequence[str]) -> TeardownResult:
+    """Decide the finalizer from the mode, the deletes still issued, and the worded failures.
+
+    Held: the first failure ends the pass with an error; deletes still issued hold the finalizer
+    and bring the order back after 10 s; none releases it. Fail-open: released at once.
+    """
+    if mode is TeardownMode.FAIL_OPEN:
+        if failures:
+            log = LogEvent(BEST_EFFORT_LOG, (("errors", "; ".join(failures)),), LogLevel.ERROR)
         else:
             log = LogEvent(GONE_LOG)
         return TeardownResult(release_finalizer=True, result=NO_REQUEUE, logs=(log,))
-    if worded:
-        return TeardownResult(release_finalizer=False, result=PassResult(error=worded[0]))
-    if plan.deletes > 0:
+    if failures:
+        return TeardownResult(release_finalizer=False, result=PassResult(error=failures[0]))
+    if deletes > 0:
         log = LogEvent(WAITING_LOG, level=LogLevel.DEBUG)
         return TeardownResult(
             release_finalizer=False, result=PassResult(requeue_after=REQUEUE_SHORT), logs=(log,)

@@ -1,0 +1,74 @@
+"""What every task of a worker process shares: its work queue, and how a pass ends.
+
+The work queue is built on first use, after the prefork pool has forked, so each child process
+has Redis connections of its own. ``finish_pass`` is the one way a pass ends: it writes the
+pass's come-backs to the timetables and releases the order's lease, asking for another pass when
+events arrived meanwhile or the caller says so.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from functools import lru_cache
+
+import redis
+from celery import current_app
+from celery.utils.time import get_exponential_backoff_interval
+
+from tenantdb.adapters.celeryapp import make_publisher
+from tenantdb.adapters.workqueue import Lease, Release, WorkQueue
+from tenantdb.core.keys import OrderKey
+from tenantdb.core.schedule import plan_comebacks
+from tenantdb.settings import load_settings
+
+
+@lru_cache(maxsize=1)
+def workqueue() -> WorkQueue:
+    """The work queue of this worker process."""
+    settings = load_settings()
+    return WorkQueue(
+        redis.Redis.from_url(settings.redis_url),
+        make_publisher(current_app),
+        prefix=settings.key_prefix,
+        lock_ttl=settings.lock_ttl_seconds,
+        pending_ttl=settings.pending_ttl_seconds,
+    )
+
+
+def result(key: OrderKey | str, reason: str) -> dict[str, str]:
+    """A task result: the order and a reason, nothing else."""
+    return {"order": str(key), "result": reason}
+
+
+def finish_pass(
+    queue: WorkQueue,
+    lease: Lease,
+    requeue_after: float | None,
+    *,
+    completed: bool = True,
+    again: bool = False,
+) -> None:
+    """Schedule the order's come-backs and release its lease."""
+    settings = load_settings()
+    for comeback in plan_comebacks(
+        requeue_after,
+        now=time.time(),
+        resync_seconds=settings.resync_seconds,
+        jitter=random.random(),  # noqa: S311 - spreading load, not security
+    ):
+        queue.schedule(lease.key, comeback.at, comeback.table)
+    if queue.release(lease, completed=completed) is Release.LOST or again:
+        queue.request_pass(lease.key)
+
+
+def backoff(retries: int) -> int:
+    """The countdown before retry number ``retries + 1``: exponential, jittered, capped."""
+    return int(
+        get_exponential_backoff_interval(
+            factor=1,
+            retries=retries,
+            maximum=load_settings().retry_backoff_max_seconds,
+            full_jitter=True,
+        )
+    )

@@ -1,0 +1,401 @@
+"""Kubernetes through the official client: one client per cluster, typed errors, one write path.
+
+Every object tenantdb writes goes through server-side apply with the field manager ``tenantdb``
+and ``force``, so tenantdb owns exactly the fields it applies: a field somebody else edits is
+taken back, a field another manager adds stays, and a field tenantdb stops applying is removed.
+Status goes through the ``/status`` subresource. Finalizers are changed with a merge patch that
+carries the object's resourceVersion, so a concurrent change turns into a ``ConflictError``
+instead of a lost update.
+
+Requests are built from a small table of resources (``Resource``) and sent through the client's
+``ApiClient.call_api``, one code path for built-in kinds and custom resources alike; responses
+are plain dicts.
+
+This module never decides anything about an order, and never puts an object's body in a log
+line or an exception message: errors carry the cluster, the verb, the object's name and the
+server's own message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+FIELD_MANAGER = "tenantdb"
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+Object = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """Where a kind is served: group, version, plural, and whether it is namespaced."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        """The apiVersion objects of this kind carry."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """The REST path of the collection, or of one object when ``name`` is given."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace is not None:
+            base = f"{base}/namespaces/{namespace}"
+        base = f"{base}/{self.plural}"
+        return f"{base}/{name}" if name is not None else base
+
+
+SECRET = Resource("", "v1", "secrets", "Secret")
+SERVICE_ACCOUNT = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+NAMESPACE = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+MARIADB_DATABASE = Resource("c5c3.io", "v1alpha1", "mariadbdatabases", "MariaDBDatabase")
+CONTROL_PLANE = Resource("c5c3.io", "v1alpha1", "controlplanes", "ControlPlane")
+CERTIFICATE = Resource("cert-manager.io", "v1", "certificates", "Certificate")
+MARIADB = Resource("k8s.mariadb.com", "v1alpha1", "mariadbs", "MariaDB")
+DATABASE = Resource("k8s.mariadb.com", "v1alpha1", "databases", "Database")
+EXTERNAL_SECRET = Resource("external-secrets.io", "v1", "externalsecrets", "ExternalSecret")
+VAULT_DYNAMIC_SECRET = Resource(
+    "generators.external-secrets.io", "v1alpha1", "vaultdynamicsecrets", "VaultDynamicSecret"
+)
+SECRET_STORE = Resource("external-secrets.io", "v1", "secretstores", "SecretStore")
+CLUSTER_SECRET_STORE = Resource(
+    "external-secrets.io", "v1", "clustersecretstores", "ClusterSecretStore", namespaced=False
+)
+CUSTOM_RESOURCE_DEFINITION = Resource(
+    "apiextensions.k8s.io",
+    "v1",
+    "customresourcedefinitions",
+    "CustomResourceDefinition",
+    namespaced=False,
+)
+
+KNOWN_RESOURCES: tuple[Resource, ...] = (
+    SECRET,
+    SERVICE_ACCOUNT,
+    NAMESPACE,
+    LEASE,
+    MARIADB_DATABASE,
+    CONTROL_PLANE,
+    CERTIFICATE,
+    MARIADB,
+    DATABASE,
+    EXTERNAL_SECRET,
+    VAULT_DYNAMIC_SECRET,
+    SECRET_STORE,
+    CLUSTER_SECRET_STORE,
+    CUSTOM_RESOURCE_DEFINITION,
+)
+_BY_KIND = {(r.api_version, r.kind): r for r in KNOWN_RESOURCES}
+
+
+def resource_for(body: Mapping[str, Any]) -> Resource:
+    """The resource of an object body, from its apiVersion and kind."""
+    try:
+        return _BY_KIND[(str(body.get("apiVersion")), str(body.get("kind")))]
+    except KeyError:
+        raise ValueError(
+            f"no resource is known for apiVersion {body.get('apiVersion')!r}"
+            f" kind {body.get('kind')!r}"
+        ) from None
+
+
+# -- errors ----------------------------------------------------------------------------------------
+
+
+class KubeError(Exception):
+    """A request to a cluster failed. The message names the cluster, the verb and the object."""
+
+    def __init__(self, cluster: str, verb: str, what: str, status: int, message: str) -> None:
+        label = cluster or "management"
+        super().__init__(f"{verb} {what} on cluster {label}: {message}")
+        self.cluster = cluster
+        self.status = status
+        self.server_message = message
+
+
+class NotFoundError(KubeError):
+    """The object does not exist."""
+
+
+class KindNotServedError(KubeError):
+    """The cluster does not serve the kind (its CRD is not installed)."""
+
+
+class ConflictError(KubeError):
+    """The object exists already, changed since it was read, or has a field owned by another."""
+
+
+class ForbiddenError(KubeError):
+    """tenantdb's identity may not do this."""
+
+
+class InvalidError(KubeError):
+    """The server rejected the object (422), with the server's causes in the message."""
+
+
+class UnavailableError(KubeError):
+    """The cluster did not answer, or answered with a server error; worth retrying."""
+
+
+def _classify(exc: ApiException, cluster: str, verb: str, what: str) -> KubeError:
+    status = int(exc.status or 0)
+    body: dict[str, Any] = {}
+    try:
+        parsed = json.loads(exc.body) if exc.body else {}
+        body = parsed if isinstance(parsed, dict) else {}
+    except (TypeError, ValueError):
+        body = {}
+    message = str(body.get("message") or exc.reason or f"HTTP {status}")
+    kinds: dict[int, type[KubeError]] = {
+        403: ForbiddenError,
+        409: ConflictError,
+        422: InvalidError,
+    }
+    if status == 404:
+        # A missing object names itself in the Status details; a missing resource type does not.
+        details = body.get("details") or {}
+        kind: type[KubeError] = NotFoundError if details.get("name") else KindNotServedError
+    elif status in kinds:
+        kind = kinds[status]
+    elif status == 0 or status >= 500 or status == 429:
+        kind = UnavailableError
+    else:
+        kind = KubeError
+    return kind(cluster, verb, what, status, message)
+
+
+# -- the client ------------------------------------------------------------------------------------
+
+
+class KubeClient:
+    """The requests tenantdb makes to one cluster."""
+
+    def __init__(self, api: k8s.ApiClient, cluster: str = "", timeout: float = 30.0) -> None:
+        """Wrap an ``ApiClient`` of one cluster; ``cluster`` is "" for the management cluster."""
+        self.api = api
+        self.cluster = cluster
+        self.timeout = timeout
+
+    def _call(
+        self,
+        verb: str,
+        what: str,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, Any]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Object:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        try:
+            result = self.api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params=headers,
+                body=body,
+                response_types_map={200: "object", 201: "object", 202: "object"},
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+                _preload_content=True,
+                _request_timeout=self.timeout,
+            )
+        except ApiException as exc:
+            raise _classify(exc, self.cluster, verb, what) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise UnavailableError(
+                self.cluster, verb, what, 0, f"no answer ({type(exc).__name__})"
+            ) from None
+        return cast(Object, result or {})
+
+    @staticmethod
+    def _what(resource: Resource, namespace: str | None, name: str | None) -> str:
+        where = f"{namespace}/" if namespace and resource.namespaced else ""
+        return f"{resource.plural}.{resource.group or 'core'} {where}{name or ''}".rstrip()
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Object:
+        """Read one object. Raises ``NotFoundError`` when it is absent."""
+        return self._call(
+            "get",
+            self._what(resource, namespace, name),
+            "GET",
+            resource.path(namespace, name),
+        )
+
+    def get_or_none(self, resource: Resource, namespace: str | None, name: str) -> Object | None:
+        """Read one object, or None when it is absent."""
+        try:
+            return self.get(resource, namespace, name)
+        except NotFoundError:
+            return None
+
+    def list_objects(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        page: int = 500,
+    ) -> list[Object]:
+        """List objects, page by page, across all namespaces when ``namespace`` is None."""
+        return list(self.iter_list(resource, namespace, label_selector=label_selector, page=page))
+
+    def iter_list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        page: int = 500,
+    ) -> Iterator[Object]:
+        """Yield listed objects, fetching ``page`` at a time."""
+        token: str | None = None
+        while True:
+            query: list[tuple[str, Any]] = [("limit", page)]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if token:
+                query.append(("continue", token))
+            result = self._call(
+                "list",
+                self._what(resource, namespace, None),
+                "GET",
+                resource.path(namespace),
+                query=query,
+            )
+            for item in result.get("items") or []:
+                item.setdefault("apiVersion", resource.api_version)
+                item.setdefault("kind", resource.kind)
+                yield item
+            token = (result.get("metadata") or {}).get("continue") or None
+            if not token:
+                return
+
+    def apply(self, body: Object, *, status: bool = False, dry_run: bool = False) -> Object:
+        """Server-side apply ``body`` as tenantdb, forcing ownership of every field it sets.
+
+        Args:
+            body: the whole intent: apiVersion, kind, metadata.name (and namespace), the fields.
+            status: apply to the ``/status`` subresource.
+            dry_run: ask the server to validate without persisting.
+        """
+        resource = resource_for(body)
+        meta = body.get("metadata") or {}
+        namespace, name = meta.get("namespace"), str(meta.get("name"))
+        path = resource.path(namespace, name) + ("/status" if status else "")
+        query: list[tuple[str, Any]] = [("fieldManager", FIELD_MANAGER), ("force", "true")]
+        if dry_run:
+            query.append(("dryRun", "All"))
+        verb = "apply status of" if status else "apply"
+        return self._call(
+            verb,
+            self._what(resource, namespace, name),
+            "PATCH",
+            path,
+            query=query,
+            body=body,
+            content_type=APPLY_PATCH,
+        )
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        *,
+        content_type: str = MERGE_PATCH,
+        status: bool = False,
+    ) -> Object:
+        """Patch one object (or its ``/status``) with a merge patch or another patch type."""
+        return self._call(
+            "patch status of" if status else "patch",
+            self._what(resource, namespace, name),
+            "PATCH",
+            resource.path(namespace, name) + ("/status" if status else ""),
+            query=[("fieldManager", FIELD_MANAGER)],
+            body=patch,
+            content_type=content_type,
+        )
+
+    def create(self, body: Object) -> Object:
+        """Create an object; ``ConflictError`` when one of that name exists."""
+        resource = resource_for(body)
+        meta = body.get("metadata") or {}
+        namespace = meta.get("namespace")
+        return self._call(
+            "create",
+            self._what(resource, namespace, str(meta.get("name"))),
+            "POST",
+            resource.path(namespace),
+            query=[("fieldManager", FIELD_MANAGER)],
+            body=body,
+        )
+
+    def set_finalizers(self, obj: Object, finalizers: list[str]) -> Object:
+        """Replace the finalizers; ``ConflictError`` when the object changed since it was read."""
+        resource = resource_for(obj)
+        meta = obj["metadata"]
+        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
+        return self.patch(resource, meta.get("namespace"), meta["name"], patch)
+
+    def delete(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation: str = "Background",
+    ) -> bool:
+        """Delete one object; return False when it was already absent."""
+        try:
+            self._call(
+                "delete",
+                self._what(resource, namespace, name),
+                "DELETE",
+                resource.path(namespace, name),
+                body={
+                    "kind": "DeleteOptions",
+                    "apiVersion": "v1",
+                    "propagationPolicy": propagation,
+                },
+            )
+        except NotFoundError:
+            return False
+        return True
+
+
+def client_from_kubeconfig(path: str, context: str, cluster: str) -> KubeClient:
+    """A client for one context of a kubeconfig file, with a configuration of its own."""
+    api = k8s_config.new_client_from_config(config_file=path, context=context)
+    return KubeClient(api, cluster)
+
+
+def in_cluster_client() -> KubeClient:
+    """A client for the management cluster from the pod's ServiceAccount."""
+    configuration = k8s.Configuration()
+    k8s_config.load_incluster_config(client_configuration=configuration)
+    return KubeClient(k8s.ApiClient(configuration), "")
+
+
+def kubeconfig_contexts(path: str) -> list[str]:
+    """The context names of a kubeconfig file."""
+    contexts, _ = k8s_config.list_kube_config_contexts(config_file=path)
+    return [str(c["name"]) for c in contexts]

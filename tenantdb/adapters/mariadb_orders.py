@@ -1,0 +1,411 @@
+"""The reads and writes of a MariaDBDatabase pass: observations in, actions out.
+
+Owns the I/O around ``tenantdb.core``'s MariaDBDatabase decisions: fetching the order, its
+ControlPlane, the OpenBao connection of its store and each leg's observation from the right
+cluster and namespace (as ``OrderScope`` says); running the actions a plan returns (server-side
+apply, create-or-update, merge patch, delete, the OpenBao role calls); and writing the status
+and the finalizer. It decides nothing: which object to read, which to write and what the status
+says all come from core.
+
+Errors surface as ``ActionError`` (an action failed; its message is the adapter's, without any
+credential) and ``ReadError`` (a read other than NotFound failed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from tenantdb.adapters.clusters import MANAGEMENT, ClusterRegistry, ClusterUnavailableError
+from tenantdb.adapters.kube import (
+    CLUSTER_SECRET_STORE,
+    CONTROL_PLANE,
+    DATABASE,
+    EXTERNAL_SECRET,
+    MARIADB,
+    MARIADB_DATABASE,
+    SECRET,
+    SECRET_STORE,
+    VAULT_DYNAMIC_SECRET,
+    KindNotServedError,
+    KubeClient,
+    KubeError,
+    NotFoundError,
+    Resource,
+    resource_for,
+)
+from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
+from tenantdb.core.actions import (
+    Action,
+    ApplyObject,
+    ApplyStrategy,
+    ClientCertificateRef,
+    DeleteObject,
+    EnsureRole,
+    ObjectRef,
+    PatchObject,
+    RemoveRole,
+)
+from tenantdb.core.conditions import build_status_body
+from tenantdb.core.delivery import DeliveryObservation
+from tenantdb.core.keys import OrderKey
+from tenantdb.core.models import (
+    ControlPlane,
+    DatabaseCR,
+    ExternalSecret,
+    KubeObject,
+    MariaDB,
+    MariaDBDatabase,
+    MariaDBDatabaseStatus,
+    Secret,
+    SecretStore,
+)
+from tenantdb.core.naming import CLIENT_CERTIFICATE
+from tenantdb.core.openbao import (
+    NAMESPACED_STORE_KIND,
+    OpenBaoConnection,
+    compute_connection,
+    should_write_role,
+)
+from tenantdb.core.provision import ProvisionObservation
+from tenantdb.core.scope import OrderScope
+from tenantdb.core.teardown import TeardownObservation
+from tenantdb.settings import Settings
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+class ActionError(Exception):
+    """An action failed; ``status`` is the HTTP status the server answered, if any."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ReadError(Exception):
+    """A read failed for another reason than the object being absent."""
+
+    def __init__(self, context: str, message: str) -> None:
+        super().__init__(f"{context}: {message}")
+        self.context = context
+        self.message = message
+
+
+@dataclass(frozen=True)
+class FetchedOrder:
+    """The order as stored, and its typed view."""
+
+    raw: dict[str, Any]
+    order: MariaDBDatabase
+
+
+class MariaDBOrders:
+    """The I/O of MariaDBDatabase passes over a set of clusters and one OpenBao login."""
+
+    def __init__(
+        self,
+        clusters: ClusterRegistry,
+        settings: Settings,
+        read_jwt: Callable[[], str] | None = None,
+    ) -> None:
+        """Bind to the clusters and the OpenBao login settings."""
+        self.clusters = clusters
+        self.settings = settings
+        self.read_jwt = read_jwt or (
+            lambda: Path(settings.service_account_token_file).read_text(encoding="utf-8")
+        )
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def fetch_order(self, key: OrderKey) -> FetchedOrder | None:
+        """Read the order on its cluster; None when it is gone.
+
+        Raises:
+            ClusterUnavailableError: the order's cluster is not registered.
+            KubeError: the read failed.
+        """
+        raw = self.clusters.get(key.cluster).get_or_none(MARIADB_DATABASE, key.namespace, key.name)
+        if raw is None:
+            return None
+        return FetchedOrder(raw, MariaDBDatabase.model_validate(raw))
+
+    def fetch_control_plane(self, order: MariaDBDatabase) -> ControlPlane | None:
+        """Read the order's ControlPlane on the management cluster; None when absent."""
+        raw = _get(
+            self.clusters.get(MANAGEMENT),
+            CONTROL_PLANE,
+            order.control_plane_namespace(),
+            order.spec.control_plane_ref.name,
+        )
+        return None if raw is None else ControlPlane.model_validate(raw)
+
+    def fetch_connection(self, scope: OrderScope) -> OpenBaoConnection:
+        """The OpenBao server and mount of the order's store; defaults where unreadable."""
+        store = scope.store
+        resource = SECRET_STORE if store.kind == NAMESPACED_STORE_KIND else CLUSTER_SECRET_STORE
+        try:
+            raw = _get(self.clusters.get(MANAGEMENT), resource, store.namespace or None, store.name)
+        except KubeError:
+            raw = None
+        return compute_connection(None if raw is None else SecretStore.model_validate(raw))
+
+    def fetch_provision(
+        self, order: MariaDBDatabase, scope: OrderScope, connection: OpenBaoConnection
+    ) -> ProvisionObservation:
+        """Everything the provision leg decides on, read before any of its writes."""
+        try:
+            keystone = self.clusters.get(scope.keystone_cluster)
+        except ClusterUnavailableError as exc:
+            return ProvisionObservation(
+                order=order, scope=scope, connection=connection, keystone_cluster_error=str(exc)
+            )
+        management = self.clusters.get(MANAGEMENT)
+        ns, cp_ns, name = scope.keystone_namespace, scope.cp_namespace, scope.names.credentials
+        mariadb = _get(keystone, MARIADB, ns, scope.cluster_ref) if scope.cluster_ref else None
+        return ProvisionObservation(
+            order=order,
+            scope=scope,
+            connection=connection,
+            mariadb=_model(MariaDB, mariadb),
+            databases=tuple(DatabaseCR.model_validate(d) for d in _list(keystone, DATABASE, ns)),
+            client_certificate=_model(Secret, _get(management, SECRET, cp_ns, CLIENT_CERTIFICATE)),
+            vault_dynamic_secret=_model(
+                KubeObject, _get(management, VAULT_DYNAMIC_SECRET, cp_ns, name)
+            ),
+            external_secret=_model(ExternalSecret, _get(management, EXTERNAL_SECRET, cp_ns, name)),
+            materialised_secret=_model(Secret, _get(management, SECRET, cp_ns, name)),
+        )
+
+    def fetch_delivery(
+        self, order: MariaDBDatabase, scope: OrderScope, cp: ControlPlane
+    ) -> DeliveryObservation:
+        """Everything the delivery leg decides on, read before its one write.
+
+        Raises:
+            ReadError: a read other than NotFound failed; the leg reports DeliveryError.
+        """
+        keystone_error: str | None = None
+        ca_bundle: dict[str, Any] | None = None
+        if scope.tls:
+            try:
+                keystone = self.clusters.get(scope.keystone_cluster)
+            except ClusterUnavailableError as exc:
+                keystone_error = str(exc)
+            else:
+                ns, name = scope.keystone_namespace, scope.ca_bundle_secret
+                ca_bundle = _read(
+                    f"reading database CA bundle {ns}/{name}", keystone, SECRET, ns, name
+                )
+        management = self.clusters.get(MANAGEMENT)
+        cp_ns, name = scope.cp_namespace, scope.names.credentials
+        delivered_name = scope.names.delivered_secret
+        return DeliveryObservation(
+            order=order,
+            scope=scope,
+            control_plane=cp,
+            database_name=scope.schema,
+            keystone_cluster_error=keystone_error,
+            ca_bundle=_model(Secret, ca_bundle),
+            materialised_secret=_model(
+                Secret,
+                _read(f"reading Secret {cp_ns}/{name}", management, SECRET, cp_ns, name),
+            ),
+            external_secret=_model(
+                ExternalSecret,
+                _read(
+                    f"reading ExternalSecret {cp_ns}/{name}",
+                    management,
+                    EXTERNAL_SECRET,
+                    cp_ns,
+                    name,
+                ),
+            ),
+            delivered_secret=_model(
+                Secret,
+                _read(
+                    f"reading Secret {order.metadata.namespace}/{delivered_name}",
+                    self.clusters.get(scope.cluster),
+                    SECRET,
+                    order.metadata.namespace,
+                    delivered_name,
+                ),
+            ),
+        )
+
+    def fetch_teardown(
+        self,
+        order: MariaDBDatabase,
+        scope: OrderScope,
+        *,
+        control_plane_present: bool,
+        connection: OpenBaoConnection,
+    ) -> TeardownObservation:
+        """What the teardown decides on: the children still listed by the order's labels."""
+        management = self.clusters.get(MANAGEMENT)
+        cp_ns, selector = scope.cp_namespace, scope.label_selector
+        try:
+            keystone: KubeClient | None = self.clusters.get(scope.keystone_cluster)
+        except ClusterUnavailableError:
+            keystone = None
+        databases = (
+            _list(keystone, DATABASE, scope.keystone_namespace, selector) if keystone else []
+        )
+        return TeardownObservation(
+            order=order,
+            scope=scope,
+            control_plane_present=control_plane_present,
+            connection=connection,
+            client_certificate=_model(Secret, _get(management, SECRET, cp_ns, CLIENT_CERTIFICATE)),
+            external_secrets=tuple(
+                KubeObject.model_validate(o)
+                for o in _list(management, EXTERNAL_SECRET, cp_ns, selector)
+            ),
+            vault_dynamic_secrets=tuple(
+                KubeObject.model_validate(o)
+                for o in _list(management, VAULT_DYNAMIC_SECRET, cp_ns, selector)
+            ),
+            databases=tuple(DatabaseCR.model_validate(d) for d in databases),
+            delivered_secret=_model(
+                Secret,
+                _get(
+                    self.clusters.get(scope.cluster),
+                    SECRET,
+                    order.metadata.namespace,
+                    scope.names.delivered_secret,
+                ),
+            ),
+        )
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def run(self, action: Action) -> dict[str, Any] | None:
+        """Perform one action; return the object the server answered with, if any.
+
+        Raises:
+            ActionError: the action failed.
+        """
+        try:
+            if isinstance(action, ApplyObject):
+                return self._apply(action)
+            if isinstance(action, PatchObject):
+                client = self.clusters.get(action.ref.cluster)
+                return client.patch(
+                    _resource(action.ref), action.ref.namespace, action.ref.name, action.merge_patch
+                )
+            if isinstance(action, DeleteObject):
+                client = self.clusters.get(action.ref.cluster)
+                client.delete(_resource(action.ref), action.ref.namespace, action.ref.name)
+                return None
+            if isinstance(action, EnsureRole):
+                self._ensure_role(action)
+                return None
+            self._remove_role(action)
+            return None
+        except (KubeError, OpenBaoError) as exc:
+            raise ActionError(str(exc), exc.status) from None
+        except ClusterUnavailableError as exc:
+            raise ActionError(str(exc)) from None
+
+    def _apply(self, action: ApplyObject) -> dict[str, Any]:
+        client = self.clusters.get(action.cluster)
+        if action.strategy is ApplyStrategy.SERVER_SIDE_APPLY:
+            return client.apply(action.manifest)
+        meta = action.manifest["metadata"]
+        resource = resource_for(action.manifest)
+        live = client.get_or_none(resource, meta.get("namespace"), meta["name"])
+        if live is None:
+            return client.create(action.manifest)
+        return client.patch(
+            resource, meta.get("namespace"), meta["name"], {"spec": action.manifest["spec"]}
+        )
+
+    def _certificate(self, ref: ClientCertificateRef) -> ClientCertificate:
+        raw = _get(self.clusters.get(MANAGEMENT), SECRET, ref.namespace, ref.name)
+        secret = _model(Secret, raw)
+        if secret is None:
+            raise OpenBaoError(f"the OpenBao client certificate {ref.namespace}/{ref.name} is gone")
+        return ClientCertificate(
+            ca_crt=secret.value("ca.crt").encode(),
+            tls_crt=secret.value("tls.crt").encode(),
+            tls_key=secret.value("tls.key").encode(),
+        )
+
+    def _session(self, connection: OpenBaoConnection, ref: ClientCertificateRef) -> Any:
+        return open_session(
+            connection.server,
+            connection.auth_mount,
+            self.settings.openbao_role,
+            self.read_jwt,
+            self._certificate(ref),
+            timeout=self.settings.openbao_timeout_seconds,
+        )
+
+    def _ensure_role(self, action: EnsureRole) -> None:
+        with self._session(action.connection, action.client_certificate) as session:
+            if should_write_role(session.read_role(action.role_name), action.body):
+                session.write_role(action.role_name, action.body.to_request())
+
+    def _remove_role(self, action: RemoveRole) -> None:
+        with self._session(action.connection, action.client_certificate) as session:
+            session.revoke_role_leases(action.role_name)
+            session.delete_role(action.role_name)
+
+    def write_status(self, key: OrderKey, status: MariaDBDatabaseStatus) -> None:
+        """Write the order's status through the status subresource."""
+        self.clusters.get(key.cluster).patch(
+            MARIADB_DATABASE,
+            key.namespace,
+            key.name,
+            {"status": build_status_body(status)},
+            status=True,
+        )
+
+    def set_finalizers(self, key: OrderKey, fetched: FetchedOrder, finalizers: list[str]) -> None:
+        """Replace the order's finalizers; ``ConflictError`` when it changed since it was read."""
+        self.clusters.get(key.cluster).set_finalizers(fetched.raw, finalizers)
+
+
+_RESOURCES = {
+    (r.api_version, r.kind): r
+    for r in (SECRET, DATABASE, EXTERNAL_SECRET, VAULT_DYNAMIC_SECRET, MARIADB_DATABASE)
+}
+
+
+def _resource(ref: ObjectRef) -> Resource:
+    return _RESOURCES[(ref.api_version, ref.kind)]
+
+
+def _get(
+    client: KubeClient, resource: Resource, ns: str | None, name: str
+) -> dict[str, Any] | None:
+    try:
+        return client.get(resource, ns, name)
+    except (NotFoundError, KindNotServedError):
+        return None
+
+
+def _read(
+    context: str, client: KubeClient, resource: Resource, ns: str | None, name: str
+) -> dict[str, Any] | None:
+    try:
+        return _get(client, resource, ns, name)
+    except KubeError as exc:
+        raise ReadError(context, exc.server_message) from None
+
+
+def _list(
+    client: KubeClient, resource: Resource, ns: str, selector: str | None = None
+) -> list[dict[str, Any]]:
+    try:
+        return client.list_objects(resource, ns, label_selector=selector)
+    except KindNotServedError:
+        return []
+
+
+def _model(model: type[Model], raw: dict[str, Any] | None) -> Model | None:
+    return None if raw is None else model.model_validate(raw)

@@ -1,0 +1,224 @@
+"""OpenBao through hvac: log in as tenantdb's Kubernetes-auth role, manage order roles, revoke.
+
+A session logs in at the server and mount of the ControlPlane's secret store with the pod's
+ServiceAccount token, read afresh at every login because the kubelet rotates it in place, and
+with the ControlPlane namespace's shared client certificate for mutual TLS. The certificate's
+PEMs are written to a private temporary directory for the life of the session only (the TLS
+stack reads files) and removed when it ends. Every session revokes its own token on the way out;
+a failure there is only logged, since the token expires with its short TTL anyway.
+
+Errors come out as ``OpenBaoError`` in the shape ``openbao: <status> on <METHOD> <path>: <errors>``
+with OpenBao's own error texts, and never carry the JWT, the token or a key.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import hvac
+import hvac.exceptions
+import requests
+
+log = logging.getLogger(__name__)
+
+DATABASE_MOUNT = "database/mariadb"
+DEFAULT_TIMEOUT = 30.0
+
+
+class OpenBaoError(Exception):
+    """An OpenBao request failed; ``status`` is the HTTP status, or None for a transport error."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def permission_denied(self) -> bool:
+        """Whether OpenBao answered 403: a missing login role or policy."""
+        return self.status == 403
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCertificate:
+    """The PEMs of the shared client certificate; the key never shows in a repr."""
+
+    ca_crt: bytes
+    tls_crt: bytes
+    tls_key: bytes = field(repr=False)
+
+
+def _error(exc: Exception, method: str, path: str) -> OpenBaoError:
+    if isinstance(exc, hvac.exceptions.VaultError):
+        status = _status_of(exc)
+        errors = [str(e) for e in (exc.errors or []) if str(e)]
+        text = "; ".join(errors) or str(exc.text or "").strip() or "<no error body>"
+        return OpenBaoError(f"openbao: {status} on {method} {path}: {text}", status)
+    return OpenBaoError(f"openbao: {method} {path}: {type(exc).__name__}")
+
+
+def _status_of(exc: hvac.exceptions.VaultError) -> int:
+    statuses = {
+        hvac.exceptions.InvalidRequest: 400,
+        hvac.exceptions.Unauthorized: 401,
+        hvac.exceptions.Forbidden: 403,
+        hvac.exceptions.InvalidPath: 404,
+        hvac.exceptions.RateLimitExceeded: 429,
+        hvac.exceptions.InternalServerError: 500,
+        hvac.exceptions.BadGateway: 502,
+        hvac.exceptions.VaultNotInitialized: 501,
+        hvac.exceptions.VaultDown: 503,
+    }
+    for kind, status in statuses.items():
+        if isinstance(exc, kind):
+            return status
+    return 0
+
+
+class OpenBaoSession:
+    """A logged-in client; use through ``open_session`` so the token is revoked at the end."""
+
+    def __init__(self, client: hvac.Client) -> None:
+        """Wrap a logged-in hvac client."""
+        self._client = client
+
+    def _do(self, method: str, path: str, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except (hvac.exceptions.VaultError, requests.RequestException, OSError) as exc:
+            raise _error(exc, method, path) from None
+
+    def read_role(self, name: str) -> dict[str, Any] | None:
+        """Read a database role's ``data``; None when it does not exist."""
+        path = f"/v1/{DATABASE_MOUNT}/roles/{name}"
+        try:
+            answer = self._client.secrets.database.read_role(name, mount_point=DATABASE_MOUNT)
+        except hvac.exceptions.InvalidPath:
+            return None
+        except (hvac.exceptions.VaultError, requests.RequestException, OSError) as exc:
+            raise _error(exc, "GET", path) from None
+        return cast(dict[str, Any], (answer or {}).get("data") or {})
+
+    def write_role(self, name: str, body: Mapping[str, Any]) -> None:
+        """Create or replace a database role from its request body."""
+        self._do(
+            "POST",
+            f"/v1/{DATABASE_MOUNT}/roles/{name}",
+            lambda: self._client.secrets.database.create_role(
+                name,
+                db_name=body["db_name"],
+                creation_statements=list(body["creation_statements"]),
+                revocation_statements=list(body.get("revocation_statements") or ()),
+                default_ttl=body.get("default_ttl"),
+                max_ttl=body.get("max_ttl"),
+                mount_point=DATABASE_MOUNT,
+            ),
+        )
+
+    def delete_role(self, name: str) -> None:
+        """Delete a database role; an absent one counts as deleted."""
+        try:
+            self._do(
+                "DELETE",
+                f"/v1/{DATABASE_MOUNT}/roles/{name}",
+                lambda: self._client.secrets.database.delete_role(name, mount_point=DATABASE_MOUNT),
+            )
+        except OpenBaoError as exc:
+            if exc.status != 404:
+                raise
+
+    def revoke_role_leases(self, name: str) -> None:
+        """Revoke every lease issued from the role's creds path, which drops its SQL users."""
+        prefix = f"{DATABASE_MOUNT}/creds/{name}"
+        try:
+            self._do(
+                "POST",
+                f"/v1/sys/leases/revoke-prefix/{prefix}",
+                lambda: self._client.sys.revoke_prefix(prefix),
+            )
+        except OpenBaoError as exc:
+            if exc.status != 404:
+                raise
+
+    def revoke_self(self) -> None:
+        """Revoke this session's token; a failure is logged, not raised."""
+        try:
+            self._client.auth.token.revoke_self()
+        except (hvac.exceptions.VaultError, requests.RequestException, OSError) as exc:
+            log.info(
+                "revoking tenantdb's OpenBao token failed: %s",
+                _error(exc, "POST", "/v1/auth/token/revoke-self"),
+            )
+
+
+@contextmanager
+def _tls_files(
+    cert: ClientCertificate | None,
+) -> Iterator[tuple[tuple[str, str] | None, str | bool]]:
+    if cert is None:
+        yield None, True
+        return
+    with tempfile.TemporaryDirectory(prefix="tenantdb-openbao-") as tmp:
+        os.chmod(tmp, 0o700)
+        paths = {}
+        pems = (("ca.crt", cert.ca_crt), ("tls.crt", cert.tls_crt), ("tls.key", cert.tls_key))
+        for name, pem in pems:
+            path = Path(tmp) / name
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(pem)
+            paths[name] = str(path)
+        yield (paths["tls.crt"], paths["tls.key"]), paths["ca.crt"]
+
+
+@contextmanager
+def open_session(
+    server: str,
+    mount: str,
+    role: str,
+    read_jwt: Callable[[], str],
+    cert: ClientCertificate | None,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Iterator[OpenBaoSession]:
+    """Log in with Kubernetes auth and yield a session; revoke its token when the body ends.
+
+    Args:
+        server: OpenBao's address, e.g. ``https://openbao.shared-services.svc:8200``.
+        mount: the Kubernetes auth mount, e.g. ``kubernetes/management``.
+        role: the auth role tenantdb logs in as.
+        read_jwt: returns the ServiceAccount token; called at every login.
+        cert: the client certificate for mutual TLS, or None for plain HTTP.
+        timeout: per-request timeout in seconds.
+
+    Raises:
+        OpenBaoError: reading the token or logging in failed.
+    """
+    login_path = f"/v1/auth/{mount}/login"
+    try:
+        jwt = read_jwt().strip()
+    except OSError as exc:
+        raise OpenBaoError(
+            f"reading the ServiceAccount token tenantdb logs in with: {type(exc).__name__}"
+        ) from None
+    with _tls_files(cert) as (client_cert, verify):
+        client = hvac.Client(url=server, cert=client_cert, verify=verify, timeout=timeout)
+        try:
+            answer = client.auth.kubernetes.login(role, jwt, mount_point=mount)
+        except (hvac.exceptions.VaultError, requests.RequestException, OSError) as exc:
+            raise _error(exc, "POST", login_path) from None
+        token = ((answer or {}).get("auth") or {}).get("client_token")
+        if not token:
+            raise OpenBaoError(f"openbao: POST {login_path}: the answer carries no client token")
+        client.token = token
+        session = OpenBaoSession(client)
+        try:
+            yield session
+        finally:
+            session.revoke_self()

@@ -1,0 +1,130 @@
+"""tenantdb's own OpenBao adapter (hvac underneath) against the stand-in, over mutual TLS.
+
+What the engine relies on: a session logs in with the ServiceAccount token read afresh and the
+client certificate, reads and writes the order role, revokes the role's leases (dropping its SQL
+users) and deletes it, and revokes its own token on the way out; failures carry OpenBao's status
+and messages but never the token or the JWT; the key files it writes are gone afterwards.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from devstack.openbao import TLSConfig
+from devstack.openbao.bootstrap import KUBE_MOUNT
+from devstack.openbao.pki import LocalPKI
+from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
+from tenantdb.core.openbao import build_role, should_write_role
+
+from .openbao_support import Platform, sql_user_exists
+
+
+def _certificate(pki: LocalPKI) -> ClientCertificate:
+    return ClientCertificate(
+        ca_crt=Path(pki.ca_file).read_bytes(),
+        tls_crt=Path(pki.client.cert_file).read_bytes(),
+        tls_key=Path(pki.client.key_file).read_bytes(),
+    )
+
+
+@pytest.fixture
+def tls_platform(make_platform: Callable[..., Platform], pki: LocalPKI) -> Platform:
+    tls = TLSConfig(pki.server.cert_file, pki.server.key_file, client_ca_file=pki.ca_file)
+    return make_platform(
+        tls=tls,
+        client_kwargs={"cert": (pki.client.cert_file, pki.client.key_file), "verify": pki.ca_file},
+    )
+
+
+def _leftover_key_dirs() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("tenantdb-openbao-*")}
+
+
+def test_a_session_writes_the_role_once_and_removes_it_with_its_users(
+    tls_platform: Platform, pki: LocalPKI, schemas: Callable[[], str]
+) -> None:
+    schema = schemas()
+    role = f"order.{tls_platform.cp_namespace}.adapter-0000-database"
+    desired = build_role(schema, tls_platform.tenant.keystone_namespace)
+    reads: list[str] = []
+
+    def read_jwt() -> str:
+        jwt = tls_platform.reviewer.issue("c5c3-system", "c5c3-operator")
+        reads.append(jwt)
+        return jwt
+
+    before = _leftover_key_dirs()
+    args = (tls_platform.server.url, KUBE_MOUNT, "c5c3-operator", read_jwt, _certificate(pki))
+    with open_session(*args) as session:
+        assert session.read_role(role) is None
+        session.write_role(role, desired.to_request())
+        assert not should_write_role(session.read_role(role), desired)
+    with open_session(*args) as session:
+        assert not should_write_role(session.read_role(role), desired)
+    assert len(reads) == 2, "the token is read afresh at every login"
+    assert _leftover_key_dirs() == before, "the key files are removed with the session"
+
+    generator = tls_platform.client(
+        cert=(pki.client.cert_file, pki.client.key_file), verify=pki.ca_file
+    )
+    generator.auth.kubernetes.login(
+        "order-db",
+        tls_platform.reviewer.issue(tls_platform.cp_namespace, "order-db-creds"),
+        mount_point=KUBE_MOUNT,
+    )
+    username = generator.secrets.database.generate_credentials(
+        role, mount_point="database/mariadb"
+    )["data"]["username"]
+    assert sql_user_exists(username)
+
+    with open_session(*args) as session:
+        session.revoke_role_leases(role)
+        session.delete_role(role)
+        session.delete_role(role)  # absent counts as deleted
+        assert session.read_role(role) is None
+    assert not sql_user_exists(username)
+
+
+def test_a_denied_login_is_a_403_without_the_jwt(tls_platform: Platform, pki: LocalPKI) -> None:
+    jwt = tls_platform.reviewer.issue("tenant-a", "intruder")
+    session = open_session(
+        tls_platform.server.url, KUBE_MOUNT, "c5c3-operator", lambda: jwt, _certificate(pki)
+    )
+    with pytest.raises(OpenBaoError) as denied:
+        session.__enter__()
+    assert denied.value.permission_denied
+    assert str(denied.value).startswith("openbao: 403 on POST /v1/auth/kubernetes/management/login")
+    assert jwt not in str(denied.value)
+
+
+def test_a_role_the_connection_does_not_allow_is_a_400(
+    tls_platform: Platform, pki: LocalPKI, schemas: Callable[[], str]
+) -> None:
+    role = "order.elsewhere.x-0000-database"
+    args = (
+        tls_platform.server.url,
+        KUBE_MOUNT,
+        "c5c3-operator",
+        lambda: tls_platform.reviewer.issue("c5c3-system", "c5c3-operator"),
+        _certificate(pki),
+    )
+    body = build_role(schemas(), tls_platform.tenant.keystone_namespace).to_request()
+    with open_session(*args) as session, pytest.raises(OpenBaoError) as refused:
+        session.write_role(role, body)
+    assert refused.value.status == 400
+    assert not refused.value.permission_denied
+    assert str(refused.value) == (
+        f'openbao: 400 on POST /v1/database/mariadb/roles/{role}: "{role}" is not an allowed role'
+    )
+
+
+def test_an_unreachable_server_is_a_transport_error(pki: LocalPKI) -> None:
+    session = open_session(
+        "https://127.0.0.1:9", KUBE_MOUNT, "c5c3-operator", lambda: "jwt", _certificate(pki)
+    )
+    with pytest.raises(OpenBaoError, match=r"^openbao: POST /v1/auth/.*/login: ConnectionError"):
+        session.__enter__()

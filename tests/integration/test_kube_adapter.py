@@ -1,0 +1,151 @@
+"""tenantdb's Kubernetes adapter against the devstack API server, through the official client.
+
+The adapter is tenantdb's only way into a cluster, so these tests pin what the engine relies
+on: server-side apply owns exactly the fields tenantdb sends, the status goes through its own
+subresource, finalizer changes fail on a stale read instead of losing an update, lists page,
+errors come out typed, and clusters resolve by name from one kubeconfig.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from devstack.kube.server import ClusterServer, kubeconfig
+from tenantdb.adapters.clusters import ClusterRegistry, ClusterUnavailableError
+from tenantdb.adapters.kube import (
+    MARIADB_DATABASE,
+    NAMESPACE,
+    SECRET,
+    ConflictError,
+    InvalidError,
+    KindNotServedError,
+    KubeClient,
+    NotFoundError,
+    UnavailableError,
+    client_from_kubeconfig,
+)
+from tenantdb.settings import Settings
+
+CRD = Path(__file__).resolve().parents[2] / "charts/tenantdb/crds/mariadbdatabases.c5c3.io.yaml"
+
+
+@pytest.fixture
+def servers() -> Iterator[dict[str, ClusterServer]]:
+    started = {name: ClusterServer(name).start() for name in ("management", "edge-1")}
+    yield started
+    for server in started.values():
+        server.stop()
+
+
+@pytest.fixture
+def kubeconfig_file(servers: dict[str, ClusterServer], tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig(servers, current="management")))
+    return path
+
+
+@pytest.fixture
+def kube(kubeconfig_file: Path) -> KubeClient:
+    client = client_from_kubeconfig(str(kubeconfig_file), "management", "")
+    client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant-a"}})
+    return client
+
+
+def _secret(**data: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "app-credentials", "namespace": "tenant-a"},
+        "type": "Opaque",
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+    }
+
+
+def _data(obj: dict[str, object]) -> dict[str, str]:
+    data = obj.get("data") or {}
+    assert isinstance(data, dict)
+    return {k: base64.b64decode(v).decode() for k, v in data.items()}
+
+
+def test_apply_rewrites_edits_keeps_foreign_keys_and_drops_what_it_stops_applying(
+    kube: KubeClient,
+) -> None:
+    kube.apply(_secret(host="db", password="p1", **{"ca.crt": "CA"}))
+    # Somebody else edits one of tenantdb's keys and adds one of their own.
+    kube.patch(
+        SECRET, "tenant-a", "app-credentials", {"data": {"host": "ZXZpbA==", "extra": "eA=="}}
+    )
+    applied = kube.apply(_secret(host="db", password="p1"))
+    assert _data(applied) == {"host": "db", "password": "p1", "extra": "x"}
+
+
+def test_status_goes_through_the_subresource_only(kube: KubeClient) -> None:
+    kube.apply(yaml.safe_load(CRD.read_text()))
+    order = {
+        "apiVersion": "c5c3.io/v1alpha1",
+        "kind": "MariaDBDatabase",
+        "metadata": {"name": "app-db", "namespace": "tenant-a"},
+        "spec": {"controlPlaneRef": {"name": "cp", "namespace": "openstack"}},
+    }
+    kube.create(order)
+    written = kube.patch(
+        MARIADB_DATABASE,
+        "tenant-a",
+        "app-db",
+        {"status": {"databaseName": "app_db"}},
+        status=True,
+    )
+    assert written["status"]["databaseName"] == "app_db"
+    ignored = kube.patch(MARIADB_DATABASE, "tenant-a", "app-db", {"status": {"databaseName": "x"}})
+    assert ignored["status"]["databaseName"] == "app_db"
+    assert ignored["metadata"]["generation"] == 1
+
+
+def test_finalizer_change_on_a_stale_read_is_a_conflict(kube: KubeClient) -> None:
+    kube.apply(_secret(host="db"))
+    read = kube.get(SECRET, "tenant-a", "app-credentials")
+    kube.set_finalizers(read, ["example.com/hold"])
+    with pytest.raises(ConflictError, match="on cluster management"):
+        kube.set_finalizers(read, [])
+    fresh = kube.get(SECRET, "tenant-a", "app-credentials")
+    kube.set_finalizers(fresh, [])
+    assert "finalizers" not in kube.get(SECRET, "tenant-a", "app-credentials")["metadata"]
+
+
+def test_lists_page_through_every_object(kube: KubeClient) -> None:
+    for i in range(7):
+        kube.apply({**_secret(n=str(i)), "metadata": {"name": f"s-{i}", "namespace": "tenant-a"}})
+    names = {o["metadata"]["name"] for o in kube.list_objects(SECRET, "tenant-a", page=3)}
+    assert {f"s-{i}" for i in range(7)} <= names
+
+
+def test_errors_come_out_typed(kube: KubeClient, servers: dict[str, ClusterServer]) -> None:
+    with pytest.raises(NotFoundError, match='secrets "absent" not found'):
+        kube.get(SECRET, "tenant-a", "absent")
+    assert kube.get_or_none(SECRET, "tenant-a", "absent") is None
+    assert kube.delete(SECRET, "tenant-a", "absent") is False
+    with pytest.raises(KindNotServedError):
+        kube.list_objects(MARIADB_DATABASE, "tenant-a")
+    with pytest.raises(InvalidError):
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "Not_Valid"}})
+    servers["management"].stop()
+    with pytest.raises(UnavailableError, match="no answer"):
+        kube.get(NAMESPACE, None, "tenant-a")
+
+
+def test_clusters_resolve_by_name_from_one_kubeconfig(kubeconfig_file: Path) -> None:
+    registry = ClusterRegistry.from_settings(
+        Settings(kubeconfig=str(kubeconfig_file), management_context="management")
+    )
+    assert registry.names() == ["", "edge-1"]
+    registry.get("edge-1").apply(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "only-on-edge"}}
+    )
+    assert registry.get("").get_or_none(NAMESPACE, None, "only-on-edge") is None
+    with pytest.raises(ClusterUnavailableError, match='cluster "edge-9" is not registered'):
+        registry.get("edge-9")
