@@ -22,9 +22,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from celery import Task, shared_task
+from celery import shared_task
 
-from tasks.runtime import backoff, finish_pass, result, workqueue
+from tasks.runtime import AnyTask, backoff, finish_pass, result, workqueue
 from tenantdb.adapters.workqueue import Heartbeat, Lease, LeaseLostError, WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.tasknames import RECONCILE_ABORT
@@ -69,7 +69,7 @@ class RetryStepError(Exception):
 StepBody = Callable[[StepContext], StepResult]
 
 
-def run_step(task: Task, key: str, token: str, started: int, body: StepBody) -> dict[str, str]:  # type: ignore[type-arg]
+def run_step(task: AnyTask, key: str, token: str, started: int, body: StepBody) -> dict[str, str]:
     """Run one chain step of a pass under the lease the chain carries."""
     order = OrderKey.parse(key)
     queue = workqueue()
@@ -101,7 +101,7 @@ def run_step(task: Task, key: str, token: str, started: int, body: StepBody) -> 
     return result(key, outcome.reason)
 
 
-def _retry(task: Task, queue: WorkQueue, lease: Lease, reason: str, detail: str) -> None:  # type: ignore[type-arg]
+def _retry(task: AnyTask, queue: WorkQueue, lease: Lease, reason: str, detail: str) -> None:
     countdown = backoff(task.request.retries)
     # Keep the lease through the countdown: the retry continues this pass.
     queue.extend(lease, ttl_ms=int((countdown + load_settings().lock_ttl_seconds) * 1000))
@@ -116,7 +116,7 @@ def _retry(task: Task, queue: WorkQueue, lease: Lease, reason: str, detail: str)
     raise task.retry(countdown=countdown) from None
 
 
-def _stop_chain(task: Task) -> None:  # type: ignore[type-arg]
+def _stop_chain(task: AnyTask) -> None:
     # Celery publishes the next step from the request's remaining chain after a success.
     task.request.chain = None
 

@@ -20,9 +20,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from celery import Signature, Task, shared_task
+from celery import Signature, shared_task
 
-from tasks.runtime import backoff, finish_pass, result, workqueue
+from tasks.runtime import AnyTask, backoff, finish_pass, result, workqueue
 from tenantdb.adapters.workqueue import Heartbeat, Lease, LeaseLostError, Start
 from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
 from tenantdb.core.tasknames import RECONCILE_ORDER
@@ -68,7 +68,7 @@ def served_kinds() -> frozenset[str]:
 
 
 @shared_task(name=RECONCILE_ORDER, bind=True, max_retries=None)
-def reconcile_order(self: Task, key: str) -> dict[str, str]:  # type: ignore[type-arg]
+def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
     """Run one pass over the order ``key`` under its lock."""
     try:
         order = OrderKey.parse(key)

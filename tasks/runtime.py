@@ -11,9 +11,10 @@ from __future__ import annotations
 import random
 import time
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 import redis
-from celery import current_app
+from celery import Task, current_app
 from celery.utils.time import get_exponential_backoff_interval
 
 from tenantdb.adapters.celeryapp import make_publisher
@@ -21,6 +22,11 @@ from tenantdb.adapters.workqueue import Lease, Release, WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import plan_comebacks
 from tenantdb.settings import load_settings
+
+if TYPE_CHECKING:
+    AnyTask = Task[Any, Any]
+else:  # celery's Task is generic for the type checker only
+    AnyTask = Task
 
 
 @lru_cache(maxsize=1)

@@ -9,6 +9,6 @@ from __future__ import annotations
 from tenantdb.adapters.celeryapp import build_celery_app
 from tenantdb.settings import load_settings
 
-TASK_MODULES = ("tasks.reconcile",)
+TASK_MODULES = ("tasks.reconcile", "tasks.chain", "tasks.mariadbdatabase")
 
 app = build_celery_app(load_settings(), include=TASK_MODULES)

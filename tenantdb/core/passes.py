@@ -88,3 +88,12 @@ def compute_pass_record(
         result=result,
         logs=tuple(logs),
     )
+
+
+def describe_status(status: MariaDBDatabaseStatus) -> str:
+    """Sum a pass up in one reason: the first sub-condition that is not True, else AllReady."""
+    for condition_type in (ConditionType.DATABASE_READY, ConditionType.DELIVERY_READY):
+        for condition in status.conditions:
+            if condition.type == condition_type and condition.status != "True":
+                return str(condition.reason)
+    return "AllReady" if status.conditions else "NoConditions"

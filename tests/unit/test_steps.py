@@ -1,0 +1,129 @@
+"""Which chain step performs which action, and the one-word summary of a pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from tenantdb.core.actions import (
+    Action,
+    ApplyObject,
+    ClientCertificateRef,
+    DeleteObject,
+    EnsureRole,
+    ObjectRef,
+    PatchObject,
+    RemoveRole,
+)
+from tenantdb.core.models import MariaDBDatabaseStatus
+from tenantdb.core.openbao import OpenBaoConnection, build_role
+from tenantdb.core.passes import describe_status
+from tenantdb.core.steps import (
+    ProvisionStep,
+    TeardownStep,
+    classify_provision_action,
+    classify_teardown_action,
+)
+
+CERT = ClientCertificateRef("openstack", "order-db-openbao-client")
+
+
+def _apply(kind: str) -> ApplyObject:
+    return ApplyObject("", {"apiVersion": "v1", "kind": kind, "metadata": {"name": "x"}})
+
+
+def _ref(kind: str) -> ObjectRef:
+    return ObjectRef("", "v1", kind, "ns", "x")
+
+
+@pytest.mark.parametrize(
+    ("action", "step"),
+    [
+        pytest.param(_apply("ServiceAccount"), ProvisionStep.IDENTITY, id="service-account"),
+        pytest.param(_apply("Certificate"), ProvisionStep.IDENTITY, id="certificate"),
+        pytest.param(
+            EnsureRole("r", build_role("db", "ks"), OpenBaoConnection(), CERT),
+            ProvisionStep.ROLE,
+            id="role",
+        ),
+        pytest.param(_apply("Database"), ProvisionStep.DATABASE, id="database-cr"),
+        pytest.param(_apply("VaultDynamicSecret"), ProvisionStep.CREDENTIALS, id="generator"),
+        pytest.param(_apply("ExternalSecret"), ProvisionStep.CREDENTIALS, id="external-secret"),
+    ],
+)
+def test_provision_actions_belong_to_their_step(action: Action, step: ProvisionStep) -> None:
+    assert classify_provision_action(action) is step
+
+
+@pytest.mark.parametrize(
+    ("action", "step"),
+    [
+        pytest.param(
+            RemoveRole("r", "database/mariadb/creds/r", OpenBaoConnection(), CERT),
+            TeardownStep.OPENBAO,
+            id="role",
+        ),
+        pytest.param(DeleteObject(_ref("ExternalSecret")), TeardownStep.ESO, id="external-secret"),
+        pytest.param(DeleteObject(_ref("VaultDynamicSecret")), TeardownStep.ESO, id="generator"),
+        pytest.param(PatchObject(_ref("Database"), {}), TeardownStep.DATABASE, id="cleanup-patch"),
+        pytest.param(DeleteObject(_ref("Database")), TeardownStep.DATABASE, id="database-cr"),
+        pytest.param(DeleteObject(_ref("Secret")), TeardownStep.SECRET, id="delivered-secret"),
+    ],
+)
+def test_teardown_actions_belong_to_their_step(action: Action, step: TeardownStep) -> None:
+    assert classify_teardown_action(action) is step
+
+
+def test_actions_of_another_leg_are_refused() -> None:
+    with pytest.raises(ValueError, match="not a provision action"):
+        classify_provision_action(DeleteObject(_ref("Secret")))
+    with pytest.raises(ValueError, match="not a teardown action"):
+        classify_teardown_action(_apply("ServiceAccount"))
+
+
+def _status(*conditions: tuple[str, str, str]) -> MariaDBDatabaseStatus:
+    return MariaDBDatabaseStatus.model_validate(
+        {
+            "conditions": [
+                {
+                    "type": t,
+                    "status": s,
+                    "reason": r,
+                    "message": "m",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+                for t, s, r in conditions
+            ]
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "summary"),
+    [
+        pytest.param(_status(), "NoConditions", id="fresh"),
+        pytest.param(
+            _status(("DatabaseReady", "False", "OpenBaoError")), "OpenBaoError", id="provision"
+        ),
+        pytest.param(
+            _status(
+                ("DatabaseReady", "True", "DatabaseProvisioned"),
+                ("DeliveryReady", "False", "DeliveryRefused"),
+            ),
+            "DeliveryRefused",
+            id="delivery",
+        ),
+        pytest.param(
+            _status(
+                ("DatabaseReady", "True", "DatabaseProvisioned"),
+                ("DeliveryReady", "True", "Delivered"),
+                ("Ready", "True", "AllReady"),
+            ),
+            "AllReady",
+            id="ready",
+        ),
+    ],
+)
+def test_a_pass_sums_up_in_its_first_unready_reason(
+    status: MariaDBDatabaseStatus, summary: str
+) -> None:
+    assert describe_status(status) == summary
