@@ -9,6 +9,7 @@ delayed ACKs never add 40 ms. It must never hold the store lock while writing to
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import ssl
@@ -447,10 +448,8 @@ class ClusterHTTPServer(ThreadingHTTPServer):
         with self._open_lock:
             open_now, self._open = self._open, set()
         for sock in open_now:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
 
 
