@@ -97,6 +97,7 @@ def run_step(task: AnyTask, key: str, token: str, started: int, body: StepBody) 
             outcome.requeue_after,
             completed=outcome.completed,
             again=outcome.again,
+            reason=outcome.reason,
         )
     return result(key, outcome.reason)
 

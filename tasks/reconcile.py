@@ -105,5 +105,5 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
     if outcome.handoff is not None:
         outcome.handoff(lease).apply_async()
         return result(key, outcome.reason)
-    finish_pass(queue, lease, outcome.requeue_after)
+    finish_pass(queue, lease, outcome.requeue_after, reason=outcome.reason)
     return result(key, outcome.reason)

@@ -54,9 +54,12 @@ def finish_pass(
     *,
     completed: bool = True,
     again: bool = False,
+    reason: str = "",
 ) -> None:
-    """Schedule the order's come-backs and release its lease."""
+    """Schedule the order's come-backs, note the pass, and release its lease."""
     settings = load_settings()
+    if reason:
+        queue.record_pass(lease.key, reason, time.time())
     for comeback in plan_comebacks(
         requeue_after,
         now=time.time(),

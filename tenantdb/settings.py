@@ -101,6 +101,14 @@ class Settings(BaseSettings):
     openbao_timeout_seconds: float = Field(
         default=30.0, gt=0, description="Timeout of one OpenBao request."
     )
+    flower_basic_auth: str = Field(
+        default="",
+        description="Flower's basic-auth credentials, user:password (comma-separated pairs).",
+        repr=False,
+    )
+    flower_basic_auth_file: str = Field(
+        default="", description="A file holding Flower's user:password, e.g. a mounted Secret."
+    )
     metrics_port: int = Field(
         default=0, ge=0, le=65535, description="Port of /metrics; 0 serves no metrics."
     )

@@ -199,6 +199,10 @@ class WorkQueueKeys:
         """The lock of a key."""
         return f"{self.prefix}lock:{key}"
 
+    def last_pass(self, key: OrderKey) -> str:
+        """The hash recording when the key's last pass ended and how."""
+        return f"{self.prefix}last:{key}"
+
     def sequence(self, key: OrderKey) -> str:
         """The hash counting a key's events and the events its last completed pass covered."""
         return f"{self.prefix}seq:{key}"
@@ -338,6 +342,22 @@ class WorkQueue:
         """Whether the lease is still ours, without renewing it."""
         value = self.redis.get(self.keys.lock(lease.key))
         return _text(value) == lease.token
+
+    def progress(self, key: OrderKey) -> tuple[int, int]:
+        """How many events were counted for the key, and how many a finished pass covered."""
+        events, covered = self.redis.hmget(self.keys.sequence(key), ["events", "covered"])
+        return int(events or 0), int(covered or 0)
+
+    def record_pass(self, key: OrderKey, reason: str, at: float) -> None:
+        """Remember when the key's last pass ended and with which reason (for ``status``)."""
+        name = self.keys.last_pass(key)
+        self.redis.hset(name, mapping={"at": f"{at:.3f}", "result": reason})
+        self.redis.expire(name, SEQUENCE_TTL)
+
+    def last_pass(self, key: OrderKey) -> tuple[float, str] | None:
+        """When the key's last pass ended, and its reason; None before any."""
+        at, reason = self.redis.hmget(self.keys.last_pass(key), ["at", "result"])
+        return None if at is None else (float(at), _text(reason))
 
     def is_locked(self, key: OrderKey) -> bool:
         """Whether some pass holds the key's lock."""

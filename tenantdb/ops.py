@@ -1,0 +1,123 @@
+"""What an operator does to orders from a shell: re-run a pass, wait for it, and look at state.
+
+``reconcile`` enqueues through the same deduplicating path the watcher uses; with a wait it
+watches the key's event counters until a finished pass covers the event it added, then reads
+the order's conditions. ``status`` puts each order's conditions next to the work queue's view of
+it (pending, running, next due time, last pass) and words why it is not Ready and what happens
+next. Neither prints a secret: orders' statuses carry none.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from tenantdb.adapters.celeryapp import build_celery_app, make_publisher
+from tenantdb.adapters.clusters import ClusterRegistry, ClusterUnavailableError
+from tenantdb.adapters.kube import MARIADB_DATABASE, KindNotServedError, KubeError
+from tenantdb.adapters.workqueue import WorkQueue
+from tenantdb.core.keys import OrderKey
+from tenantdb.core.report import OrderReport, QueueView, build_report
+from tenantdb.core.schedule import Timetable
+from tenantdb.settings import Settings
+
+ORDER_KIND = "mariadbdatabase"
+
+
+def build_workqueue(settings: Settings) -> WorkQueue:
+    """The work queue as every process sees it, publishing through tenantdb's Celery app."""
+    return WorkQueue(
+        redis.Redis.from_url(settings.redis_url),
+        make_publisher(build_celery_app(settings)),
+        prefix=settings.key_prefix,
+        lock_ttl=settings.lock_ttl_seconds,
+        pending_ttl=settings.pending_ttl_seconds,
+    )
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    """How a wait for a pass ended."""
+
+    finished: bool
+    order: dict[str, Any] | None
+
+
+def wait_for_pass(
+    queue: WorkQueue,
+    key: OrderKey,
+    events: int,
+    timeout: float,
+    read_order: Callable[[], dict[str, Any] | None],
+    *,
+    poll: float = 0.2,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> WaitResult:
+    """Wait until a finished pass covers event number ``events`` of the key, or the timeout."""
+    deadline = clock() + timeout
+    while True:
+        _, covered = queue.progress(key)
+        if covered >= events and not queue.is_locked(key):
+            return WaitResult(True, read_order())
+        if clock() >= deadline:
+            return WaitResult(False, read_order())
+        sleep(poll)
+
+
+def read_order(registry: ClusterRegistry, key: OrderKey) -> dict[str, Any] | None:
+    """The order as stored on its cluster, or None when it is gone."""
+    return registry.get(key.cluster).get_or_none(MARIADB_DATABASE, key.namespace, key.name)
+
+
+def is_ready(order: dict[str, Any] | None) -> bool:
+    """Whether the order's Ready condition is True."""
+    status = (order or {}).get("status") or {}
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+
+
+def list_order_keys(registry: ClusterRegistry) -> Iterator[OrderKey]:
+    """Every MariaDBDatabase on every registered cluster that serves the kind."""
+    for cluster in registry.names():
+        try:
+            items = registry.get(cluster).list_objects(MARIADB_DATABASE)
+        except (KindNotServedError, ClusterUnavailableError):
+            continue
+        for item in items:
+            meta = item.get("metadata") or {}
+            yield OrderKey(ORDER_KIND, meta["namespace"], meta["name"], cluster)
+
+
+def queue_view(queue: WorkQueue, key: OrderKey) -> QueueView:
+    """The work queue's view of one key."""
+    last = queue.last_pass(key)
+    return QueueView(
+        pending=queue.is_pending(key),
+        locked=queue.is_locked(key),
+        due_at=queue.due_at(key, Timetable.DUE),
+        refresh_at=queue.due_at(key, Timetable.REFRESH),
+        last_pass_at=last[0] if last else None,
+        last_result=last[1] if last else "",
+    )
+
+
+def gather_status(
+    registry: ClusterRegistry, queue: WorkQueue, keys: list[OrderKey] | None = None
+) -> list[OrderReport]:
+    """The status rows of the given orders, or of every order tenantdb can see."""
+    now = time.time()
+    rows = []
+    for key in keys if keys is not None else sorted(list_order_keys(registry)):
+        try:
+            order = read_order(registry, key)
+        except (KubeError, ClusterUnavailableError):
+            order = None
+        rows.append(build_report(key, order, queue_view(queue, key), now))
+    return rows

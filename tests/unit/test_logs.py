@@ -1,0 +1,34 @@
+"""JSON log lines: one object per line with the order key, and credentials never shown."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from tenantdb.logs import JSONFormatter
+
+
+def _render(**extra: object) -> dict[str, object]:
+    record = logging.LogRecord("tenantdb.x", logging.INFO, "f.py", 1, "did %s", ("it",), None)
+    for name, value in extra.items():
+        setattr(record, name, value)
+    line = JSONFormatter().format(record)
+    assert "\n" not in line
+    parsed = json.loads(line)
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+def test_a_line_carries_the_order_and_its_fields() -> None:
+    line = _render(order="mariadbdatabase/a/b", fields={"username": "v-x", "refreshTime": "t"})
+    assert line["message"] == "did it"
+    assert line["level"] == "info"
+    assert line["order"] == "mariadbdatabase/a/b"
+    assert line["fields"] == {"username": "v-x", "refreshTime": "t"}
+
+
+def test_credential_looking_fields_are_masked() -> None:
+    line = _render(fields={"password": "hunter2", "token": "s.abc"}, api_token="s.def")
+    assert line["fields"] == {"password": "***", "token": "***"}
+    assert line["api_token"] == "***"
+    assert "hunter2" not in json.dumps(line)
