@@ -13,11 +13,11 @@ import time
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-import redis
 from celery import Task, current_app
 from celery.utils.time import get_exponential_backoff_interval
 
 from tenantdb.adapters.celeryapp import make_publisher
+from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import Lease, Release, WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import plan_comebacks
@@ -34,7 +34,7 @@ def workqueue() -> WorkQueue:
     """The work queue of this worker process."""
     settings = load_settings()
     return WorkQueue(
-        redis.Redis.from_url(settings.redis_url),
+        build_redis(settings),
         make_publisher(current_app),
         prefix=settings.key_prefix,
         lock_ttl=settings.lock_ttl_seconds,

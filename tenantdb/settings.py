@@ -23,6 +23,16 @@ class Settings(BaseSettings):
         default="redis://127.0.0.1:6379/0",
         description="Redis for the work queue primitives (pending marks, locks, due-set).",
     )
+    redis_sentinels: str = Field(
+        default="",
+        description=(
+            "Comma-separated Sentinel host:port pairs; when set, Redis and the broker follow the"
+            " master named by redis_sentinel_master (redis_url then gives password and db only)."
+        ),
+    )
+    redis_sentinel_master: str = Field(
+        default="mymaster", description="The Sentinel master name of tenantdb's Redis."
+    )
     broker_url: str = Field(
         default="",
         description="Celery broker; empty means the same Redis as redis_url.",

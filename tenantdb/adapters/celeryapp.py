@@ -16,6 +16,7 @@ from typing import Any
 from celery import Celery
 from kombu import Queue as KombuQueue
 
+from tenantdb.adapters.redisclient import broker_connection
 from tenantdb.adapters.workqueue import Publish
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.tasknames import RECONCILE_ORDER, Queue, queue_for
@@ -39,8 +40,10 @@ def build_celery_app(settings: Settings, *, include: Iterable[str] = ()) -> Cele
         settings: the process settings.
         include: task modules a worker imports at start-up.
     """
-    app = Celery("tenantdb", broker=settings.effective_broker_url, include=list(include))
+    broker_url, sentinel_options = broker_connection(settings)
+    app = Celery("tenantdb", broker=broker_url, include=list(include))
     transport = {
+        **sentinel_options,
         "visibility_timeout": settings.visibility_timeout_seconds,
         # Prefixes the broker's own keys (queues, unacked sets) too, so several tenantdb
         # installations, or test runs, can share one Redis without reading each other's tasks.

@@ -1,0 +1,173 @@
+{{/* Names, labels and the pod parts every tenantdb role shares. */}}
+
+{{- define "tenantdb.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "tenantdb.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tenantdb.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tenantdb.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "tenantdb.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "tenantdb.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: tenantdb
+{{- end -}}
+
+{{/* Selector labels of one role; call with (dict "ctx" $ "component" "worker"). */}}
+{{- define "tenantdb.componentSelector" -}}
+{{ include "tenantdb.selectorLabels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "tenantdb.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "tenantdb.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tenantdb.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "tenantdb.kubeconfigDir" -}}/etc/tenantdb/kubeconfig{{- end -}}
+{{- define "tenantdb.openbaoTokenDir" -}}/var/run/secrets/tenantdb/openbao{{- end -}}
+
+{{/* The environment every role reads: the ConfigMap, and the Redis URL from a value or Secret. */}}
+{{- define "tenantdb.env" -}}
+- name: TENANTDB_REDIS_URL
+{{- if .Values.redis.existingSecret }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.redis.existingSecret }}
+      key: {{ .Values.redis.existingSecretKey }}
+{{- else }}
+  value: {{ .Values.redis.url | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "tenantdb.envFrom" -}}
+- configMapRef:
+    name: {{ include "tenantdb.fullname" . }}
+{{- end -}}
+
+{{/* Volumes every role mounts; call with (dict "ctx" $ "kube" true) for the roles that talk to clusters. */}}
+{{- define "tenantdb.volumes" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .ctx.Values.tmpSizeLimit }}
+{{- if and .kube .ctx.Values.kubeconfig.existingSecret }}
+- name: kubeconfig
+  secret:
+    secretName: {{ .ctx.Values.kubeconfig.existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ .ctx.Values.kubeconfig.key }}
+        path: kubeconfig
+{{- end }}
+{{- if and .kube .ctx.Values.openbao.tokenAudience }}
+- name: openbao-token
+  projected:
+    defaultMode: 0440
+    sources:
+      - serviceAccountToken:
+          audience: {{ .ctx.Values.openbao.tokenAudience }}
+          expirationSeconds: {{ .ctx.Values.openbao.tokenExpirationSeconds }}
+          path: token
+{{- end }}
+{{- end -}}
+
+{{- define "tenantdb.volumeMounts" -}}
+- name: tmp
+  mountPath: /tmp
+{{- if and .kube .ctx.Values.kubeconfig.existingSecret }}
+- name: kubeconfig
+  mountPath: {{ include "tenantdb.kubeconfigDir" .ctx }}
+  readOnly: true
+{{- end }}
+{{- if and .kube .ctx.Values.openbao.tokenAudience }}
+- name: openbao-token
+  mountPath: {{ include "tenantdb.openbaoTokenDir" .ctx }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "tenantdb.metricsPort" -}}
+{{- if .Values.metrics.enabled -}}
+- name: metrics
+  containerPort: {{ .Values.metrics.port }}
+  protocol: TCP
+{{- end -}}
+{{- end -}}
+
+{{/* A liveness probe on /metrics: the process serves it for as long as it runs. */}}
+{{- define "tenantdb.metricsProbe" -}}
+{{- if .Values.metrics.enabled -}}
+livenessProbe:
+  httpGet:
+    path: /metrics
+    port: metrics
+  initialDelaySeconds: 10
+  periodSeconds: 20
+  timeoutSeconds: 5
+  failureThreshold: 3
+{{- end -}}
+{{- end -}}
+
+{{/* Pod-level fields every role shares; call with (dict "ctx" $ "role" .Values.worker). */}}
+{{- define "tenantdb.podSpec" -}}
+serviceAccountName: {{ include "tenantdb.serviceAccountName" .ctx }}
+automountServiceAccountToken: true
+securityContext:
+  {{- toYaml .ctx.Values.podSecurityContext | nindent 2 }}
+{{- with .ctx.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .role.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .role.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .role.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "tenantdb.podMetadata" -}}
+labels:
+  {{- include "tenantdb.componentSelector" (dict "ctx" .ctx "component" .component) | nindent 2 }}
+  {{- with .ctx.Values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+  {{- if .metrics }}
+  tenantdb.c5c3.io/metrics: "true"
+  {{- end }}
+annotations:
+  checksum/config: {{ include (print .ctx.Template.BasePath "/configmap.yaml") .ctx | sha256sum }}
+  {{- with .ctx.Values.podAnnotations }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}

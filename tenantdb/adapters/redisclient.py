@@ -1,0 +1,53 @@
+"""The Redis connections of tenantdb: a plain URL, or a Sentinel-managed master.
+
+With ``TENANTDB_REDIS_SENTINELS`` set, the work-queue client asks the Sentinels for the current
+master of ``TENANTDB_REDIS_SENTINEL_MASTER`` (and follows a failover), and the Celery broker URL
+lists the Sentinels with the master's name in the transport options.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis
+from redis.sentinel import Sentinel
+
+from tenantdb.settings import Settings
+
+
+def sentinel_hosts(settings: Settings) -> list[tuple[str, int]]:
+    """The Sentinels as (host, port) pairs; empty without Sentinel."""
+    hosts = []
+    for item in settings.redis_sentinels.split(","):
+        host, _, port = item.strip().rpartition(":")
+        if host:
+            hosts.append((host, int(port)))
+    return hosts
+
+
+def build_redis(settings: Settings) -> redis.Redis:
+    """A client of the work-queue Redis: the URL's server, or the Sentinels' current master."""
+    hosts = sentinel_hosts(settings)
+    if not hosts:
+        return redis.Redis.from_url(settings.redis_url)
+    parts = urlsplit(settings.redis_url)
+    db = int(parts.path.strip("/") or 0)
+    # redis-py leaves Sentinel unannotated; master_for returns a Redis client.
+    sentinel = Sentinel(hosts, socket_timeout=5.0, password=parts.password)  # type: ignore[no-untyped-call]
+    master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+        settings.redis_sentinel_master, db=db, password=parts.password
+    )
+    return master
+
+
+def broker_connection(settings: Settings) -> tuple[str, dict[str, Any]]:
+    """The Celery broker URL and the transport options Sentinel needs (none without it)."""
+    hosts = sentinel_hosts(settings)
+    if settings.broker_url or not hosts:
+        return settings.effective_broker_url, {}
+    parts = urlsplit(settings.redis_url)
+    auth = f":{parts.password}@" if parts.password else ""
+    db = parts.path.strip("/") or "0"
+    url = ";".join(f"sentinel://{auth}{host}:{port}/{db}" for host, port in hosts)
+    return url, {"master_name": settings.redis_sentinel_master}

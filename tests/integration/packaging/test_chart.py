@@ -1,0 +1,450 @@
+"""The Helm chart, rendered and linted by the real Helm engine (helm-python-sdk, Helm v4).
+
+Built-in kinds are checked against the Kubernetes OpenAPI schemas that kubernetes-validate ships
+(offline); the KEDA and Prometheus-operator kinds, which it has no schema for, are checked field by
+field here. The devstack API server's own checks are in test_chart_apiserver.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import helm_python
+
+import kubernetes_validate
+import pytest
+import yaml
+from helm_python import Chart
+
+from tenantdb.core.crd import build_crds
+from tests.integration.packaging.conftest import (
+    CHART_DIR,
+    NAMESPACE,
+    RELEASE,
+    Manifest,
+    by_kind,
+    known_settings,
+    named,
+    render,
+    tenantdb_accepts,
+)
+
+KUBE_VERSION = "1.30.0"
+FULL = f"{RELEASE}-tenantdb"
+QUEUES = ["reconcile", "provision", "delivery", "teardown"]
+
+ALL_ON: dict[str, Any] = {
+    "redis": {
+        "existingSecret": "tenantdb-redis",
+        "sentinel": {"enabled": True, "hosts": ["sentinel-0:26379", "sentinel-1:26379"]},
+    },
+    "keyPrefix": "prod:",
+    "keda": {"enabled": True, "passwordSecret": "redis-password", "maxReplicas": 20},
+    "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+    "kubeconfig": {
+        "existingSecret": "tenantdb-clusters",
+        "managementContext": "mgmt",
+        "targetContexts": ["edge-1", "edge-2"],
+    },
+    "openbao": {"role": "tenantdb", "tokenAudience": "openbao"},
+    "config": {"TENANTDB_TASK_TIME_LIMIT_SECONDS": 100, "TENANTDB_RESYNC_SECONDS": "0"},
+    "worker": {"concurrency": 8, "queues": ["provision", "teardown"], "extraArgs": ["-O", "fair"]},
+    "networkPolicy": {
+        "metricsFrom": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}],
+        "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]}],
+    },
+}
+TARGET: dict[str, Any] = {
+    "targetCluster": {
+        "enabled": True,
+        "assignedNamespaces": ["team-a", "team-b"],
+        "placedNamespaces": ["openstack"],
+        "createTokenSecret": True,
+    }
+}
+CASES = {"defaults": {}, "all-on": ALL_ON, "target-cluster": TARGET}
+
+
+@pytest.fixture(scope="module")
+def default_objects(chart: Chart) -> list[Manifest]:
+    return render(chart)
+
+
+@pytest.fixture(scope="module")
+def all_on(chart: Chart) -> list[Manifest]:
+    return render(chart, ALL_ON)
+
+
+def _containers(objects: list[Manifest]) -> dict[str, Manifest]:
+    return {
+        dep["metadata"]["name"]: dep["spec"]["template"]["spec"]["containers"][0]
+        for dep in by_kind(objects, "Deployment")
+    }
+
+
+def _pod_labels(deployment: Manifest) -> dict[str, str]:
+    labels: dict[str, str] = deployment["spec"]["template"]["metadata"]["labels"]
+    return labels
+
+
+def _rules(role: Manifest) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def _grants(group: str, resources: str, verbs: str) -> set[tuple[str, str, str]]:
+    return {(group, r, v) for r in resources.split(",") for v in verbs.split(",")}
+
+
+# ---------------------------------------------------------------- Helm's own checks
+
+
+@pytest.mark.parametrize("values", CASES.values(), ids=CASES.keys())
+def test_lint_strict_reports_no_warning(values: dict[str, Any]) -> None:
+    report = helm_python.lint(
+        CHART_DIR, values, strict=True, namespace=NAMESPACE, kube_version=f"v{KUBE_VERSION}"
+    )
+    # Severity 1 is INFO ("icon is recommended"); 2 and above are warnings and errors.
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert (problems, report["errors"]) == ([], [])
+
+
+def test_rendered_crds_are_the_generated_files(chart: Chart) -> None:
+    crds = {c["filename"]: c["data"] for c in chart.crds}
+    files = sorted((CHART_DIR / "crds").glob("*.yaml"))
+    assert sorted(crds) == [f"{chart.name}/crds/{f.name}" for f in files]
+    for path in files:
+        assert crds[f"{chart.name}/crds/{path.name}"] == path.read_text()
+    # The files themselves are what the core's CRD builder produces.
+    loaded = [yaml.safe_load(text) for text in crds.values()]
+    assert {crd["metadata"]["name"]: crd for crd in loaded} == build_crds()
+
+
+@pytest.mark.parametrize(
+    ("values", "where"),
+    [
+        ({"worker": {"concurrency": 0}}, "/worker/concurrency"),
+        ({"worker": {"queues": ["celery"]}}, "/worker/queues/0"),
+        ({"metrics": {"port": 70000}}, "/metrics/port"),
+        ({"redis": {"url": "http://redis:6379"}}, "/redis/url"),
+        ({"redis": {"sentinel": {"enabled": True}}}, "/redis/sentinel/hosts"),
+        ({"config": {"REDIS_URL": "redis://x"}}, "REDIS_URL"),
+        ({"config": {"TENANTDB_KEY_PREFIX": "x:"}}, "TENANTDB_KEY_PREFIX"),
+        ({"watcher": {"replica": 3}}, "/watcher"),
+        ({"targetCluster": {"enabled": True}}, "/targetCluster/assignedNamespaces"),
+    ],
+    ids=[
+        "concurrency",
+        "queue",
+        "port",
+        "url-scheme",
+        "sentinel-hosts",
+        "config-name",
+        "config-managed",
+        "typo",
+        "target",
+    ],
+)
+def test_schema_rejects_a_bad_value(chart: Chart, values: dict[str, Any], where: str) -> None:
+    with pytest.raises(helm_python.HelmValuesError) as caught:
+        chart.validate_schema(values)
+    assert where in str(caught.value)
+    with pytest.raises(helm_python.HelmValuesError):
+        render(chart, values)
+
+
+@pytest.mark.parametrize("values", CASES.values(), ids=CASES.keys())
+def test_schema_accepts_the_documented_values(chart: Chart, values: dict[str, Any]) -> None:
+    chart.validate_schema(values)
+
+
+# ---------------------------------------------------------------- structure
+
+
+@pytest.mark.parametrize("values", CASES.values(), ids=CASES.keys())
+def test_builtin_kinds_match_the_kubernetes_schemas(chart: Chart, values: dict[str, Any]) -> None:
+    custom = {"ScaledObject", "TriggerAuthentication", "ServiceMonitor"}
+    for obj in render(chart, values):
+        if obj["kind"] in custom:
+            continue
+        try:
+            kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.path)
+            pytest.fail(f"{obj['kind']} {obj['metadata']['name']}: {where}: {exc.message}")
+
+
+def test_defaults_render_the_management_install(default_objects: list[Manifest]) -> None:
+    kinds = sorted({obj["kind"] for obj in default_objects})
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+        "Service",
+        "ServiceAccount",
+    ]
+    assert sorted(d["metadata"]["name"] for d in by_kind(default_objects, "Deployment")) == [
+        f"{FULL}-{role}" for role in ("beat", "flower", "watcher", "worker")
+    ]
+
+
+def test_each_role_runs_a_tenantdb_command(all_on: list[Manifest]) -> None:
+    containers = _containers(all_on)
+    for name, container in containers.items():
+        assert "command" not in container, f"{name} must keep the image's tenantdb entrypoint"
+        assert tenantdb_accepts(container["args"]), f"{name}: tenantdb {container['args']}"
+    assert containers[f"{FULL}-watcher"]["args"] == ["watcher"]
+    assert containers[f"{FULL}-beat"]["args"] == ["beat"]
+    assert containers[f"{FULL}-flower"]["args"][0] == "flower"
+    worker = containers[f"{FULL}-worker"]["args"]
+    assert worker[:2] == ["worker", "--"]
+    assert "--concurrency=8" in worker
+    assert "--queues=provision,teardown" in worker
+    assert worker[-2:] == ["-O", "fair"]
+
+
+@pytest.mark.parametrize("values", [{}, ALL_ON], ids=["defaults", "all-on"])
+def test_every_variable_is_a_tenantdb_setting(chart: Chart, values: dict[str, Any]) -> None:
+    objects = render(chart, values)
+    names = set(named(objects, "ConfigMap", FULL)["data"])
+    for container in _containers(objects).values():
+        names |= {env["name"] for env in container.get("env", [])}
+    assert names - known_settings() == set()
+
+
+def test_worker_settings_reach_the_pods(all_on: list[Manifest]) -> None:
+    data = named(all_on, "ConfigMap", FULL)["data"]
+    assert data["TENANTDB_KEY_PREFIX"] == "prod:"
+    assert data["TENANTDB_REDIS_SENTINELS"] == "sentinel-0:26379,sentinel-1:26379"
+    assert data["TENANTDB_REDIS_SENTINEL_MASTER"] == "mymaster"
+    assert data["TENANTDB_METRICS_PORT"] == "9090"
+    assert data["TENANTDB_OPENBAO_ROLE"] == "tenantdb"
+    assert data["TENANTDB_TARGET_CONTEXTS"] == "edge-1,edge-2"
+    assert data["TENANTDB_TASK_TIME_LIMIT_SECONDS"] == "100"
+    worker = named(all_on, "Deployment", f"{FULL}-worker")["spec"]["template"]["spec"]
+    container = worker["containers"][0]
+    redis_url = {e["name"]: e for e in container["env"]}["TENANTDB_REDIS_URL"]
+    assert redis_url["valueFrom"]["secretKeyRef"] == {"name": "tenantdb-redis", "key": "url"}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in worker["volumes"]}
+    kubeconfig_dir = data["TENANTDB_KUBECONFIG"].rsplit("/", 1)[0]
+    assert volumes[mounts[kubeconfig_dir]]["secret"]["secretName"] == "tenantdb-clusters"
+    token_dir = data["TENANTDB_SERVICE_ACCOUNT_TOKEN_FILE"].rsplit("/", 1)[0]
+    projected = volumes[mounts[token_dir]]["projected"]["sources"][0]["serviceAccountToken"]
+    assert projected["audience"] == "openbao"
+
+
+@pytest.mark.parametrize("values", [{}, ALL_ON], ids=["defaults", "all-on"])
+def test_pods_run_non_root_on_a_read_only_root(chart: Chart, values: dict[str, Any]) -> None:
+    for dep in by_kind(render(chart, values), "Deployment"):
+        pod = dep["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        tmp = next(v for v in pod["volumes"] if v["name"] == "tmp")
+        assert "emptyDir" in tmp
+        for container in pod["containers"]:
+            sc = container["securityContext"]
+            assert sc["readOnlyRootFilesystem"] is True
+            assert sc["allowPrivilegeEscalation"] is False
+            assert sc["capabilities"]["drop"] == ["ALL"]
+            assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]  # noqa: S108
+
+
+def test_replicas_and_rollout_per_role(default_objects: list[Manifest]) -> None:
+    spec = {d["metadata"]["name"]: d["spec"] for d in by_kind(default_objects, "Deployment")}
+    assert spec[f"{FULL}-watcher"]["replicas"] == 2
+    assert spec[f"{FULL}-worker"]["replicas"] == 2
+    assert spec[f"{FULL}-beat"]["replicas"] == 1
+    assert spec[f"{FULL}-beat"]["strategy"] == {"type": "Recreate"}
+    pdb = named(default_objects, "PodDisruptionBudget", f"{FULL}-worker")["spec"]
+    worker_labels = spec[f"{FULL}-worker"]["template"]["metadata"]["labels"]
+    assert pdb["selector"]["matchLabels"].items() <= worker_labels.items()
+    for name, deployment in spec.items():
+        assert deployment["selector"]["matchLabels"].items() <= (
+            deployment["template"]["metadata"]["labels"].items()
+        ), name
+
+
+def test_probes_hit_ports_the_container_declares(all_on: list[Manifest]) -> None:
+    for name, container in _containers(all_on).items():
+        ports = {p["name"] for p in container.get("ports", [])}
+        probes = [container[p] for p in ("livenessProbe", "readinessProbe") if p in container]
+        assert probes, f"{name} has no probe"
+        for probe in probes:
+            assert probe["httpGet"]["port"] in ports, name
+    flower = _containers(all_on)[f"{FULL}-flower"]
+    assert flower["readinessProbe"]["httpGet"]["path"] == "/healthcheck"
+
+
+def test_flower_reads_basic_auth_from_a_mounted_secret(default_objects: list[Manifest]) -> None:
+    pod = named(default_objects, "Deployment", f"{FULL}-flower")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    auth_file = env["TENANTDB_FLOWER_BASIC_AUTH_FILE"]
+    directory, key = auth_file.rsplit("/", 1)
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == directory)
+    secret = next(v for v in pod["volumes"] if v["name"] == mount["name"])["secret"]
+    assert secret["secretName"] == f"{FULL}-flower-auth"
+    assert secret["items"] == [{"key": key, "path": key}]
+    assert not any("basic" in str(arg).lower() for arg in container["args"])
+
+
+def test_services_select_pods_that_serve_their_ports(default_objects: list[Manifest]) -> None:
+    deployments = by_kind(default_objects, "Deployment")
+    for service in by_kind(default_objects, "Service"):
+        selector = service["spec"]["selector"].items()
+        pods = [
+            d["spec"]["template"]
+            for d in deployments
+            if selector <= d["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert pods, f"{service['metadata']['name']} selects no pod"
+        for port in service["spec"]["ports"]:
+            for pod in pods:
+                declared = {p["name"] for p in pod["spec"]["containers"][0].get("ports", [])}
+                assert port["targetPort"] in declared, service["metadata"]["name"]
+    metrics = named(default_objects, "Service", f"{FULL}-metrics")
+    selected = [
+        d["metadata"]["name"]
+        for d in deployments
+        if metrics["spec"]["selector"].items() <= _pod_labels(d).items()
+    ]
+    assert sorted(selected) == [f"{FULL}-{r}" for r in ("beat", "watcher", "worker")]
+
+
+# ---------------------------------------------------------------- RBAC
+
+
+def test_management_rbac_grants_what_the_specification_lists(
+    default_objects: list[Manifest],
+) -> None:
+    rules = _rules(named(default_objects, "ClusterRole", FULL))
+    expected = (
+        _grants("c5c3.io", "mariadbdatabases", "get,list,watch,update,patch")
+        | _grants("c5c3.io", "mariadbdatabases/status", "get,update,patch")
+        | _grants("c5c3.io", "mariadbdatabases/finalizers", "update")
+        | _grants("k8s.mariadb.com", "databases", "get,list,watch,create,update,patch,delete")
+        | _grants("c5c3.io", "controlplanes", "get,list,watch")
+        | _grants("k8s.mariadb.com", "mariadbs", "get,list,watch")
+        | _grants("external-secrets.io", "secretstores,clustersecretstores", "get,list,watch")
+        | _grants("", "serviceaccounts", "get,create,patch")
+        | _grants("cert-manager.io", "certificates", "get,create,patch")
+        | _grants("generators.external-secrets.io", "vaultdynamicsecrets", "get,create,patch")
+        | _grants("external-secrets.io", "externalsecrets", "get,create,patch,delete")
+        | _grants("", "secrets", "get,list,watch,create,patch,delete")
+    )
+    assert expected - rules == set()
+    # Orders are never created or deleted by tenantdb, and nothing else is granted.
+    assert not {("c5c3.io", "mariadbdatabases", v) for v in ("create", "delete")} & rules
+    assert {r for r in rules if r[1] in {"leases", "pods", "*"} or r[2] == "*"} == set()
+    binding = named(default_objects, "ClusterRoleBinding", FULL)
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULL, "namespace": NAMESPACE}]
+
+
+def test_target_cluster_mode_renders_only_the_access_it_grants(chart: Chart) -> None:
+    objects = render(chart, TARGET)
+    assert sorted({o["kind"] for o in objects}) == [
+        "Role",
+        "RoleBinding",
+        "Secret",
+        "ServiceAccount",
+    ]
+    orders = {
+        r["metadata"]["namespace"]: _rules(r)
+        for r in by_kind(objects, "Role")
+        if r["metadata"]["name"].endswith("-orders")
+    }
+    assert sorted(orders) == ["team-a", "team-b"]
+    for rules in orders.values():
+        assert rules == (
+            _grants("c5c3.io", "mariadbdatabases", "get,list,watch,update,patch")
+            | _grants("c5c3.io", "mariadbdatabases/status", "get,update,patch")
+            | _grants("c5c3.io", "mariadbdatabases/finalizers", "update")
+            | _grants("", "secrets", "get,list,watch,create,update,patch,delete")
+        )
+    reads = [r for r in by_kind(objects, "Role") if r["metadata"]["name"].endswith("-read")]
+    assert [(r["metadata"]["namespace"], _rules(r)) for r in reads] == [
+        ("openstack", _grants("c5c3.io", "mariadbdatabases", "get,list,watch"))
+    ]
+    for binding in by_kind(objects, "RoleBinding"):
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": FULL, "namespace": NAMESPACE}
+        ]
+    token = named(objects, "Secret", f"{FULL}-token")
+    assert token["type"] == "kubernetes.io/service-account-token"
+    assert token["metadata"]["annotations"]["kubernetes.io/service-account.name"] == FULL
+
+
+# ---------------------------------------------------------------- optional kinds
+
+
+def test_keda_scales_workers_on_each_queue_list(all_on: list[Manifest]) -> None:
+    scaled = named(all_on, "ScaledObject", f"{FULL}-worker")
+    assert scaled["apiVersion"] == "keda.sh/v1alpha1"
+    spec = scaled["spec"]
+    target = spec["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("Deployment", f"{FULL}-worker")
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (1, 20)
+    # KEDA owns the replica count, so the Deployment must not fight it.
+    assert "replicas" not in named(all_on, "Deployment", f"{FULL}-worker")["spec"]
+    triggers = spec["triggers"]
+    assert [t["metadata"]["listName"] for t in triggers] == ["prod:provision", "prod:teardown"]
+    auth = named(all_on, "TriggerAuthentication", f"{FULL}-redis")
+    assert auth["spec"]["secretTargetRef"] == [
+        {"parameter": "password", "name": "redis-password", "key": "password"}
+    ]
+    for trigger in triggers:
+        assert trigger["type"] == "redis-sentinel"
+        assert trigger["metadata"]["addresses"] == "sentinel-0:26379,sentinel-1:26379"
+        assert trigger["metadata"]["sentinelMaster"] == "mymaster"
+        assert all(isinstance(v, str) for v in trigger["metadata"].values())
+        assert trigger["authenticationRef"] == {"name": auth["metadata"]["name"]}
+
+
+def test_keda_without_sentinel_uses_the_redis_list_scaler(chart: Chart) -> None:
+    objects = render(chart, {"keda": {"enabled": True}})
+    triggers = named(objects, "ScaledObject", f"{FULL}-worker")["spec"]["triggers"]
+    assert [(t["type"], t["metadata"]["listName"]) for t in triggers] == [
+        ("redis", f"tenantdb:{q}") for q in QUEUES
+    ]
+    assert all(t["metadata"]["address"] == "redis:6379" for t in triggers)
+    assert by_kind(objects, "TriggerAuthentication") == []
+
+
+def test_service_monitor_scrapes_the_metrics_and_flower_ports(all_on: list[Manifest]) -> None:
+    monitor = named(all_on, "ServiceMonitor", FULL)
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    selector = monitor["spec"]["selector"]["matchLabels"].items()
+    ports = {
+        port["name"]
+        for service in by_kind(all_on, "Service")
+        if selector <= service["metadata"]["labels"].items()
+        for port in service["spec"]["ports"]
+    }
+    endpoints = monitor["spec"]["endpoints"]
+    assert {e["port"] for e in endpoints} == {"metrics", "http"} == ports
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+
+
+def test_network_policy_opens_only_the_serving_ports(all_on: list[Manifest]) -> None:
+    policies = {p["metadata"]["name"]: p["spec"] for p in by_kind(all_on, "NetworkPolicy")}
+    engine, flower = policies[f"{FULL}-engine"], policies[f"{FULL}-flower"]
+    assert [p["port"] for rule in engine["ingress"] for p in rule["ports"]] == ["metrics"]
+    assert engine["ingress"][0]["from"] == ALL_ON["networkPolicy"]["metricsFrom"]
+    assert engine["policyTypes"] == ["Ingress", "Egress"]
+    assert [p["port"] for rule in flower["ingress"] for p in rule["ports"]] == ["http"]
+    assert flower["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "flower"
+
+
+def test_values_file_is_plain_yaml_the_schema_accepts(chart: Chart) -> None:
+    values = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+    chart.validate_schema(values)
+    assert values["worker"]["queues"] == QUEUES
