@@ -19,14 +19,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from functools import lru_cache
 
 from celery import Signature, chain, shared_task
 
 from tasks.chain import RetryStepError, StepContext, StepResult, run_step
 from tasks.reconcile import PassContext, PassOutcome, register_pass
 from tasks.runtime import AnyTask
-from tenantdb.adapters.clusters import ClusterRegistry, ClusterUnavailableError
+from tenantdb.adapters.clusters import (
+    ClusterUnavailableError,
+    compute_config_stamp,
+    load_cluster_config,
+)
 from tenantdb.adapters.mariadb_orders import (
     ActionError,
     FetchedOrder,
@@ -102,11 +105,18 @@ _LEVELS = {
 }
 
 
-@lru_cache(maxsize=1)
+_ORDERS: dict[tuple[object, ...], MariaDBOrders] = {}
+
+
 def orders() -> MariaDBOrders:
-    """The I/O of this worker process, built on first use."""
+    """The I/O of this worker process, rebuilt when the cluster configuration files change."""
     settings = load_settings()
-    return MariaDBOrders(ClusterRegistry.from_settings(settings), settings)
+    stamp = compute_config_stamp(settings)
+    found = _ORDERS.get(stamp)
+    if found is None:
+        _ORDERS.clear()
+        found = _ORDERS[stamp] = MariaDBOrders(load_cluster_config(settings).registry, settings)
+    return found
 
 
 def emit(key: OrderKey, events: Iterable[LogEvent]) -> None:

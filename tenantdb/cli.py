@@ -1,24 +1,35 @@
 """The ``tenantdb`` command: run a process role, or act on one order from a shell.
 
-Exit codes: 0 success; 1 the command ran but the outcome is not what was asked for; 2 bad input
-(a malformed key, an unknown option), always with one line on standard error; 3 a service tenantdb
-needs (Redis, the broker) could not be reached.
+Exit codes: 0 success (for ``reconcile --wait``: the order is Ready); 1 the command ran but the
+outcome is not what was asked for (the order is not Ready, or the wait timed out); 2 bad input
+(a malformed key, an unknown option, a refused setting), always with one line on standard
+error; 3 a service tenantdb needs (Redis, the broker, a cluster) could not be reached.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from tenantdb.logs import configure_logging
 
 if TYPE_CHECKING:
     from tenantdb.adapters.workqueue import WorkQueue
+    from tenantdb.core.keys import OrderKey
+    from tenantdb.core.report import OrderReport
+    from tenantdb.settings import Settings
 
 EXIT_OK = 0
 EXIT_NOT_READY = 1
@@ -29,7 +40,7 @@ EXIT_UNAVAILABLE = 3
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line and exit code 2."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"tenantdb: {message}\n")
         raise SystemExit(EXIT_USAGE)
 
@@ -40,18 +51,45 @@ def _build_parser() -> argparse.ArgumentParser:
 
     worker = sub.add_parser(
         "worker",
-        help="run a Celery worker; further options go to `celery worker`",
-        description="Run a Celery worker with tenantdb's app. Options after `--` go to celery.",
+        help="run a Celery worker; options after -- go to `celery worker`",
+        description="Run a Celery worker with tenantdb's app, e.g. `tenantdb worker -- -c 4`.",
     )
     worker.add_argument("celery_args", nargs=argparse.REMAINDER)
-
-    sub.add_parser("beat", help="run the due-set sweep")
+    sub.add_parser("watcher", help="turn cluster events into deduplicated reconciles")
+    sub.add_parser("beat", help="sweep the timetables (one active replica)")
+    flower = sub.add_parser("flower", help="run Flower on tenantdb's broker, behind basic auth")
+    flower.add_argument("--port", type=int, default=5555)
+    flower.add_argument("--address", default="0.0.0.0")  # noqa: S104 - a server's bind address
+    flower.add_argument(
+        "--unauthenticated-local",
+        action="store_true",
+        help="run without credentials, bound to 127.0.0.1 only",
+    )
 
     reconcile = sub.add_parser("reconcile", help="enqueue a reconcile of one order")
     reconcile.add_argument("key", help="KIND/NAMESPACE/NAME or KIND/NAMESPACE/NAME@CLUSTER")
     reconcile.add_argument(
         "--force", action="store_true", help="publish even when a pass is already pending"
     )
+    reconcile.add_argument(
+        "--wait",
+        type=float,
+        metavar="SECONDS",
+        help="wait for the pass to finish, print the conditions; exit 0 when Ready, 1 when not",
+    )
+
+    status = sub.add_parser("status", help="show orders: conditions, last pass, next due time")
+    status.add_argument("key", nargs="?", help="one order; all orders when left out")
+    status.add_argument("--json", action="store_true", help="print JSON")
+
+    demo = sub.add_parser("demo", help="run the whole stack locally with three example orders")
+    demo.add_argument(
+        "--until-ready",
+        action="store_true",
+        help="no live table; exit 0 once the orders that should be Ready are",
+    )
+    demo.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS")
+    demo.add_argument("--state-dir", default=".state/demo", help="where the demo keeps its files")
 
     devstack = sub.add_parser(
         "devstack", help="run the development stand-ins (not part of a production image)"
@@ -63,40 +101,98 @@ def _build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tenantdb`` command and return its exit code."""
     args = _build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    if args.command == "worker":
-        return _worker(args.celery_args)
-    if args.command == "beat":
-        return _beat()
-    if args.command == "reconcile":
-        return _reconcile(args.key, force=args.force)
-    return _devstack(args.devstack_args)
+    configure_logging(logging.INFO)
+    handlers: dict[str, Callable[[], int]] = {
+        "worker": lambda: _worker(args.celery_args),
+        "watcher": _watcher,
+        "beat": _beat,
+        "flower": lambda: _flower(args.port, args.address, local=args.unauthenticated_local),
+        "reconcile": lambda: _reconcile(args.key, force=args.force, wait=args.wait),
+        "status": lambda: _status(args.key, as_json=args.json),
+        "demo": lambda: _demo(
+            Path(args.state_dir), until_ready=args.until_ready, timeout=args.timeout
+        ),
+        "devstack": lambda: _devstack(args.devstack_args),
+    }
+    try:
+        return handlers[args.command]()
+    except _UsageError as exc:
+        sys.stderr.write(f"tenantdb: {exc}\n")
+        return EXIT_USAGE
+
+
+class _UsageError(Exception):
+    """Bad input: one line, exit code 2."""
+
+
+def _settings() -> Settings:
+    from pydantic import ValidationError
+
+    from tenantdb.settings import load_settings
+
+    try:
+        return load_settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "settings"
+        raise _UsageError(f"invalid setting {where}: {first['msg']}") from None
+
+
+def _parse_key(text: str) -> OrderKey:
+    from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
+
+    try:
+        return OrderKey.parse(text)
+    except InvalidOrderKeyError as exc:
+        raise _UsageError(str(exc)) from None
 
 
 def _worker(celery_args: list[str]) -> int:
+    settings = _settings()
     extra = celery_args[1:] if celery_args[:1] == ["--"] else celery_args
+    if settings.metrics_port:
+        # Prefork children write their samples here; the parent serves them all.
+        directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or tempfile.mkdtemp(
+            prefix="tenantdb-metrics-"
+        )
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory, exist_ok=True)
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
     argv = [sys.executable, "-m", "celery", "-A", "workers.app", "worker", *extra]
     os.execv(sys.executable, argv)  # noqa: S606 - replaces this process with the worker
 
 
-def _beat() -> int:
-    import redis
-
-    from tenantdb.adapters.leader import LeaderLease
-    from tenantdb.settings import load_settings
-    from workers.beat import run_beat
-
-    settings = load_settings()
+def _stop_on_signals() -> threading.Event:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    lease = LeaderLease(
-        redis.Redis.from_url(settings.redis_url), "beat", prefix=settings.key_prefix
-    )
+    return stop
+
+
+def _watcher() -> int:
+    from tenantdb.adapters.metrics import serve
+    from watcher.process import run_watcher
+
+    settings = _settings()
+    serve(settings.metrics_port)
+    run_watcher(settings, _stop_on_signals())
+    return EXIT_OK
+
+
+def _beat() -> int:
+    from tenantdb.adapters.leader import LeaderLease
+    from tenantdb.adapters.metrics import serve
+    from tenantdb.adapters.redisclient import build_redis
+    from workers.beat import run_beat
+
+    settings = _settings()
+    serve(settings.metrics_port)
+    stop = _stop_on_signals()
+    lease = LeaderLease(build_redis(settings), "beat", prefix=settings.key_prefix)
     campaign = threading.Thread(target=lease.run, args=(stop,), name="beat-lease", daemon=True)
     campaign.start()
     run_beat(
-        _workqueue(),
+        _workqueue(settings),
         stop,
         interval=settings.beat_interval_seconds,
         refresh_cycle=settings.refresh_cycle_seconds,
@@ -106,50 +202,145 @@ def _beat() -> int:
     return EXIT_OK
 
 
-def _reconcile(text: str, *, force: bool) -> int:
+def _flower(port: int, address: str, *, local: bool) -> int:
+    settings = _settings()
+    env = dict(os.environ)
+    credentials = settings.flower_basic_auth
+    if settings.flower_basic_auth_file:
+        with open(settings.flower_basic_auth_file, encoding="utf-8") as handle:
+            credentials = handle.read().strip()
+    if credentials:
+        # Through the environment, not argv: argv shows in every process listing.
+        env["FLOWER_BASIC_AUTH"] = credentials
+    elif local:
+        address = "127.0.0.1"
+        env["FLOWER_UNAUTHENTICATED_API"] = "true"
+    else:
+        raise _UsageError(
+            "Flower needs credentials: set TENANTDB_FLOWER_BASIC_AUTH (user:password) or"
+            " TENANTDB_FLOWER_BASIC_AUTH_FILE, or pass --unauthenticated-local"
+        )
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.app",
+        "flower",
+        f"--port={port}",
+        f"--address={address}",
+    ]
+    os.execve(sys.executable, argv, env)  # noqa: S606
+
+
+def _reconcile(text: str, *, force: bool, wait: float | None) -> int:
     from redis import RedisError
 
-    from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
+    from tenantdb.adapters.clusters import ClusterUnavailableError, load_cluster_config
+    from tenantdb.adapters.kube import KubeError
+    from tenantdb.ops import is_ready, read_order, wait_for_pass
 
+    key = _parse_key(text)
+    if wait is not None and wait <= 0:
+        raise _UsageError("--wait takes a number of seconds above 0")
+    settings = _settings()
+    queue = _workqueue(settings)
     try:
-        key = OrderKey.parse(text)
-    except InvalidOrderKeyError as exc:
-        sys.stderr.write(f"tenantdb: {exc}\n")
-        return EXIT_USAGE
-    try:
-        published = _workqueue().enqueue(key, force=force)
+        published = queue.enqueue(key, force=force)
+        events, _ = queue.progress(key)
     except (RedisError, OSError) as exc:
         sys.stderr.write(f"tenantdb: cannot reach Redis or the broker: {type(exc).__name__}\n")
         return EXIT_UNAVAILABLE
-    print(f"{key}: {'enqueued' if published else 'already pending (use --force to publish again)'}")
+    print(f"{key}: {'enqueued' if published else 'already pending; this pass covers it'}")
+    if wait is None:
+        return EXIT_OK
+    registry = load_cluster_config(settings).registry
+    try:
+        outcome = wait_for_pass(queue, key, events, wait, lambda: read_order(registry, key))
+    except (KubeError, ClusterUnavailableError) as exc:
+        sys.stderr.write(f"tenantdb: cannot read the order: {exc}\n")
+        return EXIT_UNAVAILABLE
+    if outcome.order is None:
+        print(f"{key}: not found on its cluster")
+        return EXIT_NOT_READY
+    for condition in (outcome.order.get("status") or {}).get("conditions") or ():
+        print(
+            f"  {condition.get('type')}={condition.get('status')}"
+            f" {condition.get('reason')}: {condition.get('message')}"
+        )
+    if not outcome.finished:
+        print(f"{key}: the pass did not finish within {wait:g} s")
+        return EXIT_NOT_READY
+    return EXIT_OK if is_ready(outcome.order) else EXIT_NOT_READY
+
+
+def _status(text: str | None, *, as_json: bool) -> int:
+    from redis import RedisError
+
+    from tenantdb.adapters.clusters import load_cluster_config
+    from tenantdb.ops import gather_status
+
+    keys = [_parse_key(text)] if text else None
+    settings = _settings()
+    try:
+        rows = gather_status(load_cluster_config(settings).registry, _workqueue(settings), keys)
+    except (RedisError, OSError) as exc:
+        sys.stderr.write(f"tenantdb: cannot reach Redis: {type(exc).__name__}\n")
+        return EXIT_UNAVAILABLE
+    if as_json:
+        print(json.dumps([asdict(row) for row in rows], indent=2))
+    else:
+        _print_table(rows)
     return EXIT_OK
 
 
-def _workqueue() -> WorkQueue:
-    import redis
+def _print_table(rows: list[OrderReport]) -> None:
+    header = ("ORDER", "READY", "REASON", "DATABASE", "LAST PASS", "NEXT")
+    table = [header] + [
+        (r.key, r.ready or "-", r.reason or "-", r.database or "-", r.last_pass or "-", r.next)
+        for r in rows
+    ]
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(header) - 1)]
+    for row in table:
+        cells = [str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)]
+        print("  ".join([*cells, str(row[-1])]).rstrip())
+    for r in rows:
+        if r.why:
+            print(f"{r.key}: {r.why}")
 
-    from tenantdb.adapters.celeryapp import build_celery_app, make_publisher
-    from tenantdb.adapters.workqueue import WorkQueue
-    from tenantdb.settings import load_settings
 
-    settings = load_settings()
-    return WorkQueue(
-        redis.Redis.from_url(settings.redis_url),
-        make_publisher(build_celery_app(settings)),
-        prefix=settings.key_prefix,
-        lock_ttl=settings.lock_ttl_seconds,
-        pending_ttl=settings.pending_ttl_seconds,
-    )
+def _demo(state: Path, *, until_ready: bool, timeout: float) -> int:
+    from tenantdb.demo import DemoError, run_demo
+
+    if timeout <= 0:
+        raise _UsageError("--timeout takes a number of seconds above 0")
+    try:
+        return run_demo(
+            state.resolve(), until_ready=until_ready, timeout=timeout, stop=_stop_on_signals()
+        )
+    except DemoError as exc:
+        sys.stderr.write(f"tenantdb demo: {exc}\n")
+        return EXIT_UNAVAILABLE
+
+
+def _workqueue(settings: Settings) -> WorkQueue:
+    from tenantdb.ops import build_workqueue
+
+    return build_workqueue(settings)
 
 
 def _devstack(devstack_args: list[str]) -> int:
     # The devstack is a separate program that production images do not ship; the command only
     # hands over to it, so production code never imports it.
+    env = dict(os.environ)
     if importlib.util.find_spec("devstack") is None:
-        sys.stderr.write("tenantdb: the devstack is not installed with this tenantdb\n")
-        return EXIT_USAGE
+        # A source checkout keeps the devstack beside the tenantdb package; images do not.
+        checkout = Path(__file__).resolve().parent.parent
+        if not (checkout / "devstack" / "__main__.py").is_file():
+            raise _UsageError("the devstack is not installed with this tenantdb")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout), env.get("PYTHONPATH")]))
     extra = devstack_args[1:] if devstack_args[:1] == ["--"] else devstack_args
-    os.execv(sys.executable, [sys.executable, "-m", "devstack", *extra])  # noqa: S606
+    os.execve(sys.executable, [sys.executable, "-m", "devstack", *extra], env)  # noqa: S606
 
 
 if __name__ == "__main__":

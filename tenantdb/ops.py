@@ -14,11 +14,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-
 from tenantdb.adapters.celeryapp import build_celery_app, make_publisher
 from tenantdb.adapters.clusters import ClusterRegistry, ClusterUnavailableError
 from tenantdb.adapters.kube import MARIADB_DATABASE, KindNotServedError, KubeError
+from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.report import OrderReport, QueueView, build_report
@@ -31,7 +30,7 @@ ORDER_KIND = "mariadbdatabase"
 def build_workqueue(settings: Settings) -> WorkQueue:
     """The work queue as every process sees it, publishing through tenantdb's Celery app."""
     return WorkQueue(
-        redis.Redis.from_url(settings.redis_url),
+        build_redis(settings),
         make_publisher(build_celery_app(settings)),
         prefix=settings.key_prefix,
         lock_ttl=settings.lock_ttl_seconds,

@@ -101,6 +101,30 @@ class Settings(BaseSettings):
             " empty means every other context of the kubeconfig."
         ),
     )
+    kubeconfig_dir: str = Field(
+        default="",
+        description=(
+            "A directory with one kubeconfig per target cluster (file name = cluster name, its"
+            " current context used), as a mounted Secret gives it; re-read while running."
+        ),
+    )
+    cluster_poll_seconds: float = Field(
+        default=5.0, gt=0, description="How often the cluster configuration is checked for changes."
+    )
+    watch_timeout_seconds: int = Field(
+        default=300, gt=0, description="Server-side timeout of one watch request."
+    )
+    watch_inactivity_seconds: float = Field(
+        default=90.0,
+        gt=0,
+        description="A watch that stays silent this long (no event, no bookmark) is reconnected.",
+    )
+    watch_backoff_max_seconds: float = Field(
+        default=30.0, gt=0, description="Cap of the reconnect backoff of a failing watch."
+    )
+    watch_unserved_retry_seconds: float = Field(
+        default=60.0, gt=0, description="How often a kind a cluster does not serve is tried again."
+    )
     service_account_token_file: str = Field(
         default="/var/run/secrets/kubernetes.io/serviceaccount/token",
         description="The token tenantdb logs in to OpenBao with; read afresh at every login.",

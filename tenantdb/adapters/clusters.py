@@ -7,12 +7,24 @@ client library's global configuration, so several clusters are served from one p
 
 A cluster that is not registered does not resolve; its error text is what an order reports as
 TargetClusterUnavailable, and it names the cluster only.
+
+For long-running processes the configuration can be read again: ``load_cluster_config`` adds the
+target clusters of a directory of kubeconfigs (one file per cluster, as a mounted Secret gives
+them) and a digest per cluster, and ``compute_config_stamp`` tells cheaply when a file changed.
+Nothing here ever logs a kubeconfig's content.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
 
 from tenantdb.adapters.kube import (
     KubeClient,
@@ -89,3 +101,106 @@ def _current_context(path: str) -> str:
 
     _, current = k8s_config.list_kube_config_contexts(config_file=path)
     return str(current["name"])
+
+
+# -- reloading -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """One reading of the cluster configuration: the registry and a digest per cluster.
+
+    A cluster whose digest changes between two readings points somewhere else (another server,
+    another credential), so whoever holds a client of it builds a new one.
+    """
+
+    registry: ClusterRegistry
+    digests: dict[str, str]
+
+
+def load_cluster_config(settings: Settings) -> ClusterConfig:
+    """Read the clusters the settings name: the kubeconfig's and the kubeconfig directory's.
+
+    The directory (``kubeconfig_dir``, as a mounted Secret gives it) holds one kubeconfig per
+    target cluster, the file named like the cluster, used with its current context; hidden
+    entries (a mounted Secret's ``..data`` links) are skipped. A file named like a context of the
+    main kubeconfig takes that cluster's place.
+
+    Raises:
+        OSError, ValueError, yaml.YAMLError: a file is unreadable or half written; read again
+            later.
+    """
+    base = ClusterRegistry.from_settings(settings)
+    factories: dict[str, Callable[[], KubeClient]] = {
+        name: functools.partial(base.get, name) for name in base.names()
+    }
+    digests = _kubeconfig_digests(settings.kubeconfig, settings.management_context, base.names())
+    for name, path in _directory_kubeconfigs(_kubeconfig_dir(settings)).items():
+        if name == MANAGEMENT:
+            continue
+        context = _current_context(str(path))
+        factories[name] = functools.partial(client_from_kubeconfig, str(path), context, name)
+        digests[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return ClusterConfig(ClusterRegistry(factories), digests)
+
+
+def compute_config_stamp(settings: Settings) -> tuple[object, ...]:
+    """A cheap stamp of the configuration files; it changes whenever one of them is rewritten."""
+    stamps: list[object] = []
+    if settings.kubeconfig:
+        stamps.append(_file_stamp(Path(settings.kubeconfig)))
+    directory = _kubeconfig_dir(settings)
+    if directory:
+        stamps.extend(
+            (name, _file_stamp(path)) for name, path in _directory_kubeconfigs(directory).items()
+        )
+    return tuple(stamps)
+
+
+def _kubeconfig_dir(settings: Settings) -> str:
+    return settings.kubeconfig_dir
+
+
+def _file_stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return (info.st_mtime_ns, info.st_size, info.st_ino)
+
+
+def _directory_kubeconfigs(directory: str) -> dict[str, Path]:
+    if not directory:
+        return {}
+    found: dict[str, Path] = {}
+    try:
+        entries = sorted(Path(directory).iterdir())
+    except OSError:
+        return {}
+    for entry in entries:
+        if not entry.name.startswith(".") and entry.is_file():
+            found[entry.name] = entry
+    return found
+
+
+def _kubeconfig_digests(path: str, management: str, names: list[str]) -> dict[str, str]:
+    if not path:
+        return dict.fromkeys(names, "in-cluster")
+    document = yaml.safe_load(Path(path).read_text()) or {}
+    by_name = {
+        section: {str(e.get("name")): e for e in document.get(section) or [] if isinstance(e, dict)}
+        for section in ("contexts", "clusters", "users")
+    }
+    digests: dict[str, str] = {}
+    current = management or str(document.get("current-context") or "")
+    for name in names:
+        context = by_name["contexts"].get(name or current) or {}
+        inner = context.get("context") or {}
+        parts = [
+            context,
+            by_name["clusters"].get(str(inner.get("cluster"))),
+            by_name["users"].get(str(inner.get("user"))),
+        ]
+        text = json.dumps(parts, sort_keys=True, default=str)
+        digests[name] = hashlib.sha256(text.encode()).hexdigest()
+    return digests

@@ -18,8 +18,10 @@ server's own message.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterator, Mapping
+import socket
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -288,6 +290,107 @@ class KubeClient:
             if not token:
                 return
 
+    def list_with_version(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        page: int = 500,
+    ) -> tuple[list[Object], str]:
+        """List objects page by page; return them and the resourceVersion to watch from.
+
+        The first page's resourceVersion is the list's snapshot; a watch from it replays anything
+        that changed while later pages were read, so nothing falls between the list and the watch.
+
+        Raises:
+            GoneError: a continue token outlived the server's history; list again from the start.
+        """
+        items: list[Object] = []
+        version = ""
+        token: str | None = None
+        what = self._what(resource, namespace, None)
+        while True:
+            query: list[tuple[str, Any]] = [("limit", page)]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if token:
+                query.append(("continue", token))
+            try:
+                result = self._call("list", what, "GET", resource.path(namespace), query=query)
+            except KubeError as exc:
+                if exc.status == 410:
+                    raise GoneError(exc.cluster, "list", what, 410, exc.server_message) from None
+                raise
+            for item in result.get("items") or []:
+                item.setdefault("apiVersion", resource.api_version)
+                item.setdefault("kind", resource.kind)
+                items.append(item)
+            meta = result.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion") or "")
+            token = meta.get("continue") or None
+            if not token:
+                return items, version
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 90.0,
+    ) -> WatchStream:
+        """Open a watch with bookmarks from ``resource_version``.
+
+        Args:
+            resource: the kind to watch.
+            namespace: one namespace, or None for all.
+            resource_version: where to start; events after it are sent.
+            label_selector: only objects it selects (an object that stops matching is DELETED).
+            timeout_seconds: the server ends the stream after this long.
+            connect_timeout: seconds to connect.
+            read_timeout: seconds without a byte after which the stream counts as dead; longer
+                than the server's bookmark interval, so a healthy idle stream never trips it.
+
+        Raises:
+            GoneError: the resourceVersion is too old (HTTP 410).
+            KindNotServedError: the cluster does not serve the kind.
+            UnavailableError: the cluster did not answer.
+        """
+        what = self._what(resource, namespace, None)
+        query: list[tuple[str, Any]] = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", timeout_seconds),
+            ("resourceVersion", resource_version),
+        ]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        try:
+            response = self.api.call_api(
+                resource.path(namespace),
+                "GET",
+                query_params=query,
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+                _preload_content=False,
+                _request_timeout=(connect_timeout, read_timeout),
+            )
+        except ApiException as exc:
+            error = _classify(exc, self.cluster, "watch", what)
+            if error.status == 410:
+                raise GoneError(self.cluster, "watch", what, 410, error.server_message) from None
+            raise error from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise UnavailableError(
+                self.cluster, "watch", what, 0, f"no answer ({type(exc).__name__})"
+            ) from None
+        return WatchStream(response, self.cluster, what)
+
     def apply(self, body: Object, *, status: bool = False, dry_run: bool = False) -> Object:
         """Server-side apply ``body`` as tenantdb, forcing ownership of every field it sets.
 
@@ -399,3 +502,114 @@ def kubeconfig_contexts(path: str) -> list[str]:
     """The context names of a kubeconfig file."""
     contexts, _ = k8s_config.list_kube_config_contexts(config_file=path)
     return [str(c["name"]) for c in contexts]
+
+
+# -- list-then-watch -------------------------------------------------------------------------------
+
+
+class GoneError(KubeError):
+    """The resourceVersion is older than the server's history (410): list again, then watch."""
+
+
+class WatchTimeoutError(UnavailableError):
+    """A watch stream sent nothing, not even a bookmark, within the client's read timeout."""
+
+
+WATCH_EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One event of a watch stream: its type, the raw object, and the object's resourceVersion."""
+
+    type: str
+    obj: Object
+    resource_version: str
+
+
+class WatchStream:
+    """An open watch response, read line by line; ``close`` may be called from another thread."""
+
+    def __init__(self, response: Any, cluster: str, what: str) -> None:
+        """Wrap an unread streaming response of a ``watch=true`` request."""
+        self._response = response
+        self._cluster = cluster
+        self._what = what
+        self._closed = False
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        """Yield events until the server ends the stream (see ``events``)."""
+        return self.events()
+
+    def events(self) -> Generator[WatchEvent, None, None]:
+        """Yield events until the server ends the stream; closing the generator releases it.
+
+        Raises:
+            GoneError: the server answered an ERROR event with code 410.
+            WatchTimeoutError: nothing arrived within the read timeout.
+            UnavailableError: the connection broke or the server sent an error or garbage.
+        """
+        from kubernetes.watch.watch import iter_resp_lines
+
+        try:
+            for line in iter_resp_lines(self._response):
+                if not line:
+                    continue
+                event = self._parse(line)
+                if event is not None:
+                    yield event
+        except urllib3.exceptions.ReadTimeoutError:
+            if not self._closed:
+                raise WatchTimeoutError(
+                    self._cluster, "watch", self._what, 0, "no event within the read timeout"
+                ) from None
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            if not self._closed:
+                raise UnavailableError(
+                    self._cluster, "watch", self._what, 0, f"stream broke ({type(exc).__name__})"
+                ) from None
+        finally:
+            self._release()
+
+    def _parse(self, line: str) -> WatchEvent | None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            raise UnavailableError(
+                self._cluster, "watch", self._what, 0, "unreadable event in the stream"
+            ) from None
+        kind = str(event.get("type", "")) if isinstance(event, dict) else ""
+        obj = event.get("object") if isinstance(event, dict) else None
+        obj = obj if isinstance(obj, dict) else {}
+        if kind == "ERROR":
+            code = int(obj.get("code") or 0)
+            message = str(obj.get("message") or f"HTTP {code}")
+            error = GoneError if code == 410 else UnavailableError if code >= 500 else KubeError
+            raise error(self._cluster, "watch", self._what, code, message)
+        if kind not in WATCH_EVENT_TYPES:
+            return None
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        return WatchEvent(kind, obj, rv)
+
+    def close(self) -> None:
+        """End the stream; a reader blocked in the socket returns at once."""
+        self._closed = True
+        connection = getattr(self._response, "connection", None)
+        sock = getattr(connection, "sock", None)
+        if sock is not None:
+            # Shutting the socket down wakes a thread blocked in recv (an SSL read holds locks
+            # that close() would wait for); the reader then releases the response itself.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def _release(self) -> None:
+        with contextlib.suppress(Exception):
+            self._response.close()
+            self._response.release_conn()
+
+    def __enter__(self) -> WatchStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+        self._release()

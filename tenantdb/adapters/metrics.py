@@ -65,6 +65,22 @@ DUE_KEYS = Gauge(
     ["table"],
     multiprocess_mode="livemax",
 )
+WATCH_EVENTS = Counter(
+    "tenantdb_watch_events",
+    "Watch events received, by cluster, kind and type (LISTED for objects a relist handed on).",
+    ["cluster", "kind", "type"],
+)
+WATCH_RESTARTS = Counter(
+    "tenantdb_watch_restarts",
+    "Watch streams that ended and were opened again, by cluster, kind and reason.",
+    ["cluster", "kind", "reason"],
+)
+LEADER = Gauge(
+    "tenantdb_leader",
+    "1 while this replica holds the leader lease of its role, else 0.",
+    ["role"],
+    multiprocess_mode="livemax",
+)
 
 
 @contextmanager

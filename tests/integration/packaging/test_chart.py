@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import helm_python
-
 import kubernetes_validate
 import pytest
 import yaml

@@ -1,0 +1,364 @@
+"""``tenantdb demo``: the whole stack on one machine, three orders, and a live table.
+
+Starts the devstack (Kubernetes API servers for ``management`` and ``edge-1``, OpenBao, ESO,
+mariadb-operator, cert-manager) on the local Redis and MariaDB, then tenantdb's watcher, two
+workers, beat and Flower; applies the orders in ``examples/`` with kubectl (one on the management
+cluster, one on ``edge-1``, one that is refused) and shows them until they settle. Ctrl-C (or the
+end of ``--until-ready``) stops every process it started and nothing else.
+
+It prints how to read a delivered credential, never the credential itself; Flower's demo
+password goes to a file in the state directory.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from tenantdb.adapters.clusters import ClusterRegistry
+from tenantdb.adapters.kube import MARIADB_DATABASE, SECRET, KindNotServedError, KubeError
+from tenantdb.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+KEY_PREFIX = "tenantdb-demo:"
+FLOWER_PORT = 5555
+METRICS_PORTS = {"watcher": 9103, "worker-1": 9101, "worker-2": 9102, "beat": 9104}
+
+
+@dataclass(frozen=True)
+class DemoOrder:
+    """An example order: its file, the cluster it is applied on, and whether it should be Ready."""
+
+    file: str
+    cluster: str
+    name: str
+    namespace: str
+    ready: bool
+
+
+ORDERS = (
+    DemoOrder("workflow-db.yaml", "management", "workflow-db", "tenant-a", ready=True),
+    DemoOrder("edge-db.yaml", "edge-1", "edge-db", "tenant-a", ready=True),
+    DemoOrder("reserved-db.yaml", "management", "reserved-db", "tenant-a", ready=False),
+)
+
+
+class DemoError(Exception):
+    """The demo cannot go on; the message says what to do."""
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def ensure_services(wait: Callable[[float], None] = time.sleep) -> None:
+    """Start the local Redis and MariaDB when they are installed but down."""
+    needs = {
+        "Redis": (
+            6379,
+            "redis-server",
+            ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", "6379",
+             "--save", "", "--appendonly", "no"],
+        ),
+        "MariaDB": (
+            3306,
+            "mariadbd",
+            ["start-stop-daemon", "--start", "--oknodo", "--background", "--exec",
+             shutil.which("mariadbd") or "/usr/sbin/mariadbd"],
+        ),
+    }  # fmt: skip
+    for name, (port, binary, start) in needs.items():
+        if _answers("127.0.0.1", port):
+            continue
+        if shutil.which(binary) is None and not Path(f"/usr/sbin/{binary}").exists():
+            package = "redis-server" if name == "Redis" else "mariadb-server"
+            raise DemoError(
+                f"{name} does not answer on 127.0.0.1:{port} and is not installed;"
+                f" install it (Debian: apt-get install {package})"
+            )
+        subprocess.run(start, check=False, capture_output=True)  # noqa: S603
+        deadline = time.monotonic() + 60
+        while not _answers("127.0.0.1", port):
+            if time.monotonic() > deadline:
+                raise DemoError(f"{name} was started but does not answer on 127.0.0.1:{port}")
+            wait(0.5)
+
+
+class Processes:
+    """The processes the demo started; only these are stopped."""
+
+    def __init__(self, logs: Path) -> None:
+        """Keep logs of every process under ``logs``."""
+        self.logs = logs
+        self.started: list[tuple[str, subprocess.Popen[bytes], IO[bytes]]] = []
+
+    def start(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        """Start one process with its output in ``logs/<name>.log``."""
+        out = (self.logs / f"{name}.log").open("wb")
+        proc = subprocess.Popen(  # noqa: S603
+            argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.started.append((name, proc, out))
+        return proc
+
+    def check(self) -> None:
+        """Fail when a process the demo needs has died."""
+        for name, proc, _ in self.started:
+            if proc.poll() is not None:
+                raise DemoError(f"{name} exited with {proc.returncode}; see {self.logs / name}.log")
+
+    def stop(self) -> None:
+        """Stop every started process, the last started first."""
+        for _, proc, _ in reversed(self.started):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for _, proc, out in reversed(self.started):
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            out.close()
+
+
+def _read_env(path: Path) -> dict[str, str]:
+    values = {}
+    for line in path.read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            name, _, value = line.partition("=")
+            values[name.strip()] = value.strip()
+    return values
+
+
+def _wait_for_line(path: Path, text: str, proc: subprocess.Popen[bytes], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while text not in path.read_text(errors="replace"):
+        if proc.poll() is not None:
+            raise DemoError(f"the devstack exited; see {path}")
+        if time.monotonic() > deadline:
+            raise DemoError(f"the devstack did not get ready within {seconds:g} s; see {path}")
+        time.sleep(0.2)
+
+
+@contextmanager
+def running_stack(state: Path) -> Iterator[tuple[dict[str, str], Processes]]:
+    """Start the devstack and tenantdb's processes; yield the environment they run with."""
+    state.mkdir(parents=True, exist_ok=True)
+    logs = state / "logs"
+    logs.mkdir(exist_ok=True)
+    procs = Processes(logs)
+    try:
+        devstack = procs.start(
+            "devstack",
+            [sys.executable, "-m", "devstack", "up", "--state-dir", str(state / "devstack"),
+             "--clusters", "management,edge-1"],
+            {**os.environ, "PYTHONPATH": str(REPO)},
+        )  # fmt: skip
+        _wait_for_line(logs / "devstack.log", "devstack ready", devstack, 60)
+        env = {
+            **os.environ,
+            **_read_env(state / "devstack" / "env"),
+            "TENANTDB_KEY_PREFIX": KEY_PREFIX,
+            "PYTHONPATH": str(REPO),
+        }
+        auth_file = state / "flower-auth"
+        if not auth_file.exists():
+            auth_file.write_text(f"demo:{secrets.token_urlsafe(12)}\n")
+            auth_file.chmod(0o600)
+        tenantdb = [sys.executable, "-m", "tenantdb.cli"]
+        roles = {
+            "watcher": [*tenantdb, "watcher"],
+            "worker-1": [*tenantdb, "worker", "--", "-c", "2", "-n", "demo-1@%h",
+                         "-Q", "reconcile,provision,delivery,teardown"],
+            "worker-2": [*tenantdb, "worker", "--", "-c", "2", "-n", "demo-2@%h",
+                         "-Q", "reconcile,provision,delivery,teardown"],
+            "beat": [*tenantdb, "beat"],
+        }  # fmt: skip
+        for name, argv in roles.items():
+            procs.start(name, argv, {**env, "TENANTDB_METRICS_PORT": str(METRICS_PORTS[name])})
+        procs.start(
+            "flower",
+            [*tenantdb, "flower", "--port", str(FLOWER_PORT), "--address", "127.0.0.1"],
+            {**env, "TENANTDB_FLOWER_BASIC_AUTH_FILE": str(auth_file)},
+        )
+        yield env, procs
+    finally:
+        procs.stop()
+
+
+def kubectl() -> str:
+    """The kubectl next to this Python, or the one on PATH."""
+    local = Path(sys.executable).parent / "kubectl"
+    found = str(local) if local.exists() else shutil.which("kubectl")
+    if not found:
+        raise DemoError("kubectl is not installed; run `make install`")
+    return found
+
+
+def apply_examples(kubeconfig: str) -> None:
+    """Apply every example order on its cluster with kubectl."""
+    for order in ORDERS:
+        done = subprocess.run(  # noqa: S603
+            [kubectl(), "--kubeconfig", kubeconfig, "--context", order.cluster, "apply", "-f",
+             str(EXAMPLES / order.file)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise DemoError(f"kubectl apply {order.file}: {done.stderr.strip()}")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the live table."""
+
+    name: str
+    cluster: str
+    ready: str
+    reason: str
+    database: str
+    refreshed: str
+
+
+def read_rows(registry: ClusterRegistry) -> list[Row]:
+    """The example orders as their clusters report them."""
+    rows = []
+    for order in ORDERS:
+        cluster = "" if order.cluster == "management" else order.cluster
+        try:
+            obj = registry.get(cluster).get_or_none(MARIADB_DATABASE, order.namespace, order.name)
+        except (KubeError, KindNotServedError):
+            obj = None
+        status: dict[str, Any] = (obj or {}).get("status") or {}
+        conditions = {c.get("type"): c for c in status.get("conditions") or ()}
+        ready = conditions.get("Ready") or {}
+        blocking = next(
+            (
+                conditions[t]
+                for t in ("DatabaseReady", "DeliveryReady")
+                if t in conditions and conditions[t].get("status") != "True"
+            ),
+            ready,
+        )
+        rows.append(
+            Row(
+                order.name,
+                order.cluster,
+                str(ready.get("status", "-")),
+                str(blocking.get("reason", "-")),
+                str(status.get("databaseName", "-") or "-"),
+                str(status.get("credentialsRefreshedAt", "-") or "-"),
+            )
+        )
+    return rows
+
+
+def settled(rows: list[Row]) -> bool:
+    """Whether the orders that should be Ready are, and the refused one shows its reason."""
+    by_name = {row.name: row for row in rows}
+    for order in ORDERS:
+        row = by_name[order.name]
+        if order.ready and row.ready != "True":
+            return False
+        if not order.ready and row.reason in ("-", "", "NotAllReady"):
+            return False
+    return True
+
+
+def render(rows: list[Row]) -> str:
+    """The live table."""
+    header = Row("NAME", "CLUSTER", "READY", "REASON", "DATABASE", "REFRESHED")
+    table = [header, *rows]
+    widths = [max(len(getattr(r, f)) for r in table) for f in Row.__dataclass_fields__]
+    return "\n".join(
+        "  ".join(
+            getattr(r, f).ljust(w) for f, w in zip(Row.__dataclass_fields__, widths, strict=True)
+        )
+        for r in table
+    )
+
+
+def _how_to(state: Path, kubeconfig: str, registry: ClusterRegistry) -> str:
+    services = state / "devstack" / "services.json"
+    mapping = json.loads(services.read_text()) if services.exists() else {}
+    secret = registry.get("").get_or_none(SECRET, "tenant-a", "workflow-db-credentials") or {}
+    data = secret.get("data") or {}
+    host = base64.b64decode(data.get("host", "")).decode() if data else "?"
+    port = base64.b64decode(data.get("port", "")).decode() if data else "?"
+    real = mapping.get(f"{host}:{port}", f"{host}:{port}")
+    real_host, _, real_port = str(real).rpartition(":")
+    get = (
+        f"{kubectl()} --kubeconfig {kubeconfig} --context management -n tenant-a"
+        " get secret workflow-db-credentials"
+    )
+    return "\n".join(
+        [
+            "",
+            "Connect with the delivered credential of workflow-db (the Secret says host"
+            f" {host}:{port}, which is {real} on this machine):",
+            f"  USER=$({get} -o jsonpath='{{.data.username}}' | base64 -d)",
+            f"  PASS=$({get} -o jsonpath='{{.data.password}}' | base64 -d)",
+            f'  mariadb -h {real_host} -P {real_port} -u "$USER" -p"$PASS" workflow_db',
+            "",
+            f"Flower:  http://127.0.0.1:{FLOWER_PORT}  (user:password in {state / 'flower-auth'})",
+            "Metrics: "
+            + ", ".join(f"{n} http://127.0.0.1:{p}/metrics" for n, p in METRICS_PORTS.items()),
+            "Re-run a pass from another shell:",
+            f"  set -a; . {state / 'devstack' / 'env'}; TENANTDB_KEY_PREFIX={KEY_PREFIX}"
+            " tenantdb reconcile mariadbdatabase/tenant-a/workflow-db --wait 30",
+            "Logs: " + str(state / "logs"),
+            "Ctrl-C stops everything the demo started.",
+        ]
+    )  # fmt: skip
+
+
+def run_demo(state: Path, *, until_ready: bool, timeout: float, stop: threading.Event) -> int:
+    """Run the demo; return 0 once the orders settled (``until_ready``) or on Ctrl-C."""
+    ensure_services()
+    with running_stack(state) as (env, procs):
+        kubeconfig = env["TENANTDB_KUBECONFIG"]
+        apply_examples(kubeconfig)
+        registry = ClusterRegistry.from_settings(
+            Settings(kubeconfig=kubeconfig, management_context="management")
+        )
+        deadline = time.monotonic() + timeout
+        rows = read_rows(registry)
+        while not stop.is_set():
+            procs.check()
+            rows = read_rows(registry)
+            if not until_ready:
+                sys.stdout.write("\x1b[H\x1b[2J" + render(rows) + "\n")
+                sys.stdout.flush()
+            if settled(rows):
+                break
+            if time.monotonic() > deadline:
+                print(render(rows))
+                print(f"the orders did not settle within {timeout:g} s; logs in {state / 'logs'}")
+                return 1
+            stop.wait(1.0)
+        if stop.is_set():
+            return 0
+        print(render(rows))
+        print(_how_to(state, kubeconfig, registry))
+        if until_ready:
+            return 0
+        stop.wait()
+    return 0

@@ -1,0 +1,79 @@
+"""Target clusters come and go with the kubeconfig, without restarting the watcher."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from devstack.kube.server import ClusterServer
+from tests.integration.watcher.conftest import (
+    ORDERS,
+    Published,
+    StartWatcher,
+    key,
+    order,
+    poll_until,
+    write_kubeconfig,
+)
+
+
+def test_a_target_cluster_added_to_the_kubeconfig_is_engaged_and_a_removed_one_dropped(
+    servers: dict[str, ClusterServer],
+    kubeconfig_file: Path,
+    start_watcher: StartWatcher,
+    published: Published,
+) -> None:
+    write_kubeconfig(kubeconfig_file, {"management": servers["management"]})
+    watcher = start_watcher()
+    assert watcher.engaged() == [""]
+
+    write_kubeconfig(kubeconfig_file, servers)
+    poll_until(lambda: watcher.engaged() == ["", "edge-1"], "edge-1 was not engaged")
+    servers["edge-1"].cluster.create(ORDERS, order("far"), "tenant-a")
+    published.take(key("far", "edge-1"))
+
+    write_kubeconfig(kubeconfig_file, {"management": servers["management"]})
+    poll_until(lambda: watcher.engaged() == [""], "edge-1 was not dropped")
+    # The management cluster's watches were left alone.
+    servers["management"].cluster.create(ORDERS, order("near"), "tenant-a")
+    published.take(key("near"))
+
+
+def test_a_half_written_kubeconfig_keeps_the_clusters_engaged(
+    servers: dict[str, ClusterServer],
+    kubeconfig_file: Path,
+    start_watcher: StartWatcher,
+    published: Published,
+) -> None:
+    watcher = start_watcher()
+    kubeconfig_file.write_text("clusters: [unterminated")
+    servers["edge-1"].cluster.create(ORDERS, order("far"), "tenant-a")
+    published.take(key("far", "edge-1"))
+    assert watcher.engaged() == ["", "edge-1"]
+
+
+def test_a_directory_of_kubeconfigs_names_target_clusters_by_file_name(
+    servers: dict[str, ClusterServer],
+    kubeconfig_file: Path,
+    tmp_path: Path,
+    start_watcher: StartWatcher,
+    published: Published,
+    key_prefix: str,
+) -> None:
+    from tests.integration.watcher.conftest import settings_for
+
+    write_kubeconfig(kubeconfig_file, {"management": servers["management"]})
+    directory = tmp_path / "targets"
+    directory.mkdir()
+    settings = settings_for(kubeconfig_file, key_prefix).model_copy(
+        update={"kubeconfig_dir": str(directory)}
+    )
+    watcher = start_watcher(settings=settings)
+    assert watcher.engaged() == [""]
+
+    write_kubeconfig(directory / "edge-1", {"edge-1": servers["edge-1"]})
+    poll_until(lambda: watcher.engaged() == ["", "edge-1"], "edge-1 was not engaged")
+    servers["edge-1"].cluster.create(ORDERS, order("far"), "tenant-a")
+    published.take(key("far", "edge-1"))
+
+    (directory / "edge-1").unlink()
+    poll_until(lambda: watcher.engaged() == [""], "edge-1 was not dropped")

@@ -1,0 +1,147 @@
+"""Only the leader watches and enqueues; a standby takes over quickly and relists the gap."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from devstack.kube.server import ClusterServer
+from tests.conftest import REDIS_URL
+from tests.integration.watcher.conftest import (
+    FAST,
+    ORDERS,
+    Published,
+    StartWatcher,
+    key,
+    metric,
+    order,
+    poll_until,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_a_replica_that_lost_its_lease_stops_and_the_next_term_relists_the_gap(
+    servers: dict[str, ClusterServer],
+    start_watcher: StartWatcher,
+    published: Published,
+    real_redis: redis.Redis,
+    key_prefix: str,
+) -> None:
+    kube = servers["management"].cluster
+    watcher = start_watcher(config=dataclasses.replace(FAST, leader_ttl=1.5))
+    assert metric("tenantdb_leader", role="watcher") == 1
+
+    # Another replica holds the lease now (as after a partition): this one must stand down.
+    real_redis.set(f"{key_prefix}leader:watcher", "another-replica", px=60_000)
+    poll_until(lambda: watcher.engaged() == [], "the replica kept watching without the lease")
+    assert not watcher.lease.is_leader
+    poll_until(lambda: metric("tenantdb_leader", role="watcher") == 0, "still reported leading")
+
+    kube.create(ORDERS, order("in-the-gap"), "tenant-a")
+    assert key("in-the-gap") not in published
+
+    real_redis.delete(f"{key_prefix}leader:watcher")  # the other replica is gone
+    published.take(key("in-the-gap"))
+    assert watcher.engaged() == ["", "edge-1"]
+
+
+def _published(client: redis.Redis, prefix: str) -> list[tuple[int, str]]:
+    rows = [
+        r.decode() if isinstance(r, bytes) else str(r)
+        for r in client.lrange(f"{prefix}test:published", 0, -1)
+    ]
+    return [(int(pid), text) for pid, text in (r.split(" ", 1) for r in rows)]
+
+
+@pytest.fixture
+def replicas(kubeconfig_file: Path, key_prefix: str) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Start watcher processes on demand; kill what is left afterwards."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in started:
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+def _start(
+    replicas: list[subprocess.Popen[bytes]], kubeconfig_file: Path, key_prefix: str
+) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "TENANTDB_KUBECONFIG": str(kubeconfig_file),
+        "TENANTDB_MANAGEMENT_CONTEXT": "management",
+        "TENANTDB_REDIS_URL": REDIS_URL,
+        "TENANTDB_KEY_PREFIX": key_prefix,
+        "TENANTDB_METRICS_PORT": "0",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.watcher.watcher_main"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    replicas.append(process)
+    return process
+
+
+@pytest.mark.slow
+def test_only_the_leader_enqueues_and_a_standby_leads_within_15_s_of_its_death(
+    servers: dict[str, ClusterServer],
+    kubeconfig_file: Path,
+    replicas: list[subprocess.Popen[bytes]],
+    real_redis: redis.Redis,
+    key_prefix: str,
+) -> None:
+    kube = servers["management"].cluster
+    kube.create(ORDERS, order("app"), "tenant-a")
+    wanted = str(key("app"))
+
+    leader = _start(replicas, kubeconfig_file, key_prefix)
+    poll_until(
+        lambda: (leader.pid, wanted) in _published(real_redis, key_prefix),
+        "the first replica never led",
+        timeout=20,
+    )
+    standby = _start(replicas, kubeconfig_file, key_prefix)
+    poll_until(
+        lambda: bool(real_redis.exists(f"{key_prefix}test:up:{standby.pid}")),
+        "the standby never started",
+        timeout=20,
+    )
+
+    real_redis.delete(f"{key_prefix}pending:{wanted}")  # a worker took the first pass
+    kube.patch(ORDERS, "app", {"metadata": {"annotations": {"seen-by": "leader"}}}, "tenant-a")
+    poll_until(
+        lambda: _published(real_redis, key_prefix).count((leader.pid, wanted)) >= 2,
+        "the leader missed an edit",
+    )
+    assert {pid for pid, _ in _published(real_redis, key_prefix)} == {leader.pid}
+
+    real_redis.delete(f"{key_prefix}pending:{wanted}")
+    leader.send_signal(signal.SIGKILL)  # no chance to give the lease up
+    died = time.monotonic()
+    kube.create(ORDERS, order("in-the-gap"), "tenant-a")
+    poll_until(
+        lambda: (standby.pid, str(key("in-the-gap"))) in _published(real_redis, key_prefix),
+        "the standby did not take over and relist",
+        timeout=20,
+    )
+    assert time.monotonic() - died < 15
+    assert (standby.pid, wanted) in _published(real_redis, key_prefix), "the relist covers all"

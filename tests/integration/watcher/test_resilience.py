@@ -1,0 +1,126 @@
+"""Watch streams that break, go silent or expire lose no event, and every restart is counted."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from devstack.kube.server import ClusterServer
+from tests.integration.watcher.conftest import (
+    FAST,
+    ORDERS,
+    Published,
+    StartWatcher,
+    key,
+    metric,
+    order,
+    poll_until,
+)
+
+RESTARTS = "tenantdb_watch_restarts_total"
+
+
+def _restarts(reason: str, cluster: str = "management", kind: str = "MariaDBDatabase") -> float:
+    return metric(RESTARTS, cluster=cluster, kind=kind, reason=reason)
+
+
+def test_a_change_made_while_the_streams_are_cut_is_enqueued_after_the_reconnect(
+    servers: dict[str, ClusterServer], start_watcher: StartWatcher, published: Published
+) -> None:
+    kube = servers["management"].cluster
+    kube.create(ORDERS, order("app"), "tenant-a")
+    start_watcher()
+    before = _restarts("unavailable")
+
+    # Holding the store's lock, the cut streams cannot carry the change: only a watch resumed
+    # from the last resourceVersion the watcher saw can.
+    with kube.store.lock:
+        kube.kill_watches(abrupt=True)
+        kube.patch(ORDERS, "app", {"metadata": {"annotations": {"during": "outage"}}}, "tenant-a")
+    published.take(key("app"))
+    poll_until(lambda: _restarts("unavailable") > before, "the broken stream was not counted")
+
+
+def test_an_expired_resource_version_relists_and_loses_neither_a_change_nor_a_deletion(
+    servers: dict[str, ClusterServer], start_watcher: StartWatcher, published: Published
+) -> None:
+    kube = servers["management"].cluster
+    kube.create(ORDERS, order("changed"), "tenant-a")
+    kube.create(ORDERS, order("deleted"), "tenant-a")
+    start_watcher()
+    before = _restarts("gone")
+
+    # Three changes land at once while the server keeps one: every open stream is now behind
+    # the history and gets a 410.
+    with kube.store.lock:
+        kube.set_history(1)
+        kube.patch(ORDERS, "changed", {"metadata": {"annotations": {"a": "1"}}}, "tenant-a")
+        kube.delete(ORDERS, "deleted", "tenant-a")
+        kube.create("configmaps", {"metadata": {"name": "noise"}}, "tenant-a")
+    published.take(key("changed"))
+    published.take(key("deleted"))
+    poll_until(lambda: _restarts("gone") > before, "the 410 was not counted")
+    kube.set_history(10_000)
+
+    # Watching resumes from the relist.
+    kube.patch(ORDERS, "changed", {"metadata": {"annotations": {"a": "2"}}}, "tenant-a")
+    published.take(key("changed"))
+
+
+def test_a_silent_stream_is_ended_by_the_inactivity_watchdog(
+    servers: dict[str, ClusterServer], start_watcher: StartWatcher, published: Published
+) -> None:
+    kube = servers["management"].cluster
+    kube.bookmark_interval = 600.0  # a stalled server: not even bookmarks
+    config = dataclasses.replace(FAST, timing=dataclasses.replace(FAST.timing, read_timeout=0.5))
+    start_watcher(config=config)
+    before = _restarts("timeout")
+    poll_until(lambda: _restarts("timeout") > before, "the silent stream was never given up")
+
+    kube.create(ORDERS, order("app"), "tenant-a")
+    published.take(key("app"))
+
+
+def test_a_kind_a_target_cluster_does_not_serve_is_watched_once_it_is_installed(
+    servers: dict[str, ClusterServer], start_watcher: StartWatcher, published: Published
+) -> None:
+    edge = servers["edge-1"].cluster
+    crd = edge.get("customresourcedefinitions", "mariadbdatabases.c5c3.io")
+    edge.delete("customresourcedefinitions", "mariadbdatabases.c5c3.io")
+    assert edge.wait_idle()
+    before = _restarts("not_served", cluster="edge-1")
+    watcher = start_watcher()
+    assert "edge-1" in watcher.engaged()
+    poll_until(
+        lambda: _restarts("not_served", cluster="edge-1") > before, "not-served was not counted"
+    )
+
+    edge.create(
+        "customresourcedefinitions",
+        {k: v for k, v in crd.items() if k in ("apiVersion", "kind", "spec")}
+        | {"metadata": {"name": "mariadbdatabases.c5c3.io"}},
+    )
+    edge.create(ORDERS, order("late"), "tenant-a")
+    published.take(key("late", "edge-1"))
+
+
+def test_a_burst_of_a_thousand_edits_publishes_once_and_deduplicates_the_rest(
+    servers: dict[str, ClusterServer], start_watcher: StartWatcher, published: Published
+) -> None:
+    kube = servers["management"].cluster
+    kube.create(ORDERS, order("busy"), "tenant-a")
+    start_watcher()
+    queued = metric("tenantdb_enqueue_total", result="queued")
+    deduped = metric("tenantdb_enqueue_total", result="deduped")
+
+    for i in range(1000):
+        kube.patch(ORDERS, "busy", {"metadata": {"annotations": {"n": str(i)}}}, "tenant-a")
+    poll_until(
+        lambda: metric("tenantdb_enqueue_total", result="deduped") - deduped >= 999,
+        "the burst was not handed on",
+        timeout=30,
+    )
+    calls_queued = metric("tenantdb_enqueue_total", result="queued") - queued
+    calls_deduped = metric("tenantdb_enqueue_total", result="deduped") - deduped
+    assert calls_queued == 1
+    assert calls_queued + calls_deduped <= 1000
+    assert published.keys == [key("busy")]

@@ -1,0 +1,302 @@
+"""The watcher process: leader election, engaged clusters, and the watch loops of the leader.
+
+Owns ``run_watcher`` (what ``tenantdb watcher`` runs) and the ``Watcher`` that supervises the
+loops: it campaigns for the Redis lease of the ``watcher`` role, and only while it leads does it
+run a list-then-watch loop for every watched kind on every engaged cluster. On gaining the lease
+it starts them all with an empty index, so each one relists and no event of the gap between two
+leaders is lost; on losing it, the guarded ``enqueue`` refuses at once (it asks the lease, which
+also runs out locally when Redis cannot be reached) and the loops are stopped. Every few seconds
+it looks at the cluster configuration files and engages added clusters, drops removed ones and
+reconnects to clusters whose connection changed, without a restart.
+
+It must never decide anything about an order, talk to OpenBao or SQL, or log an object's body;
+log lines carry kinds, cluster names and order keys only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tenantdb.adapters.celeryapp import build_celery_app, make_publisher
+from tenantdb.adapters.clusters import (
+    ClusterConfig,
+    ClusterRegistry,
+    compute_config_stamp,
+    load_cluster_config,
+)
+from tenantdb.adapters.kube import KubeClient
+from tenantdb.adapters.leader import LeaderLease
+from tenantdb.adapters.metrics import ENQUEUES, LEADER
+from tenantdb.adapters.metrics import serve as serve_metrics
+from tenantdb.adapters.redisclient import build_redis
+from tenantdb.adapters.workqueue import Publish, WorkQueue
+from tenantdb.core.keys import OrderKey
+from tenantdb.settings import Settings
+from watcher.index import SharedIndex
+from watcher.loop import LoopTiming, WatchLoop
+from watcher.routes import Dispatcher, cluster_label, routes_for
+
+log = logging.getLogger(__name__)
+
+ROLE = "watcher"
+LoopId = tuple[str, str]
+"""A loop's (cluster, kind)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatcherConfig:
+    """How the watcher paces itself."""
+
+    timing: LoopTiming = field(default_factory=LoopTiming)
+    cluster_poll: float = 5.0
+    """How often the cluster configuration files are looked at."""
+    leader_ttl: float = 10.0
+    leader_retry: float = 1.0
+    sync_wait: float = 10.0
+    """How long a first relist waits for the index it maps against."""
+    join_timeout: float = 5.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WatcherConfig:
+        """Read the watcher's settings, falling back to the defaults where one is not set."""
+        timing = LoopTiming(
+            server_timeout=int(settings.watch_timeout_seconds),
+            read_timeout=float(settings.watch_inactivity_seconds),
+            backoff_cap=float(settings.watch_backoff_max_seconds),
+            unserved_retry=float(settings.watch_unserved_retry_seconds),
+        )
+        return cls(timing, cluster_poll=float(settings.cluster_poll_seconds))
+
+
+class Watcher:
+    """Supervises the watch loops of one watcher replica."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        queue: WorkQueue,
+        lease: LeaderLease,
+        config: WatcherConfig | None = None,
+        *,
+        load_config: Callable[[Settings], ClusterConfig] = load_cluster_config,
+        config_stamp: Callable[[Settings], object] = compute_config_stamp,
+    ) -> None:
+        """Prepare a replica; ``run`` campaigns and watches."""
+        self.settings = settings
+        self.queue = queue
+        self.lease = lease
+        self.config = config or WatcherConfig.from_settings(settings)
+        self._load_config = load_config
+        self._config_stamp = config_stamp
+        self._stamp: object = None
+        self._failed_stamp: object = None
+        self._registry: ClusterRegistry | None = None
+        self._digests: dict[str, str] = {}
+        self._clients: dict[str, KubeClient] = {}
+        self._loops: dict[LoopId, WatchLoop] = {}
+        self._retired_loops: list[WatchLoop] = []
+        self._retired_clients: list[KubeClient] = []
+        self._index = SharedIndex()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+
+    # -- what tests and operators look at ------------------------------------------------------
+
+    def engaged(self) -> list[str]:
+        """The clusters this replica runs watch loops on ("" is management)."""
+        with self._lock:
+            return sorted({cluster for cluster, _ in self._loops})
+
+    def synced(self) -> bool:
+        """Whether this replica leads and every loop has handed on its first list."""
+        with self._lock:
+            loops = list(self._loops.values())
+        return bool(loops) and all(loop.listed.is_set() for loop in loops)
+
+    # -- enqueue, guarded by the lease -----------------------------------------------------------
+
+    def enqueue(self, key: OrderKey) -> None:
+        """Queue a reconcile of ``key``, unless this replica no longer leads."""
+        if not self.lease.is_leader:
+            return
+        published = self.queue.enqueue(key)
+        ENQUEUES.labels(result="queued" if published else "deduped").inc()
+        log.debug("enqueued %s (%s)", key, "queued" if published else "deduped")
+
+    # -- the supervisor --------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Campaign, engage clusters and run the leader's loops until ``stop`` is set."""
+        LEADER.labels(role=ROLE).set(0)
+        campaign_stop = threading.Event()
+        campaign = threading.Thread(
+            target=self.lease.run,
+            args=(campaign_stop, self._on_lease),
+            name="watcher-lease",
+            daemon=True,
+        )
+        campaign.start()
+        try:
+            while not stop.is_set():
+                self._reload_clusters()
+                self._converge()
+                self._reap()
+                self._pause(stop)
+        finally:
+            campaign_stop.set()
+            campaign.join(self.config.join_timeout)
+            self._shutdown()
+
+    def _pause(self, stop: threading.Event) -> None:
+        deadline = time.monotonic() + self.config.cluster_poll
+        while not stop.is_set() and time.monotonic() < deadline:
+            if self._wake.wait(min(0.2, self.config.cluster_poll)):
+                break
+        self._wake.clear()
+
+    def _on_lease(self, held: bool) -> None:
+        LEADER.labels(role=ROLE).set(1 if held else 0)
+        if not held:
+            with self._lock:
+                self._retire(list(self._loops))
+        self._wake.set()
+
+    def _reload_clusters(self) -> None:
+        stamp = self._config_stamp(self.settings)
+        if stamp in (self._stamp, self._failed_stamp):
+            return
+        try:
+            config = self._load_config(self.settings)
+        except Exception as exc:  # a half-written file is read again once it changes
+            self._failed_stamp = stamp
+            log.warning(
+                "cluster configuration unreadable (%s); keeping the clusters engaged",
+                type(exc).__name__,
+            )
+            return
+        with self._lock:
+            for name in sorted(set(self._digests) | set(config.digests)):
+                before, after = self._digests.get(name), config.digests.get(name)
+                if before == after:
+                    continue
+                if before is not None:
+                    self._retire([i for i in self._loops if i[0] == name])
+                    client = self._clients.pop(name, None)
+                    if client is not None:
+                        self._retired_clients.append(client)
+                log.info(
+                    "cluster %s %s",
+                    cluster_label(name),
+                    "added" if before is None else "removed" if after is None else "changed",
+                )
+            self._stamp, self._registry, self._digests = stamp, config.registry, config.digests
+
+    def _client(self, cluster: str) -> KubeClient | None:
+        client = self._clients.get(cluster)
+        if client is None and self._registry is not None:
+            try:
+                client = self._clients[cluster] = self._registry.get(cluster)
+            except Exception as exc:  # one bad cluster must not stop the others
+                log.warning(
+                    "cannot build a client for cluster %s (%s)",
+                    cluster_label(cluster),
+                    type(exc).__name__,
+                )
+        return client
+
+    def _converge(self) -> None:
+        leading = self.lease.is_leader
+        with self._lock:
+            if not leading:
+                self._retire(list(self._loops))
+                return
+            if not self._loops:
+                # A new term (or the first): everything relists against a fresh index.
+                self._index = SharedIndex()
+            for cluster in sorted(self._digests, key=lambda c: (c != "", c)):
+                client = self._client(cluster)
+                if client is None:
+                    continue
+                for route in routes_for(cluster):
+                    loop_id = (cluster, route.kind)
+                    if loop_id in self._loops:
+                        continue
+                    stopping = threading.Event()
+                    dispatcher = Dispatcher(
+                        route,
+                        cluster,
+                        self._index,
+                        self.enqueue,
+                        stopping,
+                        sync_wait=self.config.sync_wait,
+                    )
+                    loop = WatchLoop(client, dispatcher, stopping, self.config.timing)
+                    self._loops[loop_id] = loop
+                    loop.start()
+
+    def _retire(self, loop_ids: list[LoopId]) -> None:
+        for loop_id in loop_ids:
+            loop = self._loops.pop(loop_id, None)
+            if loop is not None:
+                loop.stop()
+                self._retired_loops.append(loop)
+
+    def _reap(self) -> None:
+        with self._lock:
+            self._retired_loops = [loop for loop in self._retired_loops if loop.alive]
+            in_use = {id(loop.client) for loop in self._retired_loops}
+            in_use |= {id(c) for c in self._clients.values()}
+            closing = [c for c in self._retired_clients if id(c) not in in_use]
+            self._retired_clients = [c for c in self._retired_clients if id(c) in in_use]
+        for client in closing:
+            client.api.close()
+
+    def _shutdown(self) -> None:
+        with self._lock:
+            self._retire(list(self._loops))
+            loops = list(self._retired_loops)
+            self._retired_clients.extend(self._clients.values())
+            self._clients.clear()
+        deadline = time.monotonic() + self.config.join_timeout
+        for loop in loops:
+            loop.join(max(0.0, deadline - time.monotonic()))
+        self._reap()
+        LEADER.labels(role=ROLE).set(0)
+
+
+def run_watcher(
+    settings: Settings,
+    stop: threading.Event,
+    *,
+    publish: Publish | None = None,
+    config: WatcherConfig | None = None,
+) -> None:
+    """Run a watcher replica until ``stop`` is set: metrics, lease, clusters, loops.
+
+    Args:
+        settings: the process settings (Redis, key prefix, kubeconfig, metrics port).
+        stop: set it to shut down; the lease is released so a standby takes over at once.
+        publish: sends the reconcile task of a key; the Celery publisher by default.
+        config: pacing; read from the settings by default.
+    """
+    config = config or WatcherConfig.from_settings(settings)
+    serve_metrics(settings.metrics_port)
+    client = build_redis(settings)
+    queue = WorkQueue(
+        client,
+        publish or make_publisher(build_celery_app(settings)),
+        prefix=settings.key_prefix,
+        lock_ttl=settings.lock_ttl_seconds,
+        pending_ttl=settings.pending_ttl_seconds,
+    )
+    lease = LeaderLease(
+        client, ROLE, prefix=settings.key_prefix, ttl=config.leader_ttl, retry=config.leader_retry
+    )
+    try:
+        Watcher(settings, queue, lease, config).run(stop)
+    finally:
+        client.close()
