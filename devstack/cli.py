@@ -1,24 +1,25 @@
-"""The `devstack` command: run simulated clusters in the foreground for tests and the demo.
+"""The `devstack` command: run a simulated platform in the foreground for tests and the demo.
 
-Owns `python -m devstack up --state-dir DIR [--clusters management,edge-1]`: start one API server
-per cluster, write `DIR/kubeconfig` (one context per cluster, named like it, with bearer tokens and
-the CA), print one line beginning `devstack ready`, and stop cleanly on SIGINT or SIGTERM. It must
-never print a token.
+Owns `python -m devstack up --state-dir DIR [--clusters management,edge-1] [--bare]
+[--time-scale N]`: start the platform (`devstack.platform.start_platform`: one API server per
+cluster with the CRDs, and unless `--bare` OpenBao, the stand-in operators and the seed objects),
+write `DIR/kubeconfig` (one context per cluster, named like it), `DIR/env` and the other state
+files, print one line beginning `devstack ready`, and stop cleanly on SIGINT or SIGTERM (which
+drops the SQL users and schemas the platform created, see `devstack.platform`). It must never
+print a token, and prints nothing on stdout before the ready line.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import logging
 import signal
 import sys
 import threading
 from pathlib import Path
 from types import FrameType
 
-import yaml
-
-from devstack.kube import kubeconfig, start_clusters
+from devstack.platform import start_platform
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,18 +30,24 @@ def _parser() -> argparse.ArgumentParser:
     up = commands.add_parser("up", help="run simulated clusters until interrupted")
     up.add_argument("--state-dir", required=True, type=Path, help="where kubeconfig is written")
     up.add_argument("--clusters", default="management", help="comma-separated cluster names")
+    up.add_argument(
+        "--bare",
+        action="store_true",
+        help="API servers with the CRDs only: no OpenBao, no operators, no seed objects",
+    )
+    up.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="simulated seconds per real second (TTLs, refreshes, renewals)",
+    )
     return parser
 
 
-def _write_kubeconfig(path: Path, content: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(content)
-
-
-def up(state_dir: Path, cluster_names: list[str]) -> int:
-    """Serve the clusters until SIGINT or SIGTERM."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+def up(
+    state_dir: Path, cluster_names: list[str], *, bare: bool = False, time_scale: float = 1.0
+) -> int:
+    """Serve the platform until SIGINT or SIGTERM."""
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -48,17 +55,19 @@ def up(state_dir: Path, cluster_names: list[str]) -> int:
 
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    servers = start_clusters(cluster_names)
+    platform = start_platform(state_dir, cluster_names, time_scale=time_scale, bare=bare)
     try:
-        path = state_dir / "kubeconfig"
-        _write_kubeconfig(path, yaml.safe_dump(kubeconfig(servers)))
-        urls = " ".join(f"{name}={server.url}" for name, server in servers.items())
-        print(f"devstack ready kubeconfig={path} {urls}", flush=True)
+        urls = " ".join(f"{name}={server.url}" for name, server in platform.servers.items())
+        extra = "" if platform.openbao is None else f" openbao={platform.openbao.url}"
+        print(
+            f"devstack ready kubeconfig={platform.kubeconfig_path} env={platform.env_path} "
+            f"{urls}{extra}",
+            flush=True,
+        )
         while not stop.wait(0.5):
             pass
     finally:
-        for server in servers.values():
-            server.stop()
+        platform.stop()
     print("devstack stopped", flush=True)
     return 0
 
@@ -70,4 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     if not names:
         print("devstack: --clusters needs at least one name", file=sys.stderr)
         return 2
-    return up(args.state_dir, names)
+    if not args.bare and "management" not in names:
+        print("devstack: --clusters needs a cluster named management", file=sys.stderr)
+        return 2
+    if args.time_scale <= 0:
+        print("devstack: --time-scale must be positive", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    return up(args.state_dir, names, bare=args.bare, time_scale=args.time_scale)

@@ -1,0 +1,547 @@
+"""A whole tenantdb platform in one process: clusters, OpenBao, the stand-in operators, the seed.
+
+Owns `start_platform(state_dir, ...)`, used by pytest fixtures and by `devstack up`: it starts one
+API server per cluster with the CRDs installed (the chart's MariaDBDatabase, the ControlPlane and
+the third-party kinds), and, unless `bare`, the devstack CA, OpenBao over mutual TLS with its
+bootstrap (auth roles `order-db` and `c5c3-operator`, policies, the `keystone-openstack` engine
+connection to the real MariaDB with `allowed_roles` `keystone-openstack,order.openstack.*`), the
+cert-manager, ESO and mariadb-operator stand-ins, and the seed objects a ControlPlane deployment
+would have: namespaces `openstack`, `tenant-a` (on every cluster) and `c5c3-system` with the
+ServiceAccount `c5c3-operator`, the ClusterIssuer `openbao-ca-issuer` backed by the devstack CA,
+the MariaDB `openstack/openstack-db`, the SecretStore `openbao-tenant-store` and ClusterSecretStore
+`openbao-cluster-store`, and the ControlPlane `openstack/cp` with DBCredentialsReady True.
+
+It writes into the state directory: `kubeconfig` (one context per cluster), `env` (KEY=VALUE
+lines; `set -a; . DIR/env` configures `tenantdb`), `services.json` (in-cluster Service addresses
+to real ones), `c5c3-operator.token`, `ca.crt` and the OpenBao listener's and an admin client's
+keypairs. Secrets go into 0600 files only, never to stdout or a log line.
+
+Stopping (`Platform.stop()`) stops the controllers, stops OpenBao (which revokes every lease and so
+drops every SQL user it created), drops the schemas the devstack's Database CRs created unless
+their cleanupPolicy is Skip (an order with deletionPolicy Retain owns those, so they stay), and
+stops the API servers. Nothing else is created on MariaDB.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import shlex
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import hvac
+import yaml
+
+from devstack import crds
+from devstack.certmanager import CLUSTER_RESOURCE_NAMESPACE, CertificateAuthority, CertManager
+from devstack.certmanager.ca import Request
+from devstack.eso import ExternalSecrets
+from devstack.kube import Cluster, ClusterServer, kubeconfig, start_clusters
+from devstack.mariadb_operator import MariaDBOperator, Server
+from devstack.openbao import KubeTokenReviewer, MariaDBEndpoint, OpenBaoServer, TLSConfig
+from devstack.openbao.bootstrap import KUBE_MOUNT, TenantDatabase, bootstrap_platform
+from devstack.reconciler import get_or_none, stop_all
+
+log = logging.getLogger(__name__)
+
+MANAGEMENT = "management"
+CP_NAMESPACE = "openstack"
+CP_NAME = "cp"
+TENANT_NAMESPACE = "tenant-a"
+OPERATOR_NAMESPACE = "c5c3-system"
+OPERATOR_SERVICE_ACCOUNT = "c5c3-operator"
+MARIADB_NAME = "openstack-db"
+CA_ISSUER = "openbao-ca-issuer"
+CA_KEYPAIR = "openbao-ca"
+TENANT_STORE = "openbao-tenant-store"
+CLUSTER_STORE = "openbao-cluster-store"
+CLIENT_CERTIFICATE = "order-db-openbao-client"
+ORDER_DB_ROLE = "order-db"
+ORDER_DB_SERVICE_ACCOUNT = "order-db-creds"
+OPENBAO_SERVICE = "openbao.shared-services.svc:8200"
+OPERATOR_TOKEN_SECONDS = 48 * 3600
+_MANAGER = "devstack"
+_READY_TIMEOUT = 10.0
+
+
+@dataclass
+class Platform:
+    """A running platform; `stop()` (or leaving a `with` block) tears it all down."""
+
+    state_dir: Path
+    servers: dict[str, ClusterServer]
+    mariadb: Server
+    time_scale: float = 1.0
+    openbao: OpenBaoServer | None = None
+    ca: CertificateAuthority | None = None
+    cert_manager: CertManager | None = None
+    external_secrets: ExternalSecrets | None = None
+    mariadb_operator: MariaDBOperator | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    _stopped: bool = False
+
+    # ------------------------------------------------------------ accessors
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        """The kubeconfig with one context per cluster."""
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def env_path(self) -> Path:
+        """The KEY=VALUE file for `set -a; . DIR/env`."""
+        return self.state_dir / "env"
+
+    @property
+    def ca_file(self) -> Path:
+        """The devstack CA (trust it for OpenBao; every issued Secret's ca.crt is this CA)."""
+        return self.state_dir / "ca.crt"
+
+    @property
+    def operator_token_file(self) -> Path:
+        """The c5c3-operator ServiceAccount token."""
+        return self.state_dir / "c5c3-operator.token"
+
+    @property
+    def admin_client_cert(self) -> tuple[str, str]:
+        """A client keypair (cert, key) OpenBao's listener accepts, for root-token use."""
+        return (
+            str(self.state_dir / "openbao-admin-client.crt"),
+            str(self.state_dir / "openbao-admin-client.key"),
+        )
+
+    @property
+    def openbao_url(self) -> str:
+        """OpenBao's URL (https://127.0.0.1:PORT)."""
+        if self.openbao is None:
+            raise RuntimeError("a bare platform runs no OpenBao")
+        return self.openbao.url
+
+    def cluster(self, name: str = MANAGEMENT) -> Cluster:
+        """The in-process API of one cluster."""
+        return self.servers[name].cluster
+
+    def root_client(self) -> hvac.Client:
+        """An hvac client with OpenBao's root token (close its adapter when done)."""
+        if self.openbao is None:
+            raise RuntimeError("a bare platform runs no OpenBao")
+        return hvac.Client(
+            url=self.openbao.url,
+            token=self.openbao.root_token,
+            cert=self.admin_client_cert,
+            verify=str(self.ca_file),
+        )
+
+    # ------------------------------------------------------------ life cycle
+
+    def stop(self) -> None:
+        """Stop everything; drop the SQL users and schemas the platform created (see module)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        stop_all(
+            controller
+            for stand_in in (self.external_secrets, self.cert_manager, self.mariadb_operator)
+            if stand_in is not None
+            for controller in stand_in.controllers
+        )
+        if self.openbao is not None:
+            leftovers = self.openbao.stop()
+            if leftovers:
+                log.warning("%d OpenBao leases could not be revoked", len(leftovers))
+        if self.mariadb_operator is not None:
+            self.mariadb_operator.cleanup()
+        for server in self.servers.values():
+            server.stop()
+
+    def __enter__(self) -> Platform:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _write_private(path: Path | str, content: str | bytes) -> None:
+    data = content.encode() if isinstance(content, str) else content
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+def start_platform(
+    state_dir: Path | str,
+    clusters: Sequence[str] = (MANAGEMENT, "edge-1"),
+    time_scale: float = 1.0,
+    bare: bool = False,
+    mariadb: Server | None = None,
+) -> Platform:
+    """Start a platform and write its state directory.
+
+    Args:
+        state_dir: Where kubeconfig, env, services.json, tokens and keys are written.
+        clusters: Cluster names; the first is not special, but `management` must be among them
+            unless `bare`.
+        time_scale: Simulated seconds per real second (OpenBao TTLs, ESO refreshes, certificate
+            renewals).
+        bare: Only the API servers with the CRDs installed: no OpenBao, no controllers, no seed.
+        mariadb: The real MariaDB and its root login (default 127.0.0.1:3306, root, no password).
+
+    Returns:
+        The running platform.
+
+    Raises:
+        ValueError: `management` is missing from `clusters` for a full platform.
+    """
+    names = list(dict.fromkeys(clusters))
+    if not bare and MANAGEMENT not in names:
+        raise ValueError(f"a platform needs a cluster named {MANAGEMENT!r}")
+    directory = Path(state_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    platform = Platform(
+        directory, start_clusters(names), mariadb or Server(), time_scale=time_scale
+    )
+    try:
+        for name, server in platform.servers.items():
+            wanted = crds.management_crds() if name == MANAGEMENT else crds.target_crds()
+            crds.install(server.cluster, wanted)
+        _write_private(platform.kubeconfig_path, yaml.safe_dump(kubeconfig(platform.servers)))
+        if not bare:
+            _start_full(platform)
+        _write_env(platform)
+    except BaseException:
+        platform.stop()
+        raise
+    return platform
+
+
+def _start_full(platform: Platform) -> None:
+    directory = platform.state_dir
+    ca = CertificateAuthority.generate("devstack CA")
+    platform.ca = ca
+    _write_private(platform.ca_file, ca.cert_pem)
+    server_pair = ca.sign(
+        Request(
+            common_name="openbao",
+            dns_names=("localhost", OPENBAO_SERVICE.split(":")[0]),
+            ip_addresses=("127.0.0.1", "::1"),
+            usages=("digital signature", "key encipherment", "server auth"),
+            duration=timedelta(days=365),
+            algorithm="ECDSA",
+        )
+    )
+    admin_pair = ca.sign(
+        Request(
+            common_name="devstack-admin",
+            usages=("digital signature", "key encipherment", "client auth"),
+            duration=timedelta(days=365),
+            algorithm="ECDSA",
+        )
+    )
+    _write_private(directory / "openbao-server.crt", server_pair.cert_pem)
+    _write_private(directory / "openbao-server.key", server_pair.key_pem)
+    cert_file, key_file = platform.admin_client_cert
+    _write_private(cert_file, admin_pair.cert_pem)
+    _write_private(key_file, admin_pair.key_pem)
+
+    management = platform.servers[MANAGEMENT]
+    ca_pem = (management.ca_pem or b"").decode()
+    platform.openbao = OpenBaoServer(
+        "127.0.0.1",
+        0,
+        tls=TLSConfig(
+            str(directory / "openbao-server.crt"),
+            str(directory / "openbao-server.key"),
+            client_ca_file=str(platform.ca_file),
+        ),
+        time_scale=platform.time_scale,
+        token_reviewer=KubeTokenReviewer(
+            management.url, bearer_token=management.token, ca_pem=ca_pem or None
+        ),
+        mariadb=MariaDBEndpoint(platform.mariadb.host, platform.mariadb.port),
+    ).start()
+    _bootstrap_openbao(platform, management, ca_pem)
+    _seed(platform)
+    platform.cert_manager = CertManager(management.cluster, time_scale=platform.time_scale)
+    platform.external_secrets = ExternalSecrets(management.cluster, time_scale=platform.time_scale)
+    platform.mariadb_operator = MariaDBOperator(
+        {name: s.cluster for name, s in platform.servers.items()},
+        platform.mariadb,
+        time_scale=platform.time_scale,
+    )
+    for controller in (platform.cert_manager, platform.external_secrets, platform.mariadb_operator):
+        controller.start()
+    _wait_ready(management.cluster, "mariadbs.k8s.mariadb.com", MARIADB_NAME, CP_NAMESPACE)
+    _wait_ready(management.cluster, "clusterissuers.cert-manager.io", CA_ISSUER)
+
+
+def _bootstrap_openbao(platform: Platform, management: ClusterServer, ca_pem: str) -> None:
+    root = platform.root_client()
+    try:
+        bootstrap_platform(
+            root,
+            tenants=[
+                TenantDatabase(
+                    controlplane_namespace=CP_NAMESPACE,
+                    keystone_namespace=CP_NAMESPACE,
+                    cluster_ref=MARIADB_NAME,
+                    root_username=platform.mariadb.user,
+                    root_password=platform.mariadb.password,
+                )
+            ],
+            kubernetes_host=management.url,
+            kubernetes_ca_cert=ca_pem or None,
+        )
+    finally:
+        root.adapter.close()
+
+
+def _wait_ready(cluster: Cluster, resource: str, name: str, namespace: str = "") -> None:
+    deadline = time.monotonic() + _READY_TIMEOUT
+    while time.monotonic() < deadline:
+        obj = get_or_none(cluster, resource, name, namespace)
+        conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{resource} {namespace}/{name} did not become Ready")
+
+
+# ------------------------------------------------------------ seed objects
+
+
+def _namespace(cluster: Cluster, name: str) -> None:
+    cluster.apply(
+        "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    )
+
+
+def _vault_provider(platform: Platform, namespace: str | None) -> dict[str, Any]:
+    ns = {"namespace": namespace} if namespace else {}
+    return {
+        "server": platform.openbao_url,
+        "path": "secret",
+        "version": "v2",
+        "auth": {
+            "kubernetes": {
+                "mountPath": KUBE_MOUNT,
+                "role": ORDER_DB_ROLE,
+                "serviceAccountRef": {"name": ORDER_DB_SERVICE_ACCOUNT, **ns},
+            }
+        },
+        "caProvider": {"type": "Secret", "name": CLIENT_CERTIFICATE, "key": "ca.crt", **ns},
+        "tls": {
+            "certSecretRef": {"name": CLIENT_CERTIFICATE, **ns},
+            "keySecretRef": {"name": CLIENT_CERTIFICATE, **ns},
+        },
+    }
+
+
+def _seed_certificates(platform: Platform, cluster: Cluster) -> None:
+    if platform.ca is None:
+        raise RuntimeError("the devstack CA is generated before the seed")
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode("ascii")
+
+    cluster.apply(
+        "secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": CA_KEYPAIR, "namespace": CLUSTER_RESOURCE_NAMESPACE},
+            "type": "kubernetes.io/tls",
+            "data": {
+                "tls.crt": b64(platform.ca.cert_pem),
+                "tls.key": b64(platform.ca.key_pem),
+                "ca.crt": b64(platform.ca.cert_pem),
+            },
+        },
+        CLUSTER_RESOURCE_NAMESPACE,
+        manager=_MANAGER,
+    )
+    cluster.apply(
+        "clusterissuers.cert-manager.io",
+        {
+            "apiVersion": "cert-manager.io/v1",
+            "kind": "ClusterIssuer",
+            "metadata": {"name": CA_ISSUER},
+            "spec": {"ca": {"secretName": CA_KEYPAIR}},
+        },
+        manager=_MANAGER,
+    )
+
+
+def _seed_database(platform: Platform, cluster: Cluster) -> None:
+    cluster.apply(
+        "secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": f"{MARIADB_NAME}-root", "namespace": CP_NAMESPACE},
+            "type": "Opaque",
+            "data": {"password": base64.b64encode(platform.mariadb.password.encode()).decode()},
+        },
+        CP_NAMESPACE,
+        manager=_MANAGER,
+    )
+    cluster.apply(
+        "mariadbs.k8s.mariadb.com",
+        {
+            "apiVersion": "k8s.mariadb.com/v1alpha1",
+            "kind": "MariaDB",
+            "metadata": {"name": MARIADB_NAME, "namespace": CP_NAMESPACE},
+            "spec": {
+                "rootPasswordSecretKeyRef": {"name": f"{MARIADB_NAME}-root", "key": "password"},
+                "port": 3306,
+            },
+        },
+        CP_NAMESPACE,
+        manager=_MANAGER,
+    )
+    cluster.apply(
+        "services",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": MARIADB_NAME, "namespace": CP_NAMESPACE},
+            "spec": {"ports": [{"name": "mariadb", "port": 3306}]},
+        },
+        CP_NAMESPACE,
+        manager=_MANAGER,
+    )
+
+
+def _seed_control_plane(platform: Platform, cluster: Cluster) -> None:
+    assignments: list[dict[str, Any]] = [{"namespace": TENANT_NAMESPACE}]
+    assignments += [
+        {"namespace": TENANT_NAMESPACE, "targetClusterRef": {"name": name}}
+        for name in platform.servers
+        if name != MANAGEMENT
+    ]
+    cluster.apply(
+        "controlplanes.c5c3.io",
+        {
+            "apiVersion": "c5c3.io/v1alpha1",
+            "kind": "ControlPlane",
+            "metadata": {"name": CP_NAME, "namespace": CP_NAMESPACE},
+            "spec": {
+                "namespaceAssignments": assignments,
+                "infrastructure": {
+                    "database": {
+                        "clusterRef": {"name": MARIADB_NAME},
+                        "credentialsMode": "Dynamic",
+                    },
+                    "publishedDatabaseEndpoint": (
+                        f"{platform.mariadb.host}:{platform.mariadb.port}"
+                    ),
+                },
+            },
+        },
+        CP_NAMESPACE,
+        manager=_MANAGER,
+    )
+    cluster.patch(
+        "controlplanes.c5c3.io",
+        CP_NAME,
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "DBCredentialsReady",
+                        "status": "True",
+                        "reason": "Onboarded",
+                        "message": "the OpenBao engine connection keystone-openstack is written",
+                        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    }
+                ]
+            }
+        },
+        CP_NAMESPACE,
+        subresource="status",
+        manager=_MANAGER,
+    )
+
+
+def _seed(platform: Platform) -> None:
+    cluster = platform.cluster(MANAGEMENT)
+    for name in (CP_NAMESPACE, TENANT_NAMESPACE, OPERATOR_NAMESPACE, CLUSTER_RESOURCE_NAMESPACE):
+        _namespace(cluster, name)
+    for name, server in platform.servers.items():
+        if name != MANAGEMENT:
+            _namespace(server.cluster, TENANT_NAMESPACE)
+    cluster.apply(
+        "serviceaccounts",
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": OPERATOR_SERVICE_ACCOUNT, "namespace": OPERATOR_NAMESPACE},
+        },
+        OPERATOR_NAMESPACE,
+        manager=_MANAGER,
+    )
+    token = cluster.issue_token(
+        OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT, seconds=OPERATOR_TOKEN_SECONDS
+    )
+    _write_private(platform.operator_token_file, token)
+    _seed_certificates(platform, cluster)
+    _seed_database(platform, cluster)
+    for kind, name, ns in (
+        ("secretstores.external-secrets.io", TENANT_STORE, CP_NAMESPACE),
+        ("clustersecretstores.external-secrets.io", CLUSTER_STORE, ""),
+    ):
+        cluster.apply(
+            kind,
+            {
+                "apiVersion": "external-secrets.io/v1",
+                "kind": "SecretStore" if ns else "ClusterSecretStore",
+                "metadata": {"name": name, **({"namespace": ns} if ns else {})},
+                "spec": {
+                    "provider": {"vault": _vault_provider(platform, None if ns else CP_NAMESPACE)}
+                },
+            },
+            ns,
+            manager=_MANAGER,
+        )
+    _seed_control_plane(platform, cluster)
+
+
+# ------------------------------------------------------------ state files
+
+
+def _write_env(platform: Platform) -> None:
+    directory = platform.state_dir
+    env = {
+        "TENANTDB_KUBECONFIG": str(platform.kubeconfig_path),
+        "TENANTDB_MANAGEMENT_CONTEXT": MANAGEMENT,
+        "DEVSTACK_KUBECONFIG": str(platform.kubeconfig_path),
+        "DEVSTACK_MARIADB_ADDR": f"{platform.mariadb.host}:{platform.mariadb.port}",
+    }
+    services = {f"{MARIADB_NAME}.{CP_NAMESPACE}.svc:3306": env["DEVSTACK_MARIADB_ADDR"]}
+    if platform.openbao is not None:
+        cert, key = platform.admin_client_cert
+        env |= {
+            "TENANTDB_SERVICE_ACCOUNT_TOKEN_FILE": str(platform.operator_token_file),
+            "DEVSTACK_OPENBAO_ADDR": platform.openbao.url,
+            "DEVSTACK_OPENBAO_CACERT": str(platform.ca_file),
+            "DEVSTACK_OPENBAO_CLIENT_CERT": cert,
+            "DEVSTACK_OPENBAO_CLIENT_KEY": key,
+            "DEVSTACK_OPENBAO_ROOT_TOKEN": platform.openbao.root_token,
+        }
+        services[OPENBAO_SERVICE] = platform.openbao.url.removeprefix("https://")
+    platform.env = env
+    lines = "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items())
+    _write_private(platform.env_path, lines)
+    _write_private(directory / "services.json", json.dumps(services, indent=2) + "\n")

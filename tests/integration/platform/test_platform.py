@@ -1,0 +1,264 @@
+"""The platform as tenantdb meets it: the seed, the operator's OpenBao login, and `devstack up`."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import hvac
+import pytest
+from kubernetes import client, config
+
+from devstack.platform import Platform
+from tenantdb.core.manifests import (
+    build_client_certificate,
+    build_database_cr,
+    build_external_secret,
+    build_service_account,
+    build_vault_dynamic_secret,
+)
+from tenantdb.core.models import DeletionPolicy
+from tenantdb.core.openbao import OpenBaoConnection
+from tenantdb.settings import Settings
+
+from .conftest import (
+    CP_NAMESPACE,
+    KUBE_MOUNT,
+    ROLE_MOUNT,
+    ClientPEMs,
+    decoded,
+    order_role_body,
+    ready,
+    root_sql,
+    schema_exists,
+    sql_user_exists,
+    suffix,
+    wait_for,
+    write_secret_pems,
+)
+
+READY_DEADLINE = 15.0
+
+
+def _env(state: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in (state / "env").read_text().splitlines())
+
+
+def test_seed_is_what_tenantdb_reads(
+    platform: Platform, custom: client.CustomObjectsApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cp = custom.get_namespaced_custom_object(
+        "c5c3.io", "v1alpha1", CP_NAMESPACE, "controlplanes", "cp"
+    )
+    assert cp["spec"]["infrastructure"]["database"]["clusterRef"] == {"name": "openstack-db"}
+    assert cp["spec"]["infrastructure"]["publishedDatabaseEndpoint"] == "127.0.0.1:3306"
+    assert cp["spec"]["namespaceAssignments"] == [
+        {"namespace": "tenant-a"},
+        {"namespace": "tenant-a", "targetClusterRef": {"name": "edge-1"}},
+    ]
+    assert [(c["type"], c["status"]) for c in cp["status"]["conditions"]] == [
+        ("DBCredentialsReady", "True")
+    ]
+    mariadb = custom.get_namespaced_custom_object(
+        "k8s.mariadb.com", "v1alpha1", CP_NAMESPACE, "mariadbs", "openstack-db"
+    )
+    assert ready(mariadb)
+    for plural, ns in (("secretstores", CP_NAMESPACE), ("clustersecretstores", "")):
+        name = "openbao-tenant-store" if ns else "openbao-cluster-store"
+        store = (
+            custom.get_namespaced_custom_object("external-secrets.io", "v1", ns, plural, name)
+            if ns
+            else custom.get_cluster_custom_object("external-secrets.io", "v1", plural, name)
+        )
+        vault = store["spec"]["provider"]["vault"]
+        assert vault["server"] == platform.openbao_url
+        assert vault["auth"]["kubernetes"]["mountPath"] == KUBE_MOUNT
+
+    for key, value in _env(platform.state_dir).items():
+        monkeypatch.setenv(key, value)
+    settings = Settings()
+    assert Path(settings.kubeconfig) == platform.kubeconfig_path
+    assert settings.management_context == "management"
+    assert Path(settings.service_account_token_file) == platform.operator_token_file
+    services = json.loads((platform.state_dir / "services.json").read_text())
+    assert services["openstack-db.openstack.svc:3306"] == "127.0.0.1:3306"
+
+
+def test_operator_logs_in_and_writes_an_order_role(
+    platform: Platform, shared_identity: ClientPEMs, root: hvac.Client
+) -> None:
+    bao = hvac.Client(
+        url=platform.openbao_url, cert=shared_identity.cert, verify=shared_identity.ca_file
+    )
+    role = f"order.{CP_NAMESPACE}.p{suffix()}"
+    try:
+        jwt = platform.operator_token_file.read_text(encoding="utf-8").strip()
+        bao.auth.kubernetes.login("c5c3-operator", jwt, mount_point=KUBE_MOUNT)
+        bao.secrets.database.create_role(role, mount_point=ROLE_MOUNT, **order_role_body("p_db"))
+        stored = bao.secrets.database.read_role(role, mount_point=ROLE_MOUNT)["data"]
+        assert stored["db_name"] == "keystone-openstack"
+        assert stored["default_ttl"] == 172800
+        with pytest.raises(hvac.exceptions.InvalidRequest, match="not an allowed role"):
+            bao.secrets.database.create_role(
+                f"order.elsewhere.p{suffix()}", mount_point=ROLE_MOUNT, **order_role_body("p_db")
+            )
+        bao.secrets.database.delete_role(role, mount_point=ROLE_MOUNT)
+    finally:
+        root.secrets.database.delete_role(role, mount_point=ROLE_MOUNT)
+        bao.adapter.close()
+
+
+# ------------------------------------------------------------ `devstack up` in a subprocess
+
+
+@pytest.fixture
+def devstack_up(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], float, Path]]:
+    """Run `python -m devstack up` in a fresh state dir; yield it once it printed its ready line."""
+    state = tmp_path / "state"
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "devstack",
+            "up",
+            "--state-dir",
+            str(state),
+            "--clusters",
+            "management,edge-1",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        first = lines.get(timeout=READY_DEADLINE * 2)
+        elapsed = time.monotonic() - started
+        assert first.startswith("devstack ready"), first
+        yield proc, elapsed, state
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _provision_through_the_api(state: Path, names: dict[str, str]) -> str:
+    """Do what tenantdb would, through the official client and hvac; return the v- user."""
+    env = _env(state)
+    api = config.new_client_from_config(env["DEVSTACK_KUBECONFIG"], context="management")
+    with api:
+        core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        core.create_namespaced_service_account(CP_NAMESPACE, build_service_account(CP_NAMESPACE))
+        custom.create_namespaced_custom_object(
+            "cert-manager.io",
+            "v1",
+            CP_NAMESPACE,
+            "certificates",
+            build_client_certificate(CP_NAMESPACE),
+        )
+        pems = write_secret_pems(core, CP_NAMESPACE, "order-db-openbao-client", state)
+        bao = hvac.Client(url=env["DEVSTACK_OPENBAO_ADDR"], cert=pems.cert, verify=pems.ca_file)
+        jwt = Path(env["TENANTDB_SERVICE_ACCOUNT_TOKEN_FILE"]).read_text().strip()
+        bao.auth.kubernetes.login("c5c3-operator", jwt, mount_point=KUBE_MOUNT)
+        role = f"order.{CP_NAMESPACE}.up{suffix()}"
+        bao.secrets.database.create_role(
+            role, mount_point=ROLE_MOUNT, **order_role_body(names["Delete"])
+        )
+        bao.adapter.close()
+        for policy, schema in names.items():
+            body = build_database_cr(
+                name=f"{schema.replace('_', '-')}-database",
+                keystone_namespace=CP_NAMESPACE,
+                cluster_ref="openstack-db",
+                schema=schema,
+                deletion_policy=DeletionPolicy.DELETE,
+                labels={},
+            )
+            if policy == "unset":
+                del body["spec"]["cleanupPolicy"]
+            else:
+                body["spec"]["cleanupPolicy"] = policy
+            custom.create_namespaced_custom_object(
+                "k8s.mariadb.com", "v1alpha1", CP_NAMESPACE, "databases", body
+            )
+        connection = OpenBaoConnection(env["DEVSTACK_OPENBAO_ADDR"], KUBE_MOUNT)
+        name = "up-credentials"
+        custom.create_namespaced_custom_object(
+            "generators.external-secrets.io",
+            "v1alpha1",
+            CP_NAMESPACE,
+            "vaultdynamicsecrets",
+            build_vault_dynamic_secret(
+                name=name,
+                cp_namespace=CP_NAMESPACE,
+                creds_path=f"{ROLE_MOUNT}/creds/{role}",
+                connection=connection,
+                labels={},
+            ),
+        )
+        custom.create_namespaced_custom_object(
+            "external-secrets.io",
+            "v1",
+            CP_NAMESPACE,
+            "externalsecrets",
+            build_external_secret(name=name, cp_namespace=CP_NAMESPACE, labels={}),
+        )
+
+        def user() -> str | None:
+            try:
+                secret = core.read_namespaced_secret(name, CP_NAMESPACE)
+            except client.ApiException:
+                return None
+            return decoded(secret, "username").decode()
+
+        username = wait_for(user, what="the ESO Secret")
+        wait_for(lambda: all(schema_exists(s) for s in names.values()), what="the schemas")
+    return username
+
+
+@pytest.mark.slow
+def test_devstack_up_is_ready_fast_and_cleans_up_on_sigint(
+    devstack_up: tuple[subprocess.Popen[str], float, Path],
+) -> None:
+    proc, elapsed, state = devstack_up
+    assert elapsed < READY_DEADLINE
+    assert os.stat(state / "env").st_mode & 0o077 == 0
+    env = _env(state)
+    assert env["TENANTDB_KUBECONFIG"] == str(state / "kubeconfig")
+    assert env["DEVSTACK_MARIADB_ADDR"] == "127.0.0.1:3306"
+    tag = suffix()
+    names = {policy: f"up_{tag}_{policy.lower()}" for policy in ("Delete", "Skip", "unset")}
+    try:
+        username = _provision_through_the_api(state, names)
+        assert username.startswith("v-")
+        assert sql_user_exists(username)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+        assert not sql_user_exists(username)
+        assert not schema_exists(names["Delete"])
+        assert not schema_exists(names["unset"])
+        assert schema_exists(names["Skip"])
+    finally:
+        session = root_sql()
+        with session.cursor() as cursor:
+            for schema in names.values():
+                cursor.execute(f"DROP DATABASE IF EXISTS `{schema}`")
+        session.close()
