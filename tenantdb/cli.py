@@ -158,6 +158,8 @@ def _worker(celery_args: list[str]) -> int:
         shutil.rmtree(directory, ignore_errors=True)
         os.makedirs(directory, exist_ok=True)
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+    if not any(a == "-l" or a.startswith(("--loglevel", "-l")) for a in extra):
+        extra = ["--loglevel=INFO", *extra]
     argv = [sys.executable, "-m", "celery", "-A", "workers.app", "worker", *extra]
     os.execv(sys.executable, argv)  # noqa: S606 - replaces this process with the worker
 
@@ -170,12 +172,10 @@ def _stop_on_signals() -> threading.Event:
 
 
 def _watcher() -> int:
-    from tenantdb.adapters.metrics import serve
     from watcher.process import run_watcher
 
-    settings = _settings()
-    serve(settings.metrics_port)
-    run_watcher(settings, _stop_on_signals())
+    # run_watcher serves /metrics itself.
+    run_watcher(_settings(), _stop_on_signals())
     return EXIT_OK
 
 

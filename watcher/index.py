@@ -90,6 +90,11 @@ class SharedIndex:
         with self._lock:
             return [self._orders[n] for n in sorted(self._by_control_plane.get(index_key, ()))]
 
+    def orders(self) -> list[dict[str, Any]]:
+        """Every management-cluster order, reduced to what the mappers read."""
+        with self._lock:
+            return [self._orders[n] for n in sorted(self._orders)]
+
     # -- ControlPlanes ---------------------------------------------------------------------------
 
     def put_control_plane(self, cp: Mapping[str, Any]) -> None:

@@ -191,7 +191,10 @@ class WatchLoop:
 
     def _relist(self) -> None:
         items, version = self.client.list_with_version(
-            self.route.resource, label_selector=self.route.label_selector, page=self.timing.page
+            self.route.resource,
+            label_selector=self.route.label_selector,
+            field_selector=self.route.field_selector,
+            page=self.timing.page,
         )
         if self._stopping.is_set():
             return
@@ -208,6 +211,7 @@ class WatchLoop:
             self.route.resource,
             resource_version=self._version,
             label_selector=self.route.label_selector,
+            field_selector=self.route.field_selector,
             timeout_seconds=self.timing.server_timeout,
             connect_timeout=self.timing.connect_timeout,
             read_timeout=self.timing.read_timeout,

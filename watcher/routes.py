@@ -2,12 +2,14 @@
 
 Owns the table of watched kinds (``ROUTES``, after mariadbdatabase.md §9): orders and labelled
 Secrets and mariadb-operator Database CRs on every engaged cluster, ExternalSecrets,
-VaultDynamicSecrets and ControlPlanes on the management cluster only; and the ``Dispatcher`` of
-one (cluster, kind) watch, which feeds every event through the core mappers and update
-predicates, keeps the fan-out index up to date, and hands the keys to ``enqueue``. ADDED and
-DELETED always map; MODIFIED maps only when the kind's predicate passes it against the
-fingerprint of the version seen before. A relist hands every listed object on as ADDED and maps
-the objects that vanished meanwhile as DELETED, so the level-triggered engine misses nothing.
+VaultDynamicSecrets and ControlPlanes on the management cluster only, and there too the
+shared OpenBao client certificate, so orders waiting for cert-manager go on when it is issued;
+and the ``Dispatcher`` of one (cluster, kind) watch, which feeds every event through the core
+mappers and update predicates, keeps the fan-out index up to date, and hands the keys to
+``enqueue``. ADDED and DELETED always map; MODIFIED maps only when the kind's predicate passes it
+against the fingerprint of the version seen before. A relist hands every listed object on as
+ADDED and maps the objects that vanished meanwhile as DELETED, so the level-triggered engine
+misses nothing.
 
 It must never decide anything about an order, list or watch by itself, or log an object's body.
 """
@@ -35,6 +37,7 @@ from tenantdb.adapters.kube import (
 from tenantdb.adapters.metrics import WATCH_EVENTS
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mappers import (
+    map_client_certificate,
     map_control_plane,
     map_database_cr,
     map_delivered_secret,
@@ -44,7 +47,7 @@ from tenantdb.core.mappers import (
     should_enqueue_control_plane_update,
     should_enqueue_order_update,
 )
-from tenantdb.core.naming import LABEL_NAME, MANAGEMENT_CLUSTER
+from tenantdb.core.naming import CLIENT_CERTIFICATE, LABEL_NAME, MANAGEMENT_CLUSTER
 from tenantdb.core.watching import (
     Fingerprint,
     compute_child_fingerprint,
@@ -105,6 +108,10 @@ def _map_secret(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> lis
     return map_labelled_child(obj)
 
 
+def _map_certificate(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
+    return map_client_certificate(obj, index.orders())
+
+
 def _map_labelled(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
     return map_labelled_child(obj)
 
@@ -128,6 +135,9 @@ class Route:
     fingerprint: Callable[[Mapping[str, Any]], Fingerprint]
     passes_update: Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
     map_keys: Mapper
+    field_selector: str | None = None
+    name: str = ""
+    """Names the watch where the kind alone does not (two watches of Secrets)."""
     tracker: Callable[[SharedIndex], Tracker] | None = None
     """Keeps the shared index from this kind's management-cluster watch."""
     waits_for: Callable[[SharedIndex], threading.Event] | None = None
@@ -135,8 +145,8 @@ class Route:
 
     @property
     def kind(self) -> str:
-        """The kind, as metrics and logs name it."""
-        return self.resource.kind
+        """The watch, as loops, metrics and logs name it: its kind unless named."""
+        return self.name or self.resource.kind
 
 
 ROUTES: tuple[Route, ...] = (
@@ -182,6 +192,17 @@ ROUTES: tuple[Route, ...] = (
         compute_child_fingerprint,
         should_enqueue_child_update,
         _map_labelled,
+    ),
+    Route(
+        SECRET,
+        None,
+        True,
+        compute_child_fingerprint,
+        should_enqueue_child_update,
+        _map_certificate,
+        field_selector=f"metadata.name={CLIENT_CERTIFICATE}",
+        name="ClientCertificate",
+        waits_for=lambda index: index.orders_synced,
     ),
     Route(
         DATABASE,

@@ -296,6 +296,7 @@ class KubeClient:
         namespace: str | None = None,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         page: int = 500,
     ) -> tuple[list[Object], str]:
         """List objects page by page; return them and the resourceVersion to watch from.
@@ -314,6 +315,8 @@ class KubeClient:
             query: list[tuple[str, Any]] = [("limit", page)]
             if label_selector:
                 query.append(("labelSelector", label_selector))
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
             if token:
                 query.append(("continue", token))
             try:
@@ -339,6 +342,7 @@ class KubeClient:
         *,
         resource_version: str,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         timeout_seconds: int = 300,
         connect_timeout: float = 10.0,
         read_timeout: float = 90.0,
@@ -350,6 +354,7 @@ class KubeClient:
             namespace: one namespace, or None for all.
             resource_version: where to start; events after it are sent.
             label_selector: only objects it selects (an object that stops matching is DELETED).
+            field_selector: only objects whose fields it selects (e.g. ``metadata.name=x``).
             timeout_seconds: the server ends the stream after this long.
             connect_timeout: seconds to connect.
             read_timeout: seconds without a byte after which the stream counts as dead; longer
@@ -369,6 +374,8 @@ class KubeClient:
         ]
         if label_selector:
             query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         try:
             response = self.api.call_api(
                 resource.path(namespace),

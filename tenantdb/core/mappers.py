@@ -22,6 +22,7 @@ from tenantdb.core.controlplane import (
 from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
 from tenantdb.core.models import ControlPlane
 from tenantdb.core.naming import (
+    CLIENT_CERTIFICATE,
     GROUP,
     KIND,
     LABEL_CLUSTER,
@@ -197,3 +198,22 @@ def _strip_volatile(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = {k: v for k, v in _meta(obj).items() if k not in _VOLATILE_METADATA}
     stripped["metadata"] = meta
     return stripped
+
+
+def map_client_certificate(
+    secret: Mapping[str, Any], management_orders: Iterable[Mapping[str, Any]]
+) -> list[OrderKey]:
+    """Map the shared OpenBao client certificate to the orders of its ControlPlane namespace.
+
+    The reference waits out its 10 s requeue until cert-manager has issued the certificate;
+    mapping the Secret's events lets the orders waiting on it go on as soon as it is written.
+    """
+    meta = _meta(secret)
+    if meta.get("name") != CLIENT_CERTIFICATE:
+        return []
+    namespace = str(meta.get("namespace", ""))
+    keys: list[OrderKey] = []
+    for order in management_orders:
+        if compute_control_plane_index_key(order).split("/", 1)[0] == namespace:
+            keys += map_order(order, MANAGEMENT_CLUSTER)
+    return keys

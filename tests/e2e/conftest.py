@@ -1,0 +1,248 @@
+"""End-to-end fixtures: a bootstrapped devstack and tenantdb's real processes, per test.
+
+Each test gets its own platform (API servers for ``management`` and ``edge-1``, OpenBao, ESO,
+mariadb-operator, cert-manager), its own Redis key prefix, and its own watcher, two workers and
+beat as real subprocesses, so nothing a test does to the ControlPlane or OpenBao reaches another.
+Orders are driven only through the official client; schema names carry a random suffix, and every
+schema and SQL user a test leaves behind is dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+import redis
+
+from devstack.platform import Platform, start_platform
+from tenantdb.adapters.clusters import ClusterRegistry
+from tenantdb.adapters.kube import (
+    CONTROL_PLANE,
+    MARIADB_DATABASE,
+    SECRET,
+    KubeClient,
+)
+from tenantdb.settings import Settings
+from tests.conftest import REDIS_URL
+
+REPO = Path(__file__).resolve().parents[2]
+API_VERSION = "c5c3.io/v1alpha1"
+
+
+def _root() -> pymysql.connections.Connection[Any]:
+    return pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", autocommit=True)
+
+
+def sql_login(
+    user: str, password: str, database: str | None = None
+) -> pymysql.connections.Connection[Any]:
+    """Log in to the real MariaDB with a delivered credential."""
+    return pymysql.connect(
+        host="127.0.0.1", port=3306, user=user, password=password, database=database
+    )
+
+
+def schema_exists(name: str) -> bool:
+    """Whether the schema exists on the real MariaDB."""
+    with _root() as conn, conn.cursor() as cur:
+        cur.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (name,))
+        return cur.fetchone() is not None
+
+
+def user_exists(name: str) -> bool:
+    """Whether an SQL user of that name exists."""
+    with _root() as conn, conn.cursor() as cur:
+        cur.execute("SELECT 1 FROM mysql.user WHERE user = %s", (name,))
+        return cur.fetchone() is not None
+
+
+def wait_for(condition: Callable[[], Any], seconds: float, what: str) -> Any:
+    """Poll until ``condition`` returns something truthy; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {seconds} s waiting for {what}")
+        threading.Event().wait(0.1)
+
+
+@dataclass
+class Stack:
+    """One platform and tenantdb's processes on it."""
+
+    platform: Platform
+    prefix: str
+    logs: Path
+    suffix: str = field(default_factory=lambda: secrets.token_hex(3))
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    registry: ClusterRegistry | None = None
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            **self.platform.env,
+            "TENANTDB_REDIS_URL": REDIS_URL,
+            "TENANTDB_KEY_PREFIX": self.prefix,
+            "TENANTDB_LOCK_TTL_SECONDS": "10",
+            "TENANTDB_RETRY_BACKOFF_MAX_SECONDS": "4",
+            "TENANTDB_WATCH_BACKOFF_MAX_SECONDS": "2",
+            "TENANTDB_CLUSTER_POLL_SECONDS": "1",
+            "PYTHONPATH": str(REPO),
+        }
+
+    def start(self, name: str, *args: str) -> None:
+        with (self.logs / f"{name}.log").open("ab") as out:
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "tenantdb.cli", *args],
+                cwd=REPO,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def start_worker(self, name: str) -> None:
+        self.start(
+            name, "worker", "--", "-c", "2", "-n", f"{name}-{self.suffix}@%h",
+            "-Q", "reconcile,provision,delivery,teardown", "--without-mingle", "--without-gossip",
+        )  # fmt: skip
+
+    def kill(self, name: str) -> None:
+        proc = self.procs.pop(name)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def kube(self, cluster: str = "") -> KubeClient:
+        if self.registry is None:
+            self.registry = ClusterRegistry.from_settings(
+                Settings(
+                    kubeconfig=str(self.platform.kubeconfig_path), management_context="management"
+                )
+            )
+        return self.registry.get(cluster)
+
+    def logs_text(self) -> str:
+        return "\n".join(p.read_text(errors="replace") for p in sorted(self.logs.glob("*.log")))
+
+    # -- orders ----------------------------------------------------------------------------
+
+    def name(self, base: str) -> str:
+        """An order name no other test uses (its schema name follows from it)."""
+        return f"{base}-{self.suffix}"
+
+    def apply_order(self, name: str, cluster: str = "", **spec: Any) -> dict[str, Any]:
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": "MariaDBDatabase",
+            "metadata": {"name": name, "namespace": "tenant-a"},
+            "spec": {"controlPlaneRef": {"name": "cp", "namespace": "openstack"}, **spec},
+        }
+        return self.kube(cluster).create(body)
+
+    def order(self, name: str, cluster: str = "") -> dict[str, Any] | None:
+        return self.kube(cluster).get_or_none(MARIADB_DATABASE, "tenant-a", name)
+
+    def condition(self, name: str, kind: str, cluster: str = "") -> dict[str, Any]:
+        status = (self.order(name, cluster) or {}).get("status") or {}
+        return next((c for c in status.get("conditions") or () if c["type"] == kind), {})
+
+    def wait_ready(self, name: str, cluster: str = "", seconds: float = 40) -> dict[str, Any]:
+        wait_for(
+            lambda: self.condition(name, "Ready", cluster).get("status") == "True",
+            seconds,
+            f"{name} to become Ready; last status {self.order(name, cluster)}",
+        )
+        order = self.order(name, cluster)
+        assert order is not None
+        return order
+
+    def wait_reason(
+        self, name: str, kind: str, reason: str, cluster: str = "", seconds: float = 40
+    ) -> dict[str, Any]:
+        found: dict[str, Any] = wait_for(
+            lambda: (c := self.condition(name, kind, cluster)).get("reason") == reason and c,
+            seconds,
+            f"{name} {kind}={reason}; last status {self.order(name, cluster)}",
+        )
+        return found
+
+    def secret(
+        self, name: str, cluster: str = "", namespace: str = "tenant-a"
+    ) -> dict[str, str] | None:
+        obj = self.kube(cluster).get_or_none(SECRET, namespace, name)
+        if obj is None:
+            return None
+        return {k: base64.b64decode(v).decode() for k, v in (obj.get("data") or {}).items()}
+
+    def control_plane(self) -> dict[str, Any]:
+        return self.kube().get(CONTROL_PLANE, "openstack", "cp")
+
+    def patch_control_plane(self, patch: dict[str, Any]) -> None:
+        self.kube().patch(CONTROL_PLANE, "openstack", "cp", patch)
+
+    def real_address(self, host: str, port: str) -> tuple[str, int]:
+        services = json.loads((self.platform.state_dir / "services.json").read_text())
+        real = services.get(f"{host}:{port}", f"{host}:{port}")
+        real_host, _, real_port = real.rpartition(":")
+        return real_host, int(real_port)
+
+
+@pytest.fixture
+def stack(tmp_path: Path, key_prefix: str, real_redis: redis.Redis) -> Iterator[Stack]:
+    """A fresh platform with tenantdb's watcher, two workers and beat running on it."""
+    platform = start_platform(tmp_path / "devstack", clusters=("management", "edge-1"))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    running = Stack(platform, key_prefix, logs)
+    with _root() as conn, conn.cursor() as cur:
+        cur.execute("SHOW DATABASES")
+        before = {row[0] for row in cur.fetchall()}
+    try:
+        running.start("watcher", "watcher")
+        running.start_worker("worker-1")
+        running.start_worker("worker-2")
+        running.start("beat", "beat")
+        yield running
+    finally:
+        running.stop()
+        platform.stop()
+        _drop_leftovers(before, running.suffix)
+
+
+def _drop_leftovers(before: set[str], suffix: str) -> None:
+    """Drop the schemas this test's orders left (Retain keeps them) and any user they issued."""
+    with _root() as conn, conn.cursor() as cur:
+        cur.execute("SHOW DATABASES")
+        for (name,) in cur.fetchall():
+            if name not in before and re.search(rf"_{suffix}$", name):
+                cur.execute(f"DROP DATABASE `{name}`")
+        cur.execute("SELECT user, host FROM mysql.user WHERE user LIKE 'v-%%'")
+        for user, host in cur.fetchall():
+            if suffix.replace("-", "") in user:
+                cur.execute("DROP USER %s@%s", (user, host))
