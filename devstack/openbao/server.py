@@ -280,6 +280,29 @@ class OpenBaoServer:
         self.core.start()
         return self
 
+    def suspend(self) -> None:
+        """Go unreachable, as an outage would, keeping every token, role and lease."""
+        if self._listener is not None:
+            self._listener.shutdown()
+            self._listener.close_connections()
+            self._listener.server_close()
+            self._listener = None
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def resume(self) -> None:
+        """Listen again on the same port after `suspend()`."""
+        context = self._tls.server_context() if self._tls else None
+        self._listener = _Listener((self._address[0], self.port), self.core, context)
+        self._thread = threading.Thread(
+            target=self._listener.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="openbao-listener",
+            daemon=True,
+        )
+        self._thread.start()
+
     def stop(self) -> list[str]:
         """Stop listening, revoke every lease (dropping its SQL user) and end the threads.
 

@@ -1,0 +1,226 @@
+"""An order through its life: TLS, the freeze, a target cluster, deletion, outages."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import hvac
+import pymysql
+import pytest
+
+from tenantdb.adapters.kube import (
+    CONTROL_PLANE,
+    DATABASE,
+    EXTERNAL_SECRET,
+    MARIADB_DATABASE,
+    SECRET,
+)
+from tenantdb.core.naming import compute_order_names
+from tests.e2e.conftest import Stack, schema_exists, sql_login, user_exists, wait_for
+
+pytestmark = pytest.mark.slow
+
+KEYS = ["host", "port", "database", "username", "password"]
+
+
+def _role_exists(stack: Stack, role: str) -> bool:
+    client = stack.platform.root_client()
+    try:
+        client.secrets.database.read_role(role, mount_point="database/mariadb")
+    except hvac.exceptions.InvalidPath:
+        return False
+    finally:
+        client.adapter.close()
+    return True
+
+
+def _tls(stack: Stack, mode: str) -> None:
+    stack.patch_control_plane(
+        {
+            "spec": {
+                "infrastructure": {
+                    "database": {"tls": {"mode": mode, "caBundleSecretRef": {"name": "db-ca"}}}
+                }
+            }
+        }
+    )
+
+
+def test_tls_adds_the_ca_bundle_and_turning_it_off_drops_it(stack: Stack) -> None:
+    name = stack.name("tls-db")
+    stack.apply_order(name)
+    stack.wait_ready(name)
+    stack.kube().apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "db-ca", "namespace": "openstack"},
+            "data": {"ca.crt": base64.b64encode(b"-----BEGIN CERTIFICATE-----x").decode()},
+        }
+    )
+    _tls(stack, "require")
+    wait_for(lambda: "ca.crt" in (stack.secret(f"{name}-credentials") or {}), 20, "ca.crt")
+    order = wait_for(
+        lambda: (o := stack.order(name)) and o["status"]["secretKeys"] == [*KEYS, "ca.crt"] and o,
+        20,
+        "secretKeys with ca.crt",
+    )
+    assert order["status"]["conditions"][-1]["type"] in {"Ready", "DeliveryReady", "DatabaseReady"}
+    _tls(stack, "disabled")
+    wait_for(
+        lambda: "ca.crt" not in (stack.secret(f"{name}-credentials") or {"ca.crt": 1}),
+        20,
+        "no ca.crt",
+    )
+    wait_for(
+        lambda: (stack.order(name) or {})["status"]["secretKeys"] == KEYS,
+        20,
+        "secretKeys without ca.crt",
+    )
+
+
+def _assignments(stack: Stack, *, management: bool) -> None:
+    entries: list[dict[str, Any]] = [
+        {"namespace": "tenant-a", "targetClusterRef": {"name": "edge-1"}}
+    ]
+    if management:
+        entries.insert(0, {"namespace": "tenant-a"})
+    stack.patch_control_plane({"spec": {"namespaceAssignments": entries}})
+
+
+def test_withdrawing_the_assignment_freezes_the_order_and_restoring_it_repairs(
+    stack: Stack,
+) -> None:
+    name = stack.name("frozen-db")
+    stack.apply_order(name)
+    ready = stack.wait_ready(name)
+    role = ready["status"]["roleName"]
+    secret_name = f"{name}-credentials"
+    good = stack.secret(secret_name) or {}
+
+    _assignments(stack, management=False)
+    stack.wait_reason(name, "DatabaseReady", "NamespaceNotAssigned")
+    stack.wait_reason(name, "DeliveryReady", "NamespaceNotAssigned")
+    stack.kube().patch(SECRET, "tenant-a", secret_name, {"data": {"host": "ZWRpdGVk"}})
+    # The edit reaches the frozen order, which repairs nothing and keeps all it made.
+    wait_for(lambda: stack.condition(name, "Ready").get("status") == "False", 10, "frozen")
+    names = compute_order_names("", "tenant-a", name, "openstack")
+    assert (stack.secret(secret_name) or {}).get("host") == "edited"
+    assert stack.kube().get_or_none(EXTERNAL_SECRET, "openstack", names.credentials)
+    assert stack.kube().get_or_none(DATABASE, "openstack", names.database_cr)
+    assert _role_exists(stack, role)
+    with sql_login(good["username"], good["password"], name.replace("-", "_")):
+        pass  # the issued user keeps working while frozen
+
+    _assignments(stack, management=True)
+    stack.wait_ready(name)
+    wait_for(lambda: (stack.secret(secret_name) or {}).get("host") == good["host"], 10, "repair")
+
+
+def test_an_order_on_a_target_cluster_is_provisioned_at_home_and_delivered_beside_it(
+    stack: Stack,
+) -> None:
+    name = stack.name("edge-db")
+    stack.apply_order(name, cluster="edge-1")
+    order = stack.wait_ready(name, cluster="edge-1")
+    assert (order["status"]["host"], order["status"]["port"]) == ("127.0.0.1", 3306)
+    names = compute_order_names("edge-1", "tenant-a", name, "openstack")
+    assert stack.kube().get_or_none(DATABASE, "openstack", names.database_cr), "at home"
+    assert stack.kube().get_or_none(EXTERNAL_SECRET, "openstack", names.credentials)
+    assert stack.secret(f"{name}-credentials") is None, "nothing on the management cluster"
+    secret = stack.secret(f"{name}-credentials", cluster="edge-1") or {}
+    assert (secret["host"], secret["port"]) == ("127.0.0.1", "3306")
+    with sql_login(secret["username"], secret["password"], name.replace("-", "_")):
+        pass
+
+
+@pytest.mark.parametrize("policy", ["Retain", "Delete"])
+def test_deletion_revokes_the_credential_and_keeps_or_drops_the_schema(
+    stack: Stack, policy: str
+) -> None:
+    name = stack.name(f"gone-{policy.lower()}")
+    schema = name.replace("-", "_")
+    stack.apply_order(name, deletionPolicy=policy)
+    order = stack.wait_ready(name)
+    secret = stack.secret(f"{name}-credentials") or {}
+    assert schema_exists(schema)
+    stack.kube().delete(MARIADB_DATABASE, "tenant-a", name)
+    wait_for(lambda: stack.order(name) is None, 40, "the finalizer to be released")
+    assert schema_exists(schema) is (policy == "Retain")
+    assert not user_exists(secret["username"])
+    with pytest.raises(pymysql.err.OperationalError):
+        sql_login(secret["username"], secret["password"])
+    assert not _role_exists(stack, order["status"]["roleName"])
+    assert stack.secret(f"{name}-credentials") is None
+    names = compute_order_names("", "tenant-a", name, "openstack")
+    assert stack.kube().get_or_none(EXTERNAL_SECRET, "openstack", names.credentials) is None
+    assert stack.kube().get_or_none(DATABASE, "openstack", names.database_cr) is None
+
+
+def test_a_policy_changed_right_before_deletion_is_honoured(stack: Stack) -> None:
+    name = stack.name("late-delete")
+    schema = name.replace("-", "_")
+    stack.apply_order(name)  # Retain
+    stack.wait_ready(name)
+    stack.kube().patch(MARIADB_DATABASE, "tenant-a", name, {"spec": {"deletionPolicy": "Delete"}})
+    stack.kube().delete(MARIADB_DATABASE, "tenant-a", name)
+    wait_for(lambda: stack.order(name) is None, 40, "the finalizer to be released")
+    assert not schema_exists(schema)
+
+
+def test_with_the_control_plane_gone_teardown_fails_open_in_one_pass(stack: Stack) -> None:
+    name = stack.name("orphan-db")
+    stack.apply_order(name)
+    order = stack.wait_ready(name)
+    secret = stack.secret(f"{name}-credentials") or {}
+    stack.kube().delete(CONTROL_PLANE, "openstack", "cp")
+    wait_for(
+        lambda: stack.kube().get_or_none(CONTROL_PLANE, "openstack", "cp") is None, 10, "cp gone"
+    )
+    stack.kube().delete(MARIADB_DATABASE, "tenant-a", name)
+    wait_for(lambda: stack.order(name) is None, 20, "the finalizer to be released")
+    assert not user_exists(secret["username"]), "the role's leases were still revoked"
+    assert not _role_exists(stack, order["status"]["roleName"])
+    assert "referenced ControlPlane is gone; releasing the MariaDBDatabase finalizer" in (
+        stack.logs_text()
+    )
+
+
+def test_an_openbao_outage_holds_deletion_until_it_is_back(stack: Stack) -> None:
+    name = stack.name("held-db")
+    stack.apply_order(name)
+    order = stack.wait_ready(name)
+    openbao = stack.platform.openbao
+    assert openbao is not None
+    openbao.suspend()
+    try:
+        stack.kube().delete(MARIADB_DATABASE, "tenant-a", name)
+        wait_for(
+            lambda: "removing OpenBao database role" in stack.logs_text(), 30, "a held teardown"
+        )
+        assert stack.order(name) is not None, "the finalizer is held while OpenBao is down"
+        names = compute_order_names("", "tenant-a", name, "openstack")
+        assert stack.kube().get_or_none(EXTERNAL_SECRET, "openstack", names.credentials)
+    finally:
+        openbao.resume()
+    wait_for(lambda: stack.order(name) is None, 40, "the deletion to complete")
+    assert not _role_exists(stack, order["status"]["roleName"])
+
+
+def test_a_403_names_the_three_bootstrap_scripts(stack: Stack) -> None:
+    client = stack.platform.root_client()
+    try:
+        client.sys.delete_policy("c5c3-operator")
+    finally:
+        client.adapter.close()
+    name = stack.name("denied-db")
+    stack.apply_order(name)
+    condition = stack.wait_reason(name, "DatabaseReady", "OpenBaoError")
+    message = condition["message"]
+    for script in ("setup-auth.sh", "setup-policies.sh", "setup-database-tenant.sh"):
+        assert script in message
+    assert "403" in message
+    # A failing provision leg leaves DeliveryReady as an earlier pass wrote it, if any did.
+    assert stack.condition(name, "DeliveryReady").get("reason") in (None, "WaitingForCredentials")
+    assert stack.condition(name, "Ready").get("reason") == "NotAllReady"
