@@ -69,7 +69,7 @@ def test_tls_adds_the_ca_bundle_and_turning_it_off_drops_it(stack: Stack) -> Non
     assert order["status"]["conditions"][-1]["type"] in {"Ready", "DeliveryReady", "DatabaseReady"}
     _tls(stack, "disabled")
     wait_for(
-        lambda: "ca.crt" not in (stack.secret(f"{name}-credentials") or {"ca.crt": 1}),
+        lambda: "ca.crt" not in (stack.secret(f"{name}-credentials") or {"ca.crt": "absent"}),
         20,
         "no ca.crt",
     )
