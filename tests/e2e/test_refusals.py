@@ -1,0 +1,258 @@
+"""Every refusal of the condition catalogue, reached on a live stack, leaves nothing half-done.
+
+Each case arranges the world (a ControlPlane edit, a stopped stand-in, a foreign object, a laxer
+CRD a target cluster's administrator installed), applies an order, waits for the reason, checks
+what exists and what does not at that point, and deletes the order: its finalizer goes and no
+child, role or delivered Secret of it is left.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hvac
+import pytest
+import yaml
+
+from tenantdb.adapters.kube import (
+    CUSTOM_RESOURCE_DEFINITION,
+    DATABASE,
+    EXTERNAL_SECRET,
+    MARIADB_DATABASE,
+    NAMESPACE,
+    SECRET,
+    SERVICE_ACCOUNT,
+)
+from tenantdb.core.naming import FINALIZER, compute_order_names
+from tests.e2e.conftest import Stack, wait_for
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+ORDER_CRD = REPO / "charts/tenantdb/crds/mariadbdatabases.c5c3.io.yaml"
+
+# What exists when the order is refused: nothing of the order, its shared identity, its role,
+# its Database CR, its ESO objects, its delivered Secret.
+NOTHING, IDENTITY, ROLE, DATABASE_CR, ESO, DELIVERED = range(6)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One reason, how to reach it, and how far the order got."""
+
+    id: str
+    reason: str
+    conditions: tuple[str, ...]
+    reached: int
+    finalizer: bool = True
+    cluster: str = ""
+    spec: dict[str, Any] = field(default_factory=dict)
+    arrange: Callable[[Stack, str], None] = lambda stack, name: None
+    namespace: str = "tenant-a"
+
+
+def _patch_cp(patch: dict[str, Any]) -> Callable[[Stack, str], None]:
+    return lambda stack, name: stack.patch_control_plane(patch)
+
+
+def _patch_database(fields: dict[str, Any]) -> Callable[[Stack, str], None]:
+    return _patch_cp({"spec": {"infrastructure": {"database": fields}}})
+
+
+def _db_credentials_not_ready(stack: Stack, name: str) -> None:
+    from tenantdb.adapters.kube import CONTROL_PLANE
+
+    stack.kube().patch(
+        CONTROL_PLANE,
+        "openstack",
+        "cp",
+        {"status": {"conditions": [{"type": "DBCredentialsReady", "status": "False",
+                                    "reason": "Onboarding", "message": "not yet",
+                                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]}},
+        status=True,
+    )  # fmt: skip
+
+
+def _other_namespace(stack: Stack, name: str) -> None:
+    stack.kube().apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant-b"}})
+
+
+def _lax_order_crd(stack: Stack, name: str) -> None:
+    """A target cluster's administrator installed the CRD without its name pattern."""
+    crd = yaml.safe_load(ORDER_CRD.read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["properties"]["databaseName"].pop("pattern")
+    stack.kube("edge-1").apply(crd)
+
+
+def _lax_control_plane_crd(stack: Stack, name: str) -> None:
+    """The ControlPlane CRD without its endpoint pattern, and an endpoint it would refuse."""
+    crd = copy.deepcopy(stack.kube().get(CUSTOM_RESOURCE_DEFINITION, None, "controlplanes.c5c3.io"))
+    for version in crd["spec"]["versions"]:
+        props = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        props["infrastructure"]["properties"]["publishedDatabaseEndpoint"].pop("pattern", None)
+    crd["metadata"] = {"name": crd["metadata"]["name"]}
+    crd.pop("status", None)
+    stack.kube().apply(crd)
+    stack.patch_control_plane(
+        {"spec": {"infrastructure": {"publishedDatabaseEndpoint": "db.example.test:99999"}}}
+    )
+
+
+def _foreign_database_cr(stack: Stack, name: str) -> None:
+    stack.kube().apply(
+        {
+            "apiVersion": "k8s.mariadb.com/v1alpha1",
+            "kind": "Database",
+            "metadata": {"name": f"other-{stack.suffix}", "namespace": "openstack"},
+            "spec": {"mariaDbRef": {"name": "openstack-db"}, "name": name.replace("-", "_")},
+        }
+    )
+
+
+def _foreign_secret(stack: Stack, name: str) -> None:
+    stack.kube().apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": f"{name}-credentials", "namespace": "tenant-a"},
+            "data": {"mine": "eWVz"},
+        }
+    )
+
+
+def _stop(stand_in: str) -> Callable[[Stack, str], None]:
+    def arrange(stack: Stack, name: str) -> None:
+        getattr(stack.platform, stand_in).stop()
+
+    return arrange
+
+
+def _no_issuer(stack: Stack, name: str) -> None:
+    from tenantdb.adapters.kube import Resource
+
+    issuer = Resource("cert-manager.io", "v1", "clusterissuers", "ClusterIssuer", namespaced=False)
+    stack.kube().delete(issuer, None, "openbao-ca-issuer")
+
+
+BOTH = ("DatabaseReady", "DeliveryReady")
+CASES = [
+    Refusal("control-plane-not-found", "ControlPlaneNotFound", BOTH, NOTHING, finalizer=False,
+            spec={"controlPlaneRef": {"name": "nope", "namespace": "openstack"}}),
+    Refusal("namespace-not-assigned", "NamespaceNotAssigned", BOTH, NOTHING, finalizer=False,
+            namespace="tenant-b", arrange=_other_namespace),
+    Refusal("target-cluster-cp-not-found", "NamespaceNotAssigned", BOTH, NOTHING, finalizer=False,
+            cluster="edge-1", spec={"controlPlaneRef": {"name": "nope", "namespace": "openstack"}}),
+    Refusal("dynamic-credentials-unavailable", "DynamicCredentialsUnavailable", BOTH, NOTHING,
+            arrange=_patch_database({"credentialsMode": "Static"})),
+    Refusal("waiting-for-db-credentials", "WaitingForDBCredentials", BOTH, NOTHING,
+            arrange=_db_credentials_not_ready),
+    Refusal("target-cluster-unavailable", "TargetClusterUnavailable", ("DatabaseReady",), NOTHING,
+            arrange=_patch_cp({"spec": {"services": {"keystone": {
+                "targetClusterRef": {"name": "edge-9"}}}}})),
+    Refusal("cluster-not-ready", "ClusterNotReady", ("DatabaseReady",), NOTHING,
+            arrange=_patch_database({"clusterRef": {"name": "missing-db"}})),
+    Refusal("database-name-invalid", "DatabaseNameInvalid", ("DatabaseReady",), NOTHING,
+            cluster="edge-1", spec={"databaseName": "bad-name"}, arrange=_lax_order_crd),
+    Refusal("database-name-reserved", "DatabaseNameReserved", ("DatabaseReady",), NOTHING,
+            spec={"databaseName": "MySQL"}),
+    Refusal("database-collision", "DatabaseCollision", ("DatabaseReady",), NOTHING,
+            arrange=_foreign_database_cr),
+    Refusal("waiting-for-client-certificate", "WaitingForClientCertificate", ("DatabaseReady",),
+            IDENTITY, arrange=_no_issuer),
+    Refusal("waiting-for-database", "WaitingForDatabase", ("DatabaseReady",), DATABASE_CR,
+            arrange=_stop("mariadb_operator")),
+    Refusal("waiting-for-credentials", "WaitingForCredentials", ("DatabaseReady",), ESO,
+            arrange=_stop("external_secrets")),
+    Refusal("database-not-published", "DatabaseNotPublished", ("DeliveryReady",), ESO,
+            cluster="edge-1",
+            arrange=_patch_cp({"spec": {"infrastructure": {"publishedDatabaseEndpoint": None}}})),
+    Refusal("delivery-error", "DeliveryError", ("DeliveryReady",), ESO, cluster="edge-1",
+            arrange=_lax_control_plane_crd),
+    Refusal("waiting-for-ca-bundle", "WaitingForCABundle", ("DeliveryReady",), ESO,
+            arrange=_patch_cp({"spec": {"infrastructure": {"database": {
+                "tls": {"mode": "require", "caBundleSecretRef": {"name": "absent-ca"}}}}}})),
+    Refusal("delivery-refused", "DeliveryRefused", ("DeliveryReady",), ESO,
+            arrange=_foreign_secret),
+]  # fmt: skip
+
+
+def _role_exists(stack: Stack, role: str) -> bool:
+    client = stack.platform.root_client()
+    try:
+        client.secrets.database.read_role(role, mount_point="database/mariadb")
+    except hvac.exceptions.InvalidPath:
+        return False
+    finally:
+        client.adapter.close()
+    return True
+
+
+def _children(stack: Stack, case: Refusal, name: str) -> dict[int, bool]:
+    names = compute_order_names(case.cluster, case.namespace, name, "openstack")
+    management = stack.kube()
+    delivered = stack.kube(case.cluster).get_or_none(SECRET, case.namespace, f"{name}-credentials")
+    owned_delivered = delivered is not None and any(
+        ref.get("kind") == "MariaDBDatabase"
+        for ref in delivered["metadata"].get("ownerReferences", [])
+    )
+    return {
+        IDENTITY: management.get_or_none(SERVICE_ACCOUNT, "openstack", "order-db-creds")
+        is not None,
+        ROLE: _role_exists(stack, names.role),
+        DATABASE_CR: management.get_or_none(DATABASE, "openstack", names.database_cr) is not None,
+        ESO: management.get_or_none(EXTERNAL_SECRET, "openstack", names.credentials) is not None,
+        DELIVERED: owned_delivered,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_a_refusal_is_reported_and_leaves_nothing_half_done(stack: Stack, case: Refusal) -> None:
+    name = stack.name("ref")
+    if case.namespace != "tenant-a":
+        for cluster in ("", "edge-1"):
+            stack.kube(cluster).apply(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": case.namespace}}
+            )
+    case.arrange(stack, name)
+    body = {
+        "apiVersion": "c5c3.io/v1alpha1",
+        "kind": "MariaDBDatabase",
+        "metadata": {"name": name, "namespace": case.namespace},
+        "spec": {"controlPlaneRef": {"name": "cp", "namespace": "openstack"}, **case.spec},
+    }
+    stack.kube(case.cluster).create(body)
+
+    def order() -> dict[str, Any] | None:
+        return stack.kube(case.cluster).get_or_none(MARIADB_DATABASE, case.namespace, name)
+
+    def reasons() -> dict[str, str]:
+        status = (order() or {}).get("status") or {}
+        return {c["type"]: c["reason"] for c in status.get("conditions") or ()}
+
+    wait_for(
+        lambda: all(reasons().get(t) == case.reason for t in case.conditions),
+        45,
+        f"{case.reason} on {case.conditions}; last {reasons()}",
+    )
+    assert reasons().get("Ready") == "NotAllReady"
+    assert (FINALIZER in (order() or {})["metadata"].get("finalizers", [])) is case.finalizer
+
+    present = _children(stack, case, name)
+    for step in (ROLE, DATABASE_CR, ESO, DELIVERED):
+        assert present[step] is (step <= case.reached), f"step {step}: {present}"
+    if case.id == "delivery-refused":
+        foreign = stack.secret(f"{name}-credentials") or {}
+        assert foreign == {"mine": "yes"}, "the foreign Secret is left untouched"
+
+    stack.kube(case.cluster).delete(MARIADB_DATABASE, case.namespace, name)
+    wait_for(lambda: order() is None, 40, "the order to be deleted")
+    gone = _children(stack, case, name)
+    assert not any(gone[s] for s in (ROLE, DATABASE_CR, ESO, DELIVERED)), gone
+    if case.id == "delivery-refused":
+        assert stack.secret(f"{name}-credentials") == {"mine": "yes"}
+    assert stack.kube(case.cluster).get_or_none(NAMESPACE, None, case.namespace)
