@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from celery import shared_task
 
 from tasks.runtime import AnyTask, backoff, finish_pass, result, workqueue
+from tenantdb.adapters.metrics import RETRIES
 from tenantdb.adapters.workqueue import Heartbeat, Lease, LeaseLostError, WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.tasknames import RECONCILE_ABORT
@@ -104,6 +105,7 @@ def run_step(task: AnyTask, key: str, token: str, started: int, body: StepBody) 
 
 def _retry(task: AnyTask, queue: WorkQueue, lease: Lease, reason: str, detail: str) -> None:
     countdown = backoff(task.request.retries)
+    RETRIES.labels(task=task.name).inc()
     # Keep the lease through the countdown: the retry continues this pass.
     queue.extend(lease, ttl_ms=int((countdown + load_settings().lock_ttl_seconds) * 1000))
     log.warning(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from celery import Signature, shared_task
 
 from tasks.runtime import AnyTask, backoff, finish_pass, result, workqueue
+from tenantdb.adapters.metrics import LOCK_BUSY, RETRIES, STALE_MESSAGES
 from tenantdb.adapters.workqueue import Heartbeat, Lease, LeaseLostError, Start
 from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
 from tenantdb.core.tasknames import RECONCILE_ORDER
@@ -83,6 +84,8 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
     queue = workqueue()
     start, lease = queue.begin(order)
     if lease is None:
+        counter = LOCK_BUSY if start is Start.BUSY else STALE_MESSAGES
+        counter.labels(kind=order.kind).inc()
         return result(key, "Busy" if start is Start.BUSY else "Stale")
     try:
         with queue.heartbeat(lease) as guard:
@@ -94,6 +97,7 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
     except Exception as exc:
         queue.release(lease, completed=False)
         countdown = backoff(self.request.retries)
+        RETRIES.labels(task=self.name).inc()
         log.warning(
             "pass failed (%s: %s); retrying in %d s",
             type(exc).__name__,

@@ -15,10 +15,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tenantdb.adapters.metrics import DUE_KEYS, PENDING_KEYS, QUEUE_DEPTH
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.schedule import Timetable, compute_refresh_cap
+from tenantdb.core.tasknames import Queue
 
 log = logging.getLogger(__name__)
+
+GAUGE_INTERVAL = 10.0
+"""Seconds between two exports of the queue gauges (counting pending keys is a scan)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +60,15 @@ def sweep_once(
     return SweepReport(due=due, refreshed=len(refreshes), orphaned=orphaned)
 
 
+def export_gauges(queue: WorkQueue) -> None:
+    """Publish the timetables' sizes, the broker queues' depths and the pending keys."""
+    for table in Timetable:
+        DUE_KEYS.labels(table=table.value).set(queue.due_count(table))
+    for name in Queue:
+        QUEUE_DEPTH.labels(queue=name.value).set(queue.queue_depth(name.value))
+    PENDING_KEYS.set(queue.pending_count())
+
+
 def run_beat(
     queue: WorkQueue,
     stop: threading.Event,
@@ -73,11 +87,15 @@ def run_beat(
         is_active: whether this replica may sweep now (it holds the beat lease).
     """
     next_tick = time.monotonic()
+    next_gauges = next_tick
     while not stop.is_set():
         next_tick += interval
         if not is_active():
             stop.wait(max(0.0, next_tick - time.monotonic()))
             continue
+        if time.monotonic() >= next_gauges:
+            export_gauges(queue)
+            next_gauges = time.monotonic() + GAUGE_INTERVAL
         report = sweep_once(queue, time.time(), refresh_cycle=refresh_cycle, interval=interval)
         if report.due or report.refreshed or report.orphaned:
             log.info(

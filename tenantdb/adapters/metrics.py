@@ -65,6 +65,17 @@ DUE_KEYS = Gauge(
     ["table"],
     multiprocess_mode="livemax",
 )
+QUEUE_DEPTH = Gauge(
+    "tenantdb_queue_depth",
+    "Messages waiting in each chain's broker queue.",
+    ["queue"],
+    multiprocess_mode="livemax",
+)
+PENDING_KEYS = Gauge(
+    "tenantdb_pending_keys",
+    "Orders with a reconcile queued and not yet started.",
+    multiprocess_mode="livemax",
+)
 WATCH_EVENTS = Counter(
     "tenantdb_watch_events",
     "Watch events received, by cluster, kind and type (LISTED for objects a relist handed on).",

@@ -448,6 +448,16 @@ class WorkQueue:
         members = self._pop_due(keys=[self.keys.timetable(table)], args=[int(now * 1000), batch])
         return [OrderKey.parse(_text(m)) for m in members]
 
+    def pending_count(self) -> int:
+        """How many keys carry a pending mark (a scan: call it seldom)."""
+        return sum(
+            1 for _ in self.redis.scan_iter(match=f"{self.keys.prefix}pending:*", count=1000)
+        )
+
+    def queue_depth(self, queue: str) -> int:
+        """Messages waiting in one broker queue (kombu keeps each queue as a list)."""
+        return int(self.redis.llen(f"{self.keys.prefix}{queue}"))
+
     def due_count(self, table: Timetable = Timetable.DUE) -> int:
         """How many keys the timetable holds."""
         return int(self.redis.zcard(self.keys.timetable(table)))

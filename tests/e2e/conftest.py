@@ -15,10 +15,12 @@ import os
 import re
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +72,13 @@ def user_exists(name: str) -> bool:
         return cur.fetchone() is not None
 
 
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def wait_for(condition: Callable[[], Any], seconds: float, what: str) -> Any:
     """Poll until ``condition`` returns something truthy; fail with ``what`` at the deadline."""
     deadline = time.monotonic() + seconds
@@ -92,6 +101,7 @@ class Stack:
     suffix: str = field(default_factory=lambda: secrets.token_hex(3))
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     registry: ClusterRegistry | None = None
+    metrics_ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def env(self) -> dict[str, str]:
@@ -107,15 +117,33 @@ class Stack:
             "PYTHONPATH": str(REPO),
         }
 
-    def start(self, name: str, *args: str) -> None:
+    def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
+        port = free_port()
+        self.metrics_ports[name] = port
         with (self.logs / f"{name}.log").open("ab") as out:
             self.procs[name] = subprocess.Popen(
                 [sys.executable, "-m", "tenantdb.cli", *args],
                 cwd=REPO,
-                env=self.env,
+                env={**self.env, "TENANTDB_METRICS_PORT": str(port), **(env or {})},
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
+
+    def metrics(self, name: str) -> str:
+        """The /metrics text one process serves."""
+        url = f"http://127.0.0.1:{self.metrics_ports[name]}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return str(answer.read().decode())
+
+    def counter(self, name: str, metric: str, **labels: str) -> float:
+        """The sum of a counter's samples with these labels, across the named processes."""
+        total = 0.0
+        for line in self.metrics(name).splitlines():
+            if not line.startswith(metric + "{") and not line.startswith(metric + " "):
+                continue
+            if all(f'{k}="{v}"' in line for k, v in labels.items()):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
 
     def start_worker(self, name: str) -> None:
         self.start(

@@ -1,0 +1,209 @@
+"""Operating tenantdb: bursts, refreshes, a shell re-run, Flower, and no secret anywhere."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import redis
+
+from tenantdb.adapters.kube import CONTROL_PLANE, MARIADB_DATABASE
+from tenantdb.core.keys import OrderKey
+from tests.e2e.conftest import REPO, Stack, free_port, wait_for
+
+pytestmark = pytest.mark.slow
+
+WORKERS = ("worker-1", "worker-2")
+
+
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        found += [int(child), *_descendants(int(child))]
+    return found
+
+
+def _signal_workers(stack: Stack, sig: signal.Signals) -> None:
+    for name in WORKERS:
+        pid = stack.procs[name].pid
+        for target in (pid, *_descendants(pid)):
+            os.kill(target, sig)
+
+
+def _passes(stack: Stack) -> float:
+    return sum(
+        stack.counter(name, "tenantdb_reconcile_passes_total", kind="mariadbdatabase")
+        for name in WORKERS
+    )
+
+
+def _quiet(stack: Stack, client: redis.Redis, key: OrderKey) -> bool:
+    prefix = stack.prefix
+    return not (
+        client.exists(f"{prefix}pending:{key}")
+        or client.exists(f"{prefix}lock:{key}")
+        or any(client.llen(f"{prefix}{q}") for q in ("reconcile", "provision", "delivery"))
+        or client.hlen(f"{prefix}unacked")
+    )
+
+
+def test_a_burst_of_a_thousand_updates_costs_at_most_two_passes(
+    stack: Stack, real_redis: redis.Redis
+) -> None:
+    name = stack.name("burst-db")
+    key = OrderKey("mariadbdatabase", "tenant-a", name)
+    stack.apply_order(name)
+    stack.wait_ready(name)
+    wait_for(lambda: _quiet(stack, real_redis, key), 20, "the order to settle")
+    before = _passes(stack)
+    kube = stack.kube()
+    kube.patch(MARIADB_DATABASE, "tenant-a", name, {"metadata": {"annotations": {"n": "0"}}})
+    # Hold the workers: whatever pass the first update started stays in flight while the
+    # other 999 arrive.
+    _signal_workers(stack, signal.SIGSTOP)
+    try:
+        for i in range(1, 1000):
+            kube.patch(
+                MARIADB_DATABASE, "tenant-a", name, {"metadata": {"annotations": {"n": str(i)}}}
+            )
+        wait_for(lambda: real_redis.exists(f"{stack.prefix}pending:{key}"), 10, "the last event")
+    finally:
+        _signal_workers(stack, signal.SIGCONT)
+    wait_for(lambda: _quiet(stack, real_redis, key), 30, "the burst to be worked off")
+    passes = _passes(stack) - before
+    assert 1 <= passes <= 2, f"{passes} passes for a burst of 1,000 updates"
+    watched = stack.counter("watcher", "tenantdb_enqueue_total", result="deduped")
+    assert watched >= 900, "the watcher's enqueues of the burst were deduplicated"
+
+
+def test_a_target_cluster_order_picks_up_a_new_endpoint_at_its_refresh(
+    stack: Stack, real_redis: redis.Redis
+) -> None:
+    name = stack.name("moved-db")
+    key = OrderKey("mariadbdatabase", "tenant-a", name, "edge-1")
+    stack.apply_order(name, cluster="edge-1")
+    stack.wait_ready(name, cluster="edge-1")
+    refresh = real_redis.zscore(f"{stack.prefix}refresh", str(key))
+    assert refresh is not None, "a converged target-cluster order is due for its 10-minute refresh"
+    stack.kube().patch(
+        CONTROL_PLANE,
+        "openstack",
+        "cp",
+        {"spec": {"infrastructure": {"publishedDatabaseEndpoint": "localhost:3306"}}},
+    )
+    # No ControlPlane event reaches a target-cluster order: nothing moves before the refresh.
+    wait_for(
+        lambda: stack.counter("watcher", "tenantdb_watch_events_total", kind="ControlPlane") >= 2,
+        10,
+        "the ControlPlane event",
+    )
+    assert (stack.secret(f"{name}-credentials", cluster="edge-1") or {})["host"] == "127.0.0.1"
+    # Fast-forward the clock of this one key: its refresh falls due now.
+    real_redis.zadd(f"{stack.prefix}refresh", {str(key): 0})
+    wait_for(
+        lambda: (
+            (stack.secret(f"{name}-credentials", cluster="edge-1") or {}).get("host") == "localhost"
+        ),
+        15,
+        "the refresh to deliver the new endpoint",
+    )
+    assert (stack.order(name, cluster="edge-1") or {})["status"]["host"] == "localhost"
+
+
+def _cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tenantdb.cli", *args],
+        cwd=REPO,
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_reconcile_from_a_shell_waits_and_reports(stack: Stack) -> None:
+    name = stack.name("shell-db")
+    stack.apply_order(name)
+    stack.wait_ready(name)
+    done = _cli(stack, "reconcile", f"mariadbdatabase/tenant-a/{name}", "--wait", "30")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Ready=True AllReady" in done.stdout
+    assert "DeliveryReady=True Delivered" in done.stdout
+
+    refused = _cli(stack, "reconcile", "mariadbdatabase/tenant-a", "--wait", "5")
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1
+    assert "expected KIND/NAMESPACE/NAME" in refused.stderr
+
+    status = _cli(stack, "status", f"mariadbdatabase/tenant-a/{name}")
+    assert status.returncode == 0
+    assert "AllReady" in status.stdout
+
+
+def test_flower_answers_with_basic_auth_only_and_shows_the_chain_queues(stack: Stack) -> None:
+    port = free_port()
+    stack.start(
+        "flower",
+        "flower",
+        "--port",
+        str(port),
+        "--address",
+        "127.0.0.1",
+        env={"TENANTDB_FLOWER_BASIC_AUTH": "ops:s3cret-e2e"},
+    )
+
+    def get(path: str, auth: str | None) -> tuple[int, str]:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+        if auth:
+            request.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+        try:
+            with urllib.request.urlopen(request, timeout=5) as answer:  # noqa: S310 - loopback
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, ""
+        except OSError:
+            return 0, ""
+
+    wait_for(lambda: get("/healthcheck", None)[0] == 200, 30, "Flower to answer")
+    assert get("/", None)[0] == 401
+    assert get("/", "ops:wrong")[0] == 401
+    status, page = get("/broker", "ops:s3cret-e2e")
+    assert status == 200
+    for queue in ("reconcile", "provision", "delivery", "teardown"):
+        assert queue in page
+
+
+def test_no_password_or_token_shows_up_anywhere(stack: Stack, real_redis: redis.Redis) -> None:
+    name = stack.name("secret-db")
+    stack.apply_order(name)
+    stack.wait_ready(name)
+    secret = stack.secret(f"{name}-credentials") or {}
+    stack.kube().delete(MARIADB_DATABASE, "tenant-a", name)
+    wait_for(lambda: stack.order(name) is None, 40, "the deletion")
+    env = stack.platform.env
+    forbidden = {
+        "delivered password": secret["password"],
+        "OpenBao root token": env["DEVSTACK_OPENBAO_ROOT_TOKEN"],
+        "ServiceAccount token": Path(env["TENANTDB_SERVICE_ACCOUNT_TOKEN_FILE"])
+        .read_text()
+        .strip(),
+    }
+    places = {"logs": stack.logs_text()}
+    for process in ("watcher", *WORKERS, "beat"):
+        places[f"{process} metrics"] = stack.metrics(process)
+    places["redis"] = "\n".join(
+        repr((name_, real_redis.dump(name_)))
+        for name_ in real_redis.scan_iter(match=f"{stack.prefix}*", count=1000)
+    )
+    for what, value in forbidden.items():
+        assert len(value) >= 8
+        for where, text in places.items():
+            assert value not in text, f"the {what} appears in the {where}"
