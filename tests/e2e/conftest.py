@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import hvac
 import pymysql
 import pytest
 import redis
@@ -227,6 +228,17 @@ class Stack:
         if obj is None:
             return None
         return {k: base64.b64decode(v).decode() for k, v in (obj.get("data") or {}).items()}
+
+    def role_exists(self, role: str) -> bool:
+        """Whether OpenBao holds the database role (read as root)."""
+        client = self.platform.root_client()
+        try:
+            client.secrets.database.read_role(role, mount_point="database/mariadb")
+        except hvac.exceptions.InvalidPath:
+            return False
+        finally:
+            client.adapter.close()
+        return True
 
     def control_plane(self) -> dict[str, Any]:
         return self.kube().get(CONTROL_PLANE, "openstack", "cp")

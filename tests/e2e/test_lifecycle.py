@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import hvac
 import pymysql
 import pytest
 
@@ -22,17 +21,6 @@ from tests.e2e.conftest import Stack, schema_exists, sql_login, user_exists, wai
 pytestmark = pytest.mark.slow
 
 KEYS = ["host", "port", "database", "username", "password"]
-
-
-def _role_exists(stack: Stack, role: str) -> bool:
-    client = stack.platform.root_client()
-    try:
-        client.secrets.database.read_role(role, mount_point="database/mariadb")
-    except hvac.exceptions.InvalidPath:
-        return False
-    finally:
-        client.adapter.close()
-    return True
 
 
 def _tls(stack: Stack, mode: str) -> None:
@@ -109,7 +97,7 @@ def test_withdrawing_the_assignment_freezes_the_order_and_restoring_it_repairs(
     assert (stack.secret(secret_name) or {}).get("host") == "edited"
     assert stack.kube().get_or_none(EXTERNAL_SECRET, "openstack", names.credentials)
     assert stack.kube().get_or_none(DATABASE, "openstack", names.database_cr)
-    assert _role_exists(stack, role)
+    assert stack.role_exists(role)
     with sql_login(good["username"], good["password"], name.replace("-", "_")):
         pass  # the issued user keeps working while frozen
 
@@ -151,7 +139,7 @@ def test_deletion_revokes_the_credential_and_keeps_or_drops_the_schema(
     assert not user_exists(secret["username"])
     with pytest.raises(pymysql.err.OperationalError):
         sql_login(secret["username"], secret["password"])
-    assert not _role_exists(stack, order["status"]["roleName"])
+    assert not stack.role_exists(order["status"]["roleName"])
     assert stack.secret(f"{name}-credentials") is None
     names = compute_order_names("", "tenant-a", name, "openstack")
     assert stack.kube().get_or_none(EXTERNAL_SECRET, "openstack", names.credentials) is None
@@ -181,7 +169,7 @@ def test_with_the_control_plane_gone_teardown_fails_open_in_one_pass(stack: Stac
     stack.kube().delete(MARIADB_DATABASE, "tenant-a", name)
     wait_for(lambda: stack.order(name) is None, 20, "the finalizer to be released")
     assert not user_exists(secret["username"]), "the role's leases were still revoked"
-    assert not _role_exists(stack, order["status"]["roleName"])
+    assert not stack.role_exists(order["status"]["roleName"])
     assert "referenced ControlPlane is gone; releasing the MariaDBDatabase finalizer" in (
         stack.logs_text()
     )
@@ -205,7 +193,7 @@ def test_an_openbao_outage_holds_deletion_until_it_is_back(stack: Stack) -> None
     finally:
         openbao.resume()
     wait_for(lambda: stack.order(name) is None, 40, "the deletion to complete")
-    assert not _role_exists(stack, order["status"]["roleName"])
+    assert not stack.role_exists(order["status"]["roleName"])
 
 
 def test_a_403_names_the_three_bootstrap_scripts(stack: Stack) -> None:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import hvac
 import pytest
 import yaml
 
@@ -181,17 +180,6 @@ CASES = [
 ]  # fmt: skip
 
 
-def _role_exists(stack: Stack, role: str) -> bool:
-    client = stack.platform.root_client()
-    try:
-        client.secrets.database.read_role(role, mount_point="database/mariadb")
-    except hvac.exceptions.InvalidPath:
-        return False
-    finally:
-        client.adapter.close()
-    return True
-
-
 def _children(stack: Stack, case: Refusal, name: str) -> dict[int, bool]:
     names = compute_order_names(case.cluster, case.namespace, name, "openstack")
     management = stack.kube()
@@ -203,7 +191,7 @@ def _children(stack: Stack, case: Refusal, name: str) -> dict[int, bool]:
     return {
         IDENTITY: management.get_or_none(SERVICE_ACCOUNT, "openstack", "order-db-creds")
         is not None,
-        ROLE: _role_exists(stack, names.role),
+        ROLE: stack.role_exists(names.role),
         DATABASE_CR: management.get_or_none(DATABASE, "openstack", names.database_cr) is not None,
         ESO: management.get_or_none(EXTERNAL_SECRET, "openstack", names.credentials) is not None,
         DELIVERED: owned_delivered,
