@@ -254,9 +254,15 @@ class Stack:
 
 
 @pytest.fixture
-def stack(tmp_path: Path, key_prefix: str, real_redis: redis.Redis) -> Iterator[Stack]:
-    """A fresh platform with tenantdb's watcher, two workers and beat running on it."""
-    platform = start_platform(tmp_path / "devstack", clusters=("management", "edge-1"))
+def stack(
+    request: pytest.FixtureRequest, tmp_path: Path, key_prefix: str, real_redis: redis.Redis
+) -> Iterator[Stack]:
+    """A fresh platform with tenantdb's watcher, two workers and beat running on it.
+
+    Its target clusters are ``edge-1``, or the names a test passes as the fixture's parameter.
+    """
+    targets = tuple(getattr(request, "param", ("edge-1",)))
+    platform = start_platform(tmp_path / "devstack", clusters=("management", *targets))
     logs = tmp_path / "logs"
     logs.mkdir()
     running = Stack(platform, key_prefix, logs)

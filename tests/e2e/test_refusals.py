@@ -244,3 +244,21 @@ def test_a_refusal_is_reported_and_leaves_nothing_half_done(stack: Stack, case: 
     if case.id == "delivery-refused":
         assert stack.secret(f"{name}-credentials") == {"mine": "yes"}
     assert stack.kube(case.cluster).get_or_none(NAMESPACE, None, case.namespace)
+
+
+LONG_CLUSTER = "edge-" + "x" * 59  # 64 characters: one more than a label value carries
+
+
+@pytest.mark.parametrize("stack", [("edge-1", LONG_CLUSTER)], indirect=True)
+def test_an_order_on_a_cluster_with_a_too_long_name_is_refused(stack: Stack) -> None:
+    name = stack.name("long")
+    stack.apply_order(name, cluster=LONG_CLUSTER)
+    for kind in ("DatabaseReady", "DeliveryReady"):
+        stack.wait_reason(name, kind, "ClusterNameTooLong", cluster=LONG_CLUSTER)
+    order = stack.order(name, cluster=LONG_CLUSTER) or {}
+    assert FINALIZER not in order["metadata"].get("finalizers", [])
+    names = compute_order_names(LONG_CLUSTER, "tenant-a", name, "openstack")
+    assert stack.kube().get_or_none(EXTERNAL_SECRET, "openstack", names.credentials) is None
+    assert not stack.role_exists(names.role)
+    stack.kube(LONG_CLUSTER).delete(MARIADB_DATABASE, "tenant-a", name)
+    wait_for(lambda: stack.order(name, cluster=LONG_CLUSTER) is None, 20, "the deletion")
