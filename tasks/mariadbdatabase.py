@@ -64,6 +64,7 @@ from tenantdb.core.steps import (
     TeardownStep,
     classify_provision_action,
     classify_teardown_action,
+    classify_teardown_log,
 )
 from tenantdb.core.tasknames import RECONCILE_ABORT
 from tenantdb.core.teardown import (
@@ -413,7 +414,7 @@ def teardown_body(
         if loaded is None:
             return StepResult("Gone", done=True)
         _, plan = loaded
-        emit(ctx.key, (e for e in plan.logs if _belongs(e, step)))
+        emit(ctx.key, (e for e in plan.logs if classify_teardown_log(e) is step))
         for action in plan.actions:
             if classify_teardown_action(action) is not step:
                 continue
@@ -429,15 +430,6 @@ def teardown_body(
         return StepResult(_failed_reason(failed))
 
     return body
-
-
-def _belongs(event: LogEvent, step: TeardownStep) -> bool:
-    """Which step writes which of the plan's log lines."""
-    if "client certificate is gone" in event.message:
-        return step is TeardownStep.OPENBAO
-    if "delivered" in event.message:
-        return step is TeardownStep.SECRET
-    return step is TeardownStep.ESO
 
 
 def _failed_reason(failed: tuple[str, ...]) -> str:

@@ -16,9 +16,11 @@ from tenantdb.core.actions import (
     ApplyObject,
     DeleteObject,
     EnsureRole,
+    LogEvent,
     PatchObject,
     RemoveRole,
 )
+from tenantdb.core.teardown import CERTIFICATE_GONE_LOG, CHILD_LOG, DELIVERED_REMOVAL_LOG
 
 
 class ProvisionStep(IntEnum):
@@ -83,3 +85,18 @@ def classify_teardown_action(action: Action) -> TeardownStep:
     if isinstance(action, DeleteObject | PatchObject) and action.ref.kind in _TEARDOWN_KINDS:
         return _TEARDOWN_KINDS[action.ref.kind]
     raise ValueError(f"{type(action).__name__} is not a teardown action")
+
+
+_TEARDOWN_LOGS = (
+    (CERTIFICATE_GONE_LOG, TeardownStep.OPENBAO),
+    (CHILD_LOG, TeardownStep.ESO),
+    (DELIVERED_REMOVAL_LOG, TeardownStep.SECRET),
+)
+
+
+def classify_teardown_log(event: LogEvent) -> TeardownStep | None:
+    """The teardown step that writes one of the plan's log lines (None: the finalize step)."""
+    for message, step in _TEARDOWN_LOGS:
+        if event.message.startswith(message):
+            return step
+    return None

@@ -44,6 +44,7 @@ from tenantdb.core.results import NO_REQUEUE, REQUEUE_SHORT, PassResult
 from tenantdb.core.scope import OrderScope
 
 CHILD_LOG = "removing a MariaDBDatabase child"
+CERTIFICATE_GONE_LOG = "the OpenBao client certificate is gone; leaving database role"
 DELIVERED_REMOVAL_LOG = "removing the delivered MariaDBDatabase Secret"
 WAITING_LOG = "waiting for MariaDBDatabase children to be removed before releasing the finalizer"
 GONE_LOG = "referenced ControlPlane is gone; releasing the MariaDBDatabase finalizer"
@@ -127,10 +128,7 @@ def _role_step(obs: TeardownObservation) -> tuple[list[Action], list[LogEvent]]:
     scope = obs.scope
     secret = obs.client_certificate
     if secret is None or not all(secret.value(key) for key in CLIENT_CERTIFICATE_KEYS):
-        message = (
-            "the OpenBao client certificate is gone; leaving database role "
-            f'"{scope.names.role}" to its TTLs'
-        )
+        message = f'{CERTIFICATE_GONE_LOG} "{scope.names.role}" to its TTLs'
         return [], [LogEvent(message)]
     remove = RemoveRole(
         role_name=scope.names.role,

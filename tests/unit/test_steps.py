@@ -10,6 +10,7 @@ from tenantdb.core.actions import (
     ClientCertificateRef,
     DeleteObject,
     EnsureRole,
+    LogEvent,
     ObjectRef,
     PatchObject,
     RemoveRole,
@@ -22,7 +23,9 @@ from tenantdb.core.steps import (
     TeardownStep,
     classify_provision_action,
     classify_teardown_action,
+    classify_teardown_log,
 )
+from tenantdb.core.teardown import BEST_EFFORT_LOG, CHILD_LOG, DELIVERED_REMOVAL_LOG
 
 CERT = ClientCertificateRef("openstack", "order-db-openbao-client")
 
@@ -127,3 +130,22 @@ def test_a_pass_sums_up_in_its_first_unready_reason(
     status: MariaDBDatabaseStatus, summary: str
 ) -> None:
     assert describe_status(status) == summary
+
+
+@pytest.mark.parametrize(
+    ("message", "step"),
+    [
+        pytest.param(
+            'the OpenBao client certificate is gone; leaving database role "r" to its TTLs',
+            TeardownStep.OPENBAO,
+            id="certificate-gone",
+        ),
+        pytest.param(CHILD_LOG, TeardownStep.ESO, id="child"),
+        pytest.param(DELIVERED_REMOVAL_LOG, TeardownStep.SECRET, id="delivered-secret"),
+        pytest.param(BEST_EFFORT_LOG, None, id="finalize"),
+    ],
+)
+def test_teardown_log_lines_are_written_by_their_step(
+    message: str, step: TeardownStep | None
+) -> None:
+    assert classify_teardown_log(LogEvent(message)) is step
