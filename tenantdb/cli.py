@@ -181,7 +181,7 @@ def _watcher() -> int:
 
 def _beat() -> int:
     from tenantdb.adapters.leader import LeaderLease
-    from tenantdb.adapters.metrics import serve
+    from tenantdb.adapters.metrics import LEADER, serve
     from tenantdb.adapters.redisclient import build_redis
     from workers.beat import run_beat
 
@@ -189,7 +189,12 @@ def _beat() -> int:
     serve(settings.metrics_port)
     stop = _stop_on_signals()
     lease = LeaderLease(build_redis(settings), "beat", prefix=settings.key_prefix)
-    campaign = threading.Thread(target=lease.run, args=(stop,), name="beat-lease", daemon=True)
+    campaign = threading.Thread(
+        target=lease.run,
+        args=(stop, lambda held: LEADER.labels(role="beat").set(1 if held else 0)),
+        name="beat-lease",
+        daemon=True,
+    )
     campaign.start()
     run_beat(
         _workqueue(settings),

@@ -203,6 +203,9 @@ def test_no_password_or_token_shows_up_anywhere(stack: Stack, real_redis: redis.
         repr((name_, real_redis.dump(name_)))
         for name_ in real_redis.scan_iter(match=f"{stack.prefix}*", count=1000)
     )
+    assert 'tenantdb_leader{role="beat"} 1.0' in places["beat metrics"]
+    assert 'tenantdb_leader{role="watcher"} 1.0' in places["watcher metrics"]
+    assert "tenantdb_due_keys" in places["beat metrics"]
     for what, value in forbidden.items():
         assert len(value) >= 8
         for where, text in places.items():
