@@ -28,3 +28,21 @@ def test_bad_input_is_one_line_and_exit_2(
     assert complaint in err
     assert err.count("\n") == 1
     assert err.startswith("tenantdb: ")
+
+
+def test_flower_refuses_to_start_without_credentials(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tenantdb.settings import load_settings
+
+    monkeypatch.delenv("TENANTDB_FLOWER_BASIC_AUTH", raising=False)
+    monkeypatch.delenv("TENANTDB_FLOWER_BASIC_AUTH_FILE", raising=False)
+    load_settings.cache_clear()
+    try:
+        assert main(["flower"]) == EXIT_USAGE
+    finally:
+        load_settings.cache_clear()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "Flower needs credentials" in err
+    assert "--unauthenticated-local" in err
