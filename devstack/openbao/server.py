@@ -267,8 +267,13 @@ class OpenBaoServer:
 
     def start(self) -> OpenBaoServer:
         """Bind, serve on a background thread and start the expiry of tokens and leases."""
+        self._listen(self._address)
+        self.core.start()
+        return self
+
+    def _listen(self, address: tuple[str, int]) -> None:
         context = self._tls.server_context() if self._tls else None
-        self._listener = _Listener(self._address, self.core, context)
+        self._listener = _Listener(address, self.core, context)
         self._port = int(self._listener.server_address[1])
         self._thread = threading.Thread(
             target=self._listener.serve_forever,
@@ -277,8 +282,6 @@ class OpenBaoServer:
             daemon=True,
         )
         self._thread.start()
-        self.core.start()
-        return self
 
     def suspend(self) -> None:
         """Go unreachable, as an outage would, keeping every token, role and lease."""
@@ -293,15 +296,7 @@ class OpenBaoServer:
 
     def resume(self) -> None:
         """Listen again on the same port after `suspend()`."""
-        context = self._tls.server_context() if self._tls else None
-        self._listener = _Listener((self._address[0], self.port), self.core, context)
-        self._thread = threading.Thread(
-            target=self._listener.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="openbao-listener",
-            daemon=True,
-        )
-        self._thread.start()
+        self._listen((self._address[0], self.port))
 
     def stop(self) -> list[str]:
         """Stop listening, revoke every lease (dropping its SQL user) and end the threads.
@@ -309,14 +304,7 @@ class OpenBaoServer:
         Returns:
             The ids of leases whose users could not be dropped (logged as warnings too).
         """
-        if self._listener is not None:
-            self._listener.shutdown()
-            self._listener.close_connections()
-            self._listener.server_close()
-            self._listener = None
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        self.suspend()
         return self.core.stop()
 
     def __enter__(self) -> OpenBaoServer:
