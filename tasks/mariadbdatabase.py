@@ -65,6 +65,7 @@ from tenantdb.core.steps import (
     classify_provision_action,
     classify_teardown_action,
     classify_teardown_log,
+    should_end_provision_at,
 )
 from tenantdb.core.tasknames import RECONCILE_ABORT
 from tenantdb.core.teardown import (
@@ -293,8 +294,7 @@ def provision_body(step: ProvisionStep) -> Callable[[StepContext], StepResult]:
                     orders().run(action)
                 except ActionError as error:
                     raise _fail_provision(ctx, fetched, admission, plan, index, error) from None
-        later = any(classify_provision_action(a) > step for a in plan.actions)
-        if later or (step is ProvisionStep.CREDENTIALS and plan.result.outcome.proceed):
+        if not should_end_provision_at(step, plan.actions, plan.result.outcome.proceed):
             return StepResult(f"{step.name.title()}Done")
         rec = record(ctx.guard.check, ctx.key, fetched, admission, provision=plan.result)
         return StepResult(
@@ -334,9 +334,7 @@ def deliver_body(ctx: StepContext) -> StepResult:
         return StepResult(changed.reason, done=True, completed=False, again=True)
     io = orders()
     plan = _plan_provision(scope, fetched)
-    if not plan.result.outcome.proceed or any(
-        classify_provision_action(a) > ProvisionStep.CREDENTIALS for a in plan.actions
-    ):
+    if not plan.result.outcome.proceed:
         rec = record(ctx.guard.check, ctx.key, fetched, admission, provision=plan.result)
         return StepResult(
             describe_status(rec.status), done=True, requeue_after=_seconds(rec.result)

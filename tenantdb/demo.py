@@ -27,10 +27,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import MARIADB_DATABASE, SECRET, KindNotServedError, KubeError
+from tenantdb.core.keys import OrderKey
+from tenantdb.core.report import QueueView, build_report
 from tenantdb.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -247,25 +249,20 @@ def read_rows(registry: ClusterRegistry) -> list[Row]:
             obj = registry.get(cluster).get_or_none(MARIADB_DATABASE, order.namespace, order.name)
         except (KubeError, KindNotServedError):
             obj = None
-        status: dict[str, Any] = (obj or {}).get("status") or {}
-        conditions = {c.get("type"): c for c in status.get("conditions") or ()}
-        ready = conditions.get("Ready") or {}
-        blocking = next(
-            (
-                conditions[t]
-                for t in ("DatabaseReady", "DeliveryReady")
-                if t in conditions and conditions[t].get("status") != "True"
-            ),
-            ready,
+        report = build_report(
+            OrderKey("mariadbdatabase", order.namespace, order.name, cluster),
+            obj,
+            QueueView(),
+            time.time(),
         )
         rows.append(
             Row(
                 order.name,
                 order.cluster,
-                str(ready.get("status", "-")),
-                str(blocking.get("reason", "-")),
-                str(status.get("databaseName", "-") or "-"),
-                str(status.get("credentialsRefreshedAt", "-") or "-"),
+                report.ready or "-",
+                report.reason or "-",
+                report.database or "-",
+                report.refreshed or "-",
             )
         )
     return rows

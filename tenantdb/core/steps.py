@@ -87,6 +87,19 @@ def classify_teardown_action(action: Action) -> TeardownStep:
     raise ValueError(f"{type(action).__name__} is not a teardown action")
 
 
+def should_end_provision_at(
+    step: ProvisionStep, actions: tuple[Action, ...], converged: bool
+) -> bool:
+    """Whether the pass ends at this provision step rather than going on down the chain.
+
+    It goes on while the plan holds actions of a later step, and past the last step only when
+    the leg converged (delivery follows); otherwise this step records the pass and ends it.
+    """
+    if any(classify_provision_action(action) > step for action in actions):
+        return False
+    return not (step is ProvisionStep.CREDENTIALS and converged)
+
+
 _TEARDOWN_LOGS = (
     (CERTIFICATE_GONE_LOG, TeardownStep.OPENBAO),
     (CHILD_LOG, TeardownStep.ESO),

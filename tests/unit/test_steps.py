@@ -24,6 +24,7 @@ from tenantdb.core.steps import (
     classify_provision_action,
     classify_teardown_action,
     classify_teardown_log,
+    should_end_provision_at,
 )
 from tenantdb.core.teardown import BEST_EFFORT_LOG, CHILD_LOG, DELIVERED_REMOVAL_LOG
 
@@ -149,3 +150,24 @@ def test_teardown_log_lines_are_written_by_their_step(
     message: str, step: TeardownStep | None
 ) -> None:
     assert classify_teardown_log(LogEvent(message)) is step
+
+
+_IDENTITY = (_apply("ServiceAccount"), _apply("Certificate"))
+_LATER = (*_IDENTITY, _apply("Database"))
+
+
+@pytest.mark.parametrize(
+    ("step", "actions", "converged", "ends"),
+    [
+        pytest.param(ProvisionStep.IDENTITY, (), False, True, id="blocked-before-any-action"),
+        pytest.param(ProvisionStep.IDENTITY, _IDENTITY, False, True, id="waiting-at-identity"),
+        pytest.param(ProvisionStep.IDENTITY, _LATER, False, False, id="later-steps-to-do"),
+        pytest.param(ProvisionStep.DATABASE, _LATER, False, True, id="waiting-for-database"),
+        pytest.param(ProvisionStep.CREDENTIALS, _LATER, False, True, id="credentials-not-issued"),
+        pytest.param(ProvisionStep.CREDENTIALS, _LATER, True, False, id="converged-delivery-next"),
+    ],
+)
+def test_a_provision_step_ends_the_pass_only_where_the_plan_stops(
+    step: ProvisionStep, actions: tuple[Action, ...], converged: bool, ends: bool
+) -> None:
+    assert should_end_provision_at(step, actions, converged) is ends
