@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from celery import shared_task
 
-from tasks.runtime import AnyTask, backoff, finish_pass, result, workqueue
+from tasks.runtime import AnyTask, backoff, describe_error, finish_pass, result, workqueue
 from tenantdb.adapters.metrics import RETRIES
 from tenantdb.adapters.workqueue import Heartbeat, Lease, LeaseLostError, WorkQueue
 from tenantdb.core.keys import OrderKey
@@ -89,7 +89,7 @@ def run_step(task: AnyTask, key: str, token: str, started: int, body: StepBody) 
     except RetryStepError as exc:
         _retry(task, queue, lease, exc.reason, str(exc))
     except Exception as exc:
-        _retry(task, queue, lease, type(exc).__name__, str(exc))
+        _retry(task, queue, lease, type(exc).__name__, describe_error(exc))
     if outcome.done:
         _stop_chain(task)
         finish_pass(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from celery import Signature, shared_task
 
-from tasks.runtime import AnyTask, backoff, finish_pass, result, workqueue
+from tasks.runtime import AnyTask, backoff, describe_error, finish_pass, result, workqueue
 from tenantdb.adapters.metrics import LOCK_BUSY, RETRIES, STALE_MESSAGES
 from tenantdb.adapters.workqueue import Heartbeat, Lease, LeaseLostError, Start
 from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
@@ -99,9 +99,8 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
         countdown = backoff(self.request.retries)
         RETRIES.labels(task=self.name).inc()
         log.warning(
-            "pass failed (%s: %s); retrying in %d s",
-            type(exc).__name__,
-            exc,
+            "pass failed (%s); retrying in %d s",
+            describe_error(exc),
             countdown,
             extra={"order": key},
         )

@@ -17,8 +17,12 @@ from celery import Task, current_app
 from celery.utils.time import get_exponential_backoff_interval
 
 from tenantdb.adapters.celeryapp import make_publisher
+from tenantdb.adapters.clusters import ClusterUnavailableError
+from tenantdb.adapters.kube import KubeError
+from tenantdb.adapters.mariadb_orders import ActionError, ReadError
+from tenantdb.adapters.openbao import OpenBaoError
 from tenantdb.adapters.redisclient import build_redis
-from tenantdb.adapters.workqueue import Lease, Release, WorkQueue
+from tenantdb.adapters.workqueue import Lease, LeaseLostError, Release, WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import plan_comebacks
 from tenantdb.settings import load_settings
@@ -81,3 +85,22 @@ def backoff(retries: int) -> int:
             full_jitter=True,
         )
     )
+
+
+# Errors whose text tenantdb wrote itself and keeps free of credentials; any other exception
+# (a validation error of a Secret, say) may quote what it failed on, so only its type is logged.
+_SAFE_ERRORS: tuple[type[Exception], ...] = (
+    KubeError,
+    OpenBaoError,
+    ActionError,
+    ReadError,
+    ClusterUnavailableError,
+    LeaseLostError,
+)
+
+
+def describe_error(exc: Exception) -> str:
+    """What a log line may say about a failure."""
+    if isinstance(exc, _SAFE_ERRORS):
+        return f"{type(exc).__name__}: {exc}"
+    return type(exc).__name__
