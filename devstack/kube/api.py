@@ -17,6 +17,7 @@ import copy
 import json
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -146,6 +147,10 @@ def _strip_volatile(obj: Obj) -> Obj:
     return {**obj, "metadata": meta}
 
 
+_ENCODED_CACHE = 50_000
+"""Encoded objects kept for reads and watches; the oldest used goes first."""
+
+
 def _body_dict(body: Any) -> Obj:
     if not isinstance(body, dict):
         raise errors.bad_request("the body of the request was not a JSON object")
@@ -164,6 +169,8 @@ class Api:
         self.on_created: list[Callable[[Kind, Obj], None]] = []
         self.on_deleting: list[Callable[[Kind, Obj], None]] = []
         self._audit_lock = threading.Lock()
+        self._encoded: OrderedDict[tuple[str, str, str, str, str], bytes] = OrderedDict()
+        self._encoded_lock = threading.Lock()
         self._ip = 0
         for ns in SYSTEM_NAMESPACES:
             self.create(
@@ -205,6 +212,14 @@ class Api:
                 raise errors.not_found(kind.plural, kind.group, name)
             return self.present(obj, kind, version)
 
+    def get_encoded(self, kind: Kind, version: str, ns: str, name: str) -> tuple[bytes, str]:
+        """The JSON of `get()` from the object's cached encoding, and its resourceVersion."""
+        with self.store.lock:
+            obj = self.store.get(kind.key, ns, name)
+            if obj is None:
+                raise errors.not_found(kind.plural, kind.group, name)
+        return self.encoded(obj, kind, version), str(obj["metadata"]["resourceVersion"])
+
     def list(
         self,
         kind: Kind,
@@ -216,6 +231,66 @@ class Api:
         continue_token: str | None = None,
     ) -> Obj:
         """List objects with selectors and optional chunking."""
+        page, meta = self._select(kind, ns, label_selector, field_selector, limit, continue_token)
+        return {
+            "kind": f"{kind.kind}List",
+            "apiVersion": kind.api_version(version),
+            "metadata": meta,
+            "items": [self.present(o, kind, version) for o in page],
+        }
+
+    def list_encoded(
+        self,
+        kind: Kind,
+        version: str,
+        ns: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 0,
+        continue_token: str | None = None,
+    ) -> bytes:
+        """The JSON of `list()`, built from each object's cached encoding instead of copies."""
+        page, meta = self._select(kind, ns, label_selector, field_selector, limit, continue_token)
+        head = {
+            "kind": f"{kind.kind}List",
+            "apiVersion": kind.api_version(version),
+            "metadata": meta,
+        }
+        items = b",".join(self.encoded(o, kind, version) for o in page)
+        return json.dumps(head).encode()[:-1] + b', "items": [' + items + b"]}"
+
+    def encoded(self, obj: Obj, kind: Kind, version: str) -> bytes:
+        """The JSON of `present(obj)`, cached per object, resourceVersion and served version.
+
+        A stored object is never changed in place (every write stores a new one with a new
+        resourceVersion), so its encoding can be kept and shared by every reader and watcher.
+        """
+        meta = obj["metadata"]
+        rv = str(meta.get("resourceVersion") or "")
+        key = (kind.key, str(meta.get("namespace", "")), str(meta["name"]), rv, version)
+        with self._encoded_lock:
+            found = self._encoded.get(key)
+            if found is not None:
+                self._encoded.move_to_end(key)
+                return found
+        data = json.dumps({**obj, "apiVersion": kind.api_version(version), "kind": kind.kind})
+        encoded = data.encode()
+        if rv:
+            with self._encoded_lock:
+                self._encoded[key] = encoded
+                while len(self._encoded) > _ENCODED_CACHE:
+                    self._encoded.popitem(last=False)
+        return encoded
+
+    def _select(
+        self,
+        kind: Kind,
+        ns: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        limit: int,
+        continue_token: str | None,
+    ) -> tuple[builtins.list[Obj], dict[str, Any]]:
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector, kind.field_selectors)
         with self.store.lock:
@@ -232,12 +307,7 @@ class Api:
                 last = page[-1]["metadata"]
                 meta["continue"] = _encode_continue(rv, last.get("namespace", ""), last["name"])
                 meta["remainingItemCount"] = len(items) - limit
-            return {
-                "kind": f"{kind.kind}List",
-                "apiVersion": kind.api_version(version),
-                "metadata": meta,
-                "items": [self.present(o, kind, version) for o in page],
-            }
+            return page, meta
 
     def _decode_continue(self, token: str | None) -> tuple[int, tuple[str, str] | None]:
         if not token:

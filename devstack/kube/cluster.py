@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import builtins
 import random
-import threading
 import time
-from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from devstack.counters import RequestCounters
 from devstack.kube import auth, errors
 from devstack.kube.api import APPLY, Api, AuditEntry, Registry, WriteOptions, now_text
 from devstack.kube.controllers import Controllers
@@ -29,6 +28,9 @@ from devstack.kube.selectors import (
     parse_label_selector,
 )
 from devstack.kube.store import Event, Obj, Store
+
+Presenter = Callable[[Obj, Kind, str], Any]
+"""How a watch shows a stored object: a copy (`Api.present`) or its JSON (`Api.encoded`)."""
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,7 @@ class Cluster:
         self.tokens = auth.Tokens()
         self.bookmark_interval = 60.0
         self.abrupt_kill = False
-        self._counters: Counter[tuple[str, str]] = Counter()
-        self._counter_lock = threading.Lock()
+        self.requests = RequestCounters()
         self.controllers.start()
 
     # ------------------------------------------------------------ test and benchmark controls
@@ -87,20 +88,17 @@ class Cluster:
         """Writes recorded since the audit log was enabled."""
         return list(self.api.audit_log)
 
-    def count(self, verb: str, resource: str) -> None:
-        """Count one request by verb and resource."""
-        with self._counter_lock:
-            self._counters[(verb, resource)] += 1
+    def count(self, verb: str, resource: str, client: str = "unknown") -> None:
+        """Count one request by the client that sent it, its verb and its resource."""
+        self.requests.count(client, verb, resource)
 
     def counters(self) -> dict[tuple[str, str], int]:
-        """Requests so far by (verb, resource), e.g. ("get", "secrets")."""
-        with self._counter_lock:
-            return dict(self._counters)
+        """Requests so far by (verb, resource), e.g. ("get", "secrets"), all clients added up."""
+        return self.requests.by_verb_and_resource()
 
     def reset_counters(self) -> None:
         """Forget the request counts."""
-        with self._counter_lock:
-            self._counters.clear()
+        self.requests.reset()
 
     def wait_idle(self, timeout: float = 5.0) -> bool:
         """Wait for garbage collection and namespace cleanup to catch up."""
@@ -295,8 +293,15 @@ class Cluster:
 
     # ------------------------------------------------------------ watch
 
-    def watch_events(self, req: WatchRequest) -> Iterator[dict[str, Any]]:
-        """Yield watch events (`{"type", "object"}`) as the real server streams them."""
+    def watch_events(
+        self, req: WatchRequest, present: Presenter | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Yield watch events (`{"type", "object"}`) as the real server streams them.
+
+        Objects are shown through ``present`` (default: `Api.present`, a private copy); the HTTP
+        front end passes `Api.encoded` and gets each object's shared JSON instead.
+        """
+        show = present or self.api.present
         labels = parse_label_selector(req.label_selector)
         fields = parse_field_selector(req.field_selector, req.kind.field_selectors)
         timeout = req.timeout if req.timeout is not None else random.uniform(1800, 3600)  # noqa: S311 - spread, not secrecy
@@ -310,10 +315,10 @@ class Cluster:
         cursor, initial = start
         for obj in initial:
             if labels_match(labels, obj) and fields_match(fields, obj):
-                yield {"type": "ADDED", "object": self.api.present(obj, req.kind, req.version)}
+                yield {"type": "ADDED", "object": show(obj, req.kind, req.version)}
         if req.send_initial_events and req.bookmarks:
             yield self._bookmark(req, cursor, initial_end=True)
-        yield from self._follow(req, cursor, deadline, epoch, (labels, fields))
+        yield from self._follow(req, cursor, deadline, epoch, (labels, fields), show)
 
     def _watch_start(self, req: WatchRequest) -> tuple[int, builtins.list[Obj]] | dict[str, Any]:
         rv = req.resource_version
@@ -336,6 +341,7 @@ class Cluster:
         deadline: float,
         epoch: int,
         selectors: tuple[Any, Any],
+        show: Presenter,
     ) -> Iterator[dict[str, Any]]:
         next_bookmark = time.monotonic() + self.bookmark_interval
         while True:
@@ -357,7 +363,7 @@ class Cluster:
                     return
                 cursor = self.store.rv
             for event in events:
-                out = self._translate(req, event, selectors)
+                out = self._translate(req, event, selectors, show)
                 if out is not None:
                     yield out
             now = time.monotonic()
@@ -381,7 +387,7 @@ class Cluster:
         }
 
     def _translate(
-        self, req: WatchRequest, event: Event, selectors: tuple[Any, Any]
+        self, req: WatchRequest, event: Event, selectors: tuple[Any, Any], show: Presenter
     ) -> dict[str, Any] | None:
         if event.key != req.kind.key or (
             req.namespace is not None and event.namespace != req.namespace
@@ -401,7 +407,7 @@ class Cluster:
             kind_of = "MODIFIED" if now_in else "DELETED"
         if kind_of is None:
             return None
-        return {"type": kind_of, "object": self.api.present(event.obj, req.kind, req.version)}
+        return {"type": kind_of, "object": show(event.obj, req.kind, req.version)}
 
 
 def _error_event(error: errors.ApiError) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+from devstack import counters
 from devstack.kube import auth, discovery, errors, protobuf, tls
 from devstack.kube.api import WriteOptions
 from devstack.kube.cluster import Cluster, WatchRequest
@@ -102,7 +103,11 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         try:
             user = self._authenticate(parts.path)
-            result = self._dispatch(method, parts.path, query, raw, user)
+            result: Response | Iterator[bytes]
+            if parts.path == counters.PATH:
+                result = self._counters(method)
+            else:
+                result = self._dispatch(method, parts.path, query, raw, user)
         except ApiError as exc:
             result = Response(exc.code, exc.status(), exc.headers)
         if isinstance(result, Response):
@@ -153,6 +158,13 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         except OSError:
             self.close_connection = True
+
+    def _counters(self, method: str) -> Response:
+        if method == "DELETE":
+            self.cluster.reset_counters()
+        elif method != "GET":
+            raise errors.method_not_allowed()
+        return Response(200, {"cluster": self.cluster.name, **self.cluster.requests.snapshot()})
 
     # ------------------------------------------------------------ routing
 
@@ -251,7 +263,7 @@ class Handler(BaseHTTPRequestHandler):
         kind = route.kind
         verb = _verb(method, route, query)
         resource = kind.resource + (f"/{route.subresource}" if route.subresource else "")
-        self.cluster.count(verb, resource)
+        self.cluster.count(verb, resource, counters.client_of(self.headers.get("User-Agent", "")))
         if verb not in kind.verbs and not route.subresource:
             raise errors.method_not_allowed()
         if verb == "watch":
@@ -265,33 +277,36 @@ class Handler(BaseHTTPRequestHandler):
         return response
 
     def _read(self, verb: str, route: Route, query: dict[str, str]) -> Response:
-        kind, ns = route.kind, route.namespace or ""
+        # Plain reads are served from each object's cached JSON, never from a copy of the store;
+        # only kubectl's Table view needs the objects themselves.
+        api, kind, version = self.cluster.api, route.kind, route.version
+        table = self._table_mode()
         if verb == "get":
-            obj = self.cluster.api.get(kind, route.version, ns, route.name)
-            return self._maybe_table(
-                route, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]}, obj
+            if not table:
+                return Response(
+                    200, api.get_encoded(kind, version, route.namespace or "", route.name)[0]
+                )
+            obj = api.get(kind, version, route.namespace or "", route.name)
+            return self._table(
+                route, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]}
             )
-        listed = self.cluster.api.list(
-            kind,
-            route.version,
+        selection = (
             route.namespace,
             query.get("labelSelector"),
             query.get("fieldSelector"),
             int(query.get("limit") or 0),
             query.get("continue"),
         )
-        return self._maybe_table(route, listed["items"], listed["metadata"], listed)
+        if not table:
+            return Response(200, api.list_encoded(kind, version, *selection))
+        listed = api.list(kind, version, *selection)
+        return self._table(route, listed["items"], listed["metadata"])
 
     def _table_mode(self) -> bool:
         return "as=Table" in self.headers.get("Accept", "")
 
-    def _maybe_table(
-        self, route: Route, objects: list[Any], meta: dict[str, Any], plain: Any
-    ) -> Response:
-        if not self._table_mode():
-            return Response(200, plain)
-        include = "Metadata"
-        return Response(200, discovery.table(route.kind, route.version, objects, meta, include))
+    def _table(self, route: Route, objects: list[Any], meta: dict[str, Any]) -> Response:
+        return Response(200, discovery.table(route.kind, route.version, objects, meta, "Metadata"))
 
     def _body(self, raw: bytes) -> Any:
         if not raw:
@@ -368,8 +383,8 @@ class Handler(BaseHTTPRequestHandler):
             _flag(query, "allowWatchBookmarks"),
             _flag(query, "sendInitialEvents"),
         )
-        events = self.cluster.watch_events(request)
         table = self._table_mode()
+        events = self.cluster.watch_events(request, None if table else self.cluster.api.encoded)
         return self._encode_events(route, events, table)
 
     def _encode_events(
@@ -391,7 +406,11 @@ class Handler(BaseHTTPRequestHandler):
                     ),
                 }
                 first = False
-            yield json.dumps(event).encode() + b"\n"
+            obj = event["object"]
+            if isinstance(obj, bytes):
+                yield b'{"type": "' + event["type"].encode() + b'", "object": ' + obj + b"}\n"
+            else:
+                yield json.dumps(event).encode() + b"\n"
 
 
 def _raise(error: ApiError) -> Any:

@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from devstack import counters
 from devstack.openbao.api import ApiError, Request
 from devstack.openbao.clock import ScaledClock
 from devstack.openbao.core import OpenBaoCore
@@ -64,10 +65,15 @@ class _Listener(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(
-        self, address: tuple[str, int], core: OpenBaoCore, tls: ssl.SSLContext | None
+        self,
+        address: tuple[str, int],
+        core: OpenBaoCore,
+        tls: ssl.SSLContext | None,
+        requests: counters.RequestCounters,
     ) -> None:
         self.core = core
         self.tls = tls
+        self.requests = requests
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         super().__init__(address, _Handler)
@@ -135,6 +141,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve()
 
     def _serve(self) -> None:
+        path = urlsplit(self.path).path
+        if path == counters.PATH:
+            self._counters()
+            return
+        client = counters.client_of(self.headers.get("User-Agent", ""))
+        self.server.requests.count(client, self.command, path)
         try:
             reply = self.server.core.handle(self._decode())
             self._send(reply.status, reply.body())
@@ -143,6 +155,15 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception:
             log.exception("unexpected error serving %s %s", self.command, urlsplit(self.path).path)
             self._send(500, {"errors": ["internal error"]})
+
+    def _counters(self) -> None:
+        # Behind the listener's TLS (and its client-certificate check) like every other path.
+        if self.command == "DELETE":
+            self.server.requests.reset()
+        elif self.command != "GET":
+            self._send(405, {"errors": ["unsupported operation"]})
+            return
+        self._send(200, self.server.requests.snapshot())
 
     def _decode(self) -> Request:
         url = urlsplit(self.path)
@@ -243,6 +264,7 @@ class OpenBaoServer:
             kubernetes_mounts=kubernetes_mounts,
             database_mounts=database_mounts,
         )
+        self.requests = counters.RequestCounters(verb="method", resource="path")
         self._listener: _Listener | None = None
         self._port: int | None = None
         self._thread: threading.Thread | None = None
@@ -273,7 +295,7 @@ class OpenBaoServer:
 
     def _listen(self, address: tuple[str, int]) -> None:
         context = self._tls.server_context() if self._tls else None
-        self._listener = _Listener(address, self.core, context)
+        self._listener = _Listener(address, self.core, context, self.requests)
         self._port = int(self._listener.server_address[1])
         self._thread = threading.Thread(
             target=self._listener.serve_forever,

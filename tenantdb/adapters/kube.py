@@ -30,6 +30,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from tenantdb.adapters.useragent import USER_AGENT
+
 FIELD_MANAGER = "tenantdb"
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
@@ -495,6 +497,7 @@ class KubeClient:
 def client_from_kubeconfig(path: str, context: str, cluster: str) -> KubeClient:
     """A client for one context of a kubeconfig file, with a configuration of its own."""
     api = k8s_config.new_client_from_config(config_file=path, context=context)
+    api.user_agent = USER_AGENT
     return KubeClient(api, cluster)
 
 
@@ -502,7 +505,9 @@ def in_cluster_client() -> KubeClient:
     """A client for the management cluster from the pod's ServiceAccount."""
     configuration = k8s.Configuration()
     k8s_config.load_incluster_config(client_configuration=configuration)
-    return KubeClient(k8s.ApiClient(configuration), "")
+    api = k8s.ApiClient(configuration)
+    api.user_agent = USER_AGENT
+    return KubeClient(api, "")
 
 
 def kubeconfig_contexts(path: str) -> list[str]:

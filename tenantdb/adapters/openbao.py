@@ -26,6 +26,8 @@ import hvac
 import hvac.exceptions
 import requests
 
+from tenantdb.adapters.useragent import USER_AGENT
+
 log = logging.getLogger(__name__)
 
 DATABASE_MOUNT = "database/mariadb"
@@ -209,6 +211,7 @@ def open_session(
         ) from None
     with _tls_files(cert) as (client_cert, verify):
         client = hvac.Client(url=server, cert=client_cert, verify=verify, timeout=timeout)
+        client.adapter.session.headers["User-Agent"] = USER_AGENT
         try:
             answer = client.auth.kubernetes.login(role, jwt, mount_point=mount)
         except (hvac.exceptions.VaultError, requests.RequestException, OSError) as exc:
