@@ -256,6 +256,9 @@ class OpenBaoCore:
         with self._lock:
             leases = list(self._leases.values())
             self._leases.clear()
+        close = getattr(self._reviewer, "close", None)
+        if close is not None:
+            close()
         failed = [lease.id for lease in leases if not self._drop_user(lease)]
         for lease_id in failed:
             log.warning("lease %s: its SQL user could not be dropped at shutdown", lease_id)

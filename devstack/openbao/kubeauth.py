@@ -13,10 +13,11 @@ batch tokens, and `disable_iss_validation`-style config knobs (accepted, ignored
 
 from __future__ import annotations
 
+import http.client
 import json
 import ssl
-import urllib.error
-import urllib.request
+import threading
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -84,12 +85,54 @@ class KubeTokenReviewer:
             ca_pem: PEM CA bundle for an https API server; None uses the system store.
             timeout: Per-request timeout in seconds.
         """
-        self._url = kube_url.rstrip("/") + "/apis/authentication.k8s.io/v1/tokenreviews"
+        parts = urllib.parse.urlsplit(kube_url)
+        self._host, self._port = str(parts.hostname), parts.port
+        self._https = parts.scheme == "https"
+        self._path = parts.path.rstrip("/") + "/apis/authentication.k8s.io/v1/tokenreviews"
         self._bearer = bearer_token
         self._timeout = timeout
         self._context: ssl.SSLContext | None = None
-        if kube_url.startswith("https:"):
+        if self._https:
             self._context = ssl.create_default_context(cadata=ca_pem) if ca_pem else None
+        # Keep-alive connections, as OpenBao's own HTTP client keeps them: a TLS handshake per
+        # login would cost both sides more than the review itself.
+        self._idle: list[http.client.HTTPConnection] = []
+        self._idle_lock = threading.Lock()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        with self._idle_lock:
+            if self._idle:
+                return self._idle.pop()
+        if self._https:
+            return http.client.HTTPSConnection(
+                self._host, self._port, timeout=self._timeout, context=self._context
+            )
+        return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+
+    def _post(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        # A kept connection the server has closed fails at once; the retry dials afresh.
+        for attempt in (1, 2):
+            conn = self._connection()
+            try:
+                conn.request("POST", self._path, body=body, headers=headers)
+                response = conn.getresponse()
+                data = response.read()
+            except (http.client.HTTPException, OSError):
+                conn.close()
+                if attempt == 2:
+                    raise
+                continue
+            with self._idle_lock:
+                self._idle.append(conn)
+            return response.status, data
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        """Close the kept connections."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
     def review(self, jwt: str) -> ReviewResult:
         """Ask the API server whether the JWT is valid and whom it names."""
@@ -100,24 +143,20 @@ class KubeTokenReviewer:
                 "spec": {"token": jwt},
             }
         ).encode()
-        request = urllib.request.Request(  # noqa: S310 - the URL is the configured API server
-            self._url,
-            data=body,
-            method="POST",
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-                "Authorization": f"Bearer {self._bearer or jwt}",
-            },
-        )
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Authorization": f"Bearer {self._bearer or jwt}",
+        }
         try:
-            with urllib.request.urlopen(  # noqa: S310 - see above
-                request, timeout=self._timeout, context=self._context
-            ) as response:
-                answer = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            raise TokenReviewError(f"TokenReview answered HTTP {exc.code}") from exc
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+            code, data = self._post(body, headers)
+        except (http.client.HTTPException, OSError) as exc:
+            raise TokenReviewError(f"TokenReview failed: {type(exc).__name__}") from exc
+        if code >= 300:
+            raise TokenReviewError(f"TokenReview answered HTTP {code}")
+        try:
+            answer = json.loads(data)
+        except ValueError as exc:
             raise TokenReviewError(f"TokenReview failed: {type(exc).__name__}") from exc
         status = answer.get("status") or {}
         user = status.get("user") or {}
@@ -278,17 +317,21 @@ class KubernetesAuthMount:
             raise bad_request(f'invalid alias_name_source "{role.alias_name_source}"')
         return role
 
-    def _reviewer(self) -> TokenReviewer:
+    def _review(self, jwt: str) -> ReviewResult:
         if self.injected_reviewer is not None:
-            return self.injected_reviewer
+            return self.injected_reviewer.review(jwt)
         host = self.config.get("kubernetes_host")
         if not host:
             raise bad_request("could not load backend configuration")
-        return KubeTokenReviewer(
+        reviewer = KubeTokenReviewer(
             str(host),
             bearer_token=self.config.get("token_reviewer_jwt") or None,
             ca_pem=self.config.get("kubernetes_ca_cert") or None,
         )
+        try:
+            return reviewer.review(jwt)
+        finally:
+            reviewer.close()
 
     def login(self, data: Mapping[str, Any]) -> LoginResult:
         """Validate a login: the role, the JWT (through TokenReview) and the role's bindings.
@@ -308,7 +351,7 @@ class KubernetesAuthMount:
         if role is None:
             raise bad_request(f'invalid role name "{role_name}"')
         try:
-            review = self._reviewer().review(jwt)
+            review = self._review(jwt)
         except TokenReviewError as exc:
             raise ApiError(500, str(exc)) from exc
         if not review.authenticated or not review.username.startswith(_SA_PREFIX):
