@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,14 @@ test: lint ## Lint, then every test (needs Redis and MariaDB on localhost)
 .PHONY: demo
 demo: $(STAMP) ## Run the whole stack locally with three example orders (Ctrl-C stops it)
 	$(BIN)/tenantdb demo
+
+.PHONY: bench
+bench: $(STAMP) ## Measure what an order costs on fresh devstacks (~30 min); writes docs/benchmarks.md
+	$(BIN)/python -m bench --profile full --doc docs/benchmarks.md
+
+.PHONY: bench-quick
+bench-quick: $(STAMP) ## The benchmark tables for small N, in under 3 minutes (prints them)
+	$(BIN)/python -m bench --profile quick --out-dir $${TMPDIR:-/tmp}/tenantdb-bench
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches

@@ -7,7 +7,7 @@ would do. The figure of merit is the largest number of enqueues in any one secon
 as a ratio to the mean rate N / cycle. Two starting layouts: every key due at once (the worst case,
 as after an outage) and keys due at random times.
 
-Usage: .venv/bin/python bench/refresh_spread.py [--keys 10000] [--cycle 600] [--runs 3]
+Usage: .venv/bin/python -m bench.refresh_spread [--keys 10000] [--cycle 600] [--runs 3]
 """
 
 from __future__ import annotations
@@ -28,6 +28,14 @@ from workers.beat import sweep_once
 
 def run(keys: int, cycle: int, layout: str, seed: int, cycles: int) -> float:
     """Return the max-second / mean-rate ratio over the last simulated cycle."""
+    return measure(keys, cycle, layout, seed, cycles)["peak_to_mean"]
+
+
+def measure(keys: int, cycle: int, layout: str, seed: int, cycles: int) -> dict[str, float]:
+    """Sweep ``cycles`` simulated cycles; return the last cycle's peak and mean enqueue rates.
+
+    Also the refresh set's Redis bytes per order, read with MEMORY USAGE once it is filled.
+    """
     client = redis.Redis()
     prefix = f"tenantdb-bench-{secrets.token_hex(4)}:"
     rng = random.Random(seed)
@@ -50,11 +58,18 @@ def run(keys: int, cycle: int, layout: str, seed: int, cycles: int) -> float:
             key = str(OrderKey("mariadbdatabase", "tenant", f"order-{i}"))
             pipe.zadd(queue.keys.timetable(Timetable.REFRESH), {key: int((start + offset) * 1000)})
         pipe.execute()
+        size = client.memory_usage(queue.keys.timetable(Timetable.REFRESH), samples=0) or 0
         for second in range(cycles * cycle):
             clock["now"] = start + second
             sweep_once(queue, clock["now"], refresh_cycle=cycle, interval=1.0)
         last = [per_second[start + s] for s in range((cycles - 1) * cycle, cycles * cycle)]
-        return max(last) / (keys / cycle)
+        mean = keys / cycle
+        return {
+            "peak_per_s": float(max(last)),
+            "mean_per_s": mean,
+            "peak_to_mean": max(last) / mean,
+            "redis_bytes_per_order": int(size) / keys,
+        }
     finally:
         for name in client.scan_iter(match=f"{prefix}*", count=1000):
             client.delete(name)

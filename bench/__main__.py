@@ -1,0 +1,264 @@
+"""`python -m bench`: what a MariaDBDatabase order costs, measured from outside, in one command.
+
+Runs every scenario of `bench.scenarios` against fresh devstacks with tenantdb's real watcher,
+worker and beat, repeats each figure (`--runs`, at least 3 for the report; the 1,000-order cold
+runs once per worker count), and writes `bench/results/<date>-<commit>.json` and, with `--doc`,
+the markdown tables of `docs/benchmarks.md`. Each figure is reported as its median over the runs
+with the min and max beside it, next to the machine it ran on.
+
+Profiles: `full` (the report: `make bench`), `quick` (the same table for small N, under three
+minutes: `make bench-quick`), `tiny` (one run each with the smallest N, to keep the harness
+working in CI). Needs Redis and MariaDB on localhost, as the tests do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from bench import refresh_spread, scenarios
+from bench.harness import REPO, BenchError, Stack, temp_state
+from bench.report import render_markdown
+
+Figures = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How much of each scenario to run."""
+
+    runs: int
+    warm_orders: int
+    cold_sizes: tuple[int, ...]
+    cold_timeout: float
+    storm_updates: int
+    storm_orders: int
+    refresh_keys: int
+    refresh_cycle: int
+
+
+PROFILES = {
+    "full": Profile(3, 10, (100, 1000), 600.0, 1000, 500, 10_000, 600),
+    "quick": Profile(3, 2, (5,), 120.0, 50, 5, 1_000, 60),
+    "tiny": Profile(1, 1, (2,), 120.0, 5, 2, 200, 20),
+}
+
+MANY = 1000
+"""Cold runs at least this large run once per worker count."""
+
+
+def summarize(runs: list[Figures]) -> Figures:
+    """Median, min and max of each numeric figure over the runs; other values from one run."""
+    out: Figures = {}
+    for name in runs[0]:
+        values = [r[name] for r in runs]
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        if len(numbers) == len(values):
+            out[name] = {
+                "median": statistics.median(numbers),
+                "min": min(numbers),
+                "max": max(numbers),
+                "runs": numbers,
+            }
+        elif all(isinstance(v, bool) for v in values):
+            out[name] = {"any": any(values), "runs": values}
+        else:
+            middle = sorted(range(len(runs)), key=lambda i: _sort_key(runs[i]))[len(runs) // 2]
+            out[name] = values[middle]
+    return out
+
+
+def _sort_key(figures: Figures) -> float:
+    value = figures.get("kube_requests", 0)
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _version(argv: list[str]) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return (done.stdout or done.stderr).strip().splitlines()[0] if done.returncode == 0 else "?"
+
+
+def machine() -> Figures:
+    """What the figures were measured on."""
+    meminfo = Path("/proc/meminfo").read_text().split()
+    memory_gib = int(meminfo[meminfo.index("MemTotal:") + 1]) / 1024 / 1024
+    info = redis.Redis().info("server")
+    mariadb = shutil.which("mariadb") or shutil.which("mysql") or "mariadb"
+    return {
+        "cores": os.cpu_count(),
+        "memory_gib": round(memory_gib, 1),
+        "cpu": _cpu_model(),
+        "python": platform.python_version(),
+        "redis": str(info.get("redis_version")),
+        "mariadb": _version([mariadb, "--version"]),
+    }
+
+
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.machine()
+
+
+def commit() -> str:
+    """The checked-out commit, marked when the tree has uncommitted changes."""
+    head = _version(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"])
+    dirty = subprocess.run(
+        ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True, text=True, check=False,
+    ).stdout.strip()  # fmt: skip
+    return f"{head}-dirty" if dirty else head
+
+
+def _with_stack(workers: int, body: Callable[[Stack], Figures]) -> Figures:
+    stack = Stack(temp_state(), workers)
+    try:
+        stack.up()
+        return body(stack)
+    except BenchError as error:
+        raise BenchError(f"{error} (logs in {stack.state / 'logs'})") from None
+    finally:
+        stack.down()
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def run_warm(profile: Profile) -> Figures:
+    """New orders on warm workers, converged passes and the one-order storm, on one stack."""
+
+    def body(stack: Stack) -> Figures:
+        runs: dict[str, list[Figures]] = {k: [] for k in ("new", "forced", "refresh", "storm")}
+        scenarios.converged_forced(stack)  # warms the workers' imports and connections
+        for i in range(profile.runs):
+            _say(f"bench: warm stack, run {i + 1}/{profile.runs}")
+            runs["new"].append(scenarios.new_orders_warm(stack, profile.warm_orders))
+            runs["forced"].append(scenarios.converged_forced(stack))
+            runs["refresh"].append(scenarios.converged_refresh(stack))
+            runs["storm"].append(scenarios.storm_one(stack, profile.storm_updates))
+        return {
+            "new_order": summarize(runs["new"]),
+            "converged_forced": summarize(runs["forced"]),
+            "converged_refresh": summarize(runs["refresh"]),
+            "storm_one_order": summarize(runs["storm"]),
+        }
+
+    return _with_stack(2, body)
+
+
+def run_cold(profile: Profile) -> Figures:
+    """N new orders at once on fresh stacks with 1 and 2 worker processes; storms on the last."""
+    out: Figures = {}
+    largest = max(profile.cold_sizes)
+    for size in profile.cold_sizes:
+        for workers in (1, 2):
+            runs: list[Figures] = []
+            storms: list[Figures] = []
+            count = 1 if size >= MANY else profile.runs
+            for i in range(count):
+                _say(f"bench: {size} new orders, {workers} worker processes, run {i + 1}/{count}")
+                storm = workers == 2 and size == largest and i == count - 1
+
+                def body(
+                    stack: Stack,
+                    size: int = size,
+                    storm: bool = storm,
+                    storms: list[Figures] = storms,
+                ) -> Figures:
+                    figures, ready = scenarios.cold(stack, size, timeout=profile.cold_timeout)
+                    if storm and ready:
+                        picked = ready[: profile.storm_orders]
+                        for j in range(profile.runs):
+                            _say(f"bench: one edit on each of {len(picked)} orders, run {j + 1}")
+                            storms.append(scenarios.storm_many(stack, picked))
+                    return figures
+
+                runs.append(_with_stack(workers, body))
+            out[f"cold_{size}_workers_{workers}"] = summarize(runs)
+            if storms:
+                out["storm_many_orders"] = summarize(storms)
+        one, two = out[f"cold_{size}_workers_1"], out[f"cold_{size}_workers_2"]
+        t1, t2 = one["all_ready_s"], two["all_ready_s"]
+        if isinstance(t1, dict) and isinstance(t2, dict) and t2["median"]:
+            out[f"cold_{size}_speedup"] = t1["median"] / t2["median"]
+    return out
+
+
+def run_refresh(profile: Profile) -> Figures:
+    """Beat's refresh sweep over the refresh set (real Redis, simulated clock)."""
+    out: Figures = {}
+    for layout in ("burst", "random"):
+        _say(f"bench: refresh spread, {profile.refresh_keys} orders, {layout}")
+        runs = [
+            refresh_spread.measure(profile.refresh_keys, profile.refresh_cycle, layout, seed, 3)
+            for seed in range(profile.runs)
+        ]
+        out[layout] = summarize(runs)
+    return {"orders": profile.refresh_keys, "cycle_s": profile.refresh_cycle, **out}
+
+
+def run(profile_name: str) -> Figures:
+    """Every scenario of one profile; the report as a JSON-ready dict."""
+    profile = PROFILES[profile_name]
+    started = time.monotonic()
+    report: Figures = {
+        "profile": profile_name,
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": commit(),
+        "machine": machine(),
+        "sizes": profile.__dict__,
+    }
+    report["warm"] = run_warm(profile)
+    report["cold"] = run_cold(profile)
+    report["refresh"] = run_refresh(profile)
+    report["bench_seconds"] = time.monotonic() - started
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the bench and write its results."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="full")
+    parser.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    parser.add_argument("--doc", type=Path, help="also write the markdown report to this file")
+    args = parser.parse_args(argv)
+    try:
+        report = run(args.profile)
+    except BenchError as error:
+        print(f"bench: {error}", file=sys.stderr)
+        return 1
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = report["date"][:10]
+    suffix = "" if args.profile == "full" else f"-{args.profile}"
+    path = args.out_dir / f"{stamp}-{report['commit']}{suffix}.json"
+    path.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+    markdown = render_markdown(report)
+    if args.doc is not None:
+        args.doc.parent.mkdir(parents=True, exist_ok=True)
+        args.doc.write_text(markdown)
+    print(markdown)
+    print(f"bench: results in {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,552 @@
+"""The bench's stack and meters: a fresh devstack, tenantdb's real processes, and what they cost.
+
+`Stack` starts `python -m devstack up` and tenantdb's watcher, one Celery worker with N prefork
+processes and beat as subprocesses, each on its own metrics port and under a key prefix of its
+own, and stops all of them (which drops every schema and SQL user the run created). It drives
+orders only through the official Kubernetes client, under the User-Agent `tenantdb-bench`, so the
+devstack's counters tell the bench's requests from tenantdb's.
+
+`Meter.read()` takes one `Reading` of everything a figure is made of: the API servers' and
+OpenBao's request counters (tenantdb's own requests only, watches apart), the passes, Busy and
+stale messages from tenantdb's metrics, the Celery tasks each worker ran (Celery's remote-control
+`stats`), and the CPU seconds of tenantdb's processes (their whole process trees) and of the
+devstack, from /proc. The difference of two readings is what happened between them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from prometheus_client.parser import text_string_to_metric_families
+
+from tenantdb.adapters.celeryapp import build_celery_app
+from tenantdb.adapters.workqueue import WorkQueue
+from tenantdb.ops import build_workqueue
+from tenantdb.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+GROUP, VERSION, PLURAL = "c5c3.io", "v1alpha1", "mariadbdatabases"
+NAMESPACE = "tenant-a"
+CLUSTERS = ("management", "edge-1")
+BENCH_AGENT = "tenantdb-bench"
+TENANTDB_AGENT = "tenantdb"
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class BenchError(Exception):
+    """The stack could not be brought up or did not settle; the message says where to look."""
+
+
+# -- CPU from /proc ------------------------------------------------------------------------------
+
+
+def _stat(pid: int) -> tuple[int, float, float] | None:
+    """(ppid, own CPU seconds, CPU seconds of reaped children) of one process."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    ppid = int(fields[1])
+    own = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    reaped = (int(fields[13]) + int(fields[14])) / _CLOCK_TICKS
+    return ppid, own, reaped
+
+
+def tree_cpu_seconds(roots: Mapping[str, int]) -> dict[str, float]:
+    """CPU seconds used so far by each root process and every descendant, live or reaped."""
+    stats: dict[int, tuple[int, float, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (found := _stat(int(entry.name))) is not None:
+            stats[int(entry.name)] = found
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    out = {}
+    for name, root in roots.items():
+        if root not in stats:
+            out[name] = 0.0
+            continue
+        total, todo = stats[root][2], [root]
+        while todo:
+            pid = todo.pop()
+            total += stats[pid][1]
+            todo.extend(children.get(pid, ()))
+        out[name] = total
+    return out
+
+
+# -- readings ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Everything the figures are made of, at one moment."""
+
+    at: float
+    kube: Counter[str] = field(default_factory=Counter)
+    """tenantdb's API requests by `verb resource` (watches as `watch resource`)."""
+    openbao: Counter[str] = field(default_factory=Counter)
+    """tenantdb's OpenBao requests by `METHOD path-shape`."""
+    metrics: Counter[str] = field(default_factory=Counter)
+    """tenantdb's counters: passes by path, Busy and stale messages."""
+    tasks: Counter[str] = field(default_factory=Counter)
+    """Celery tasks run, by task name."""
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds by process role (watcher, worker, beat, devstack)."""
+
+    def since(self, before: Reading) -> Delta:
+        """What happened between ``before`` and this reading."""
+        return Delta(
+            seconds=self.at - before.at,
+            kube=self.kube - before.kube,
+            openbao=self.openbao - before.openbao,
+            metrics=self.metrics - before.metrics,
+            tasks=self.tasks - before.tasks,
+            cpu={k: self.cpu.get(k, 0.0) - before.cpu.get(k, 0.0) for k in self.cpu},
+        )
+
+
+@dataclass(frozen=True)
+class Delta:
+    """The difference of two readings."""
+
+    seconds: float
+    kube: Counter[str]
+    openbao: Counter[str]
+    metrics: Counter[str]
+    tasks: Counter[str]
+    cpu: dict[str, float]
+
+    @property
+    def kube_requests(self) -> int:
+        """tenantdb's API requests, watches left out."""
+        return sum(n for k, n in self.kube.items() if not k.startswith("watch "))
+
+    @property
+    def openbao_requests(self) -> int:
+        """tenantdb's OpenBao requests."""
+        return sum(self.openbao.values())
+
+    @property
+    def passes(self) -> int:
+        """Passes that took an order's lease, whatever path they took."""
+        return sum(n for k, n in self.metrics.items() if k.startswith("passes "))
+
+    @property
+    def busy(self) -> int:
+        """Messages that found their order's lease held."""
+        return self.metrics["busy"]
+
+    @property
+    def entry_tasks(self) -> int:
+        """Reconcile messages the workers ran (passes, Busy and stale ones)."""
+        return self.tasks["tenantdb.reconcile.order"]
+
+    @property
+    def all_tasks(self) -> int:
+        """Every Celery task the workers ran."""
+        return sum(self.tasks.values())
+
+    @property
+    def tenantdb_cpu(self) -> float:
+        """CPU seconds of tenantdb's processes."""
+        return sum(v for k, v in self.cpu.items() if k != "devstack")
+
+    @property
+    def devstack_cpu(self) -> float:
+        """CPU seconds of the devstack process."""
+        return self.cpu.get("devstack", 0.0)
+
+
+def _path_shape(path: str) -> str:
+    """An OpenBao path with the order-specific last segment of role and creds paths folded."""
+    parts = path.strip("/").split("/")
+    if len(parts) >= 4 and parts[-2] in ("roles", "creds"):
+        parts[-1] = "*"
+    return "/".join(parts)
+
+
+# -- the stack -----------------------------------------------------------------------------------
+
+
+def _read_env(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            name, _, value = line.partition("=")
+            out[name.strip()] = value.strip()
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Stack:
+    """A fresh devstack and tenantdb's processes on it."""
+
+    state: Path
+    worker_processes: int
+    prefix: str = field(default_factory=lambda: f"tenantdb-bench-{secrets.token_hex(4)}:")
+    env: dict[str, str] = field(default_factory=dict)
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    metrics_ports: dict[str, int] = field(default_factory=dict)
+    apis: dict[str, k8s.CustomObjectsApi] = field(default_factory=dict)
+    _redis: redis.Redis | None = None
+    _celery: Any = None
+
+    # ---------------------------------------------------------------- processes
+
+    def _start(self, name: str, argv: list[str], env: Mapping[str, str]) -> None:
+        log = (self.state / "logs" / f"{name}.log").open("ab")
+        self.procs[name] = subprocess.Popen(
+            argv, cwd=REPO, env=dict(env), stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+
+    def up(self) -> Stack:
+        """Start the devstack, then the watcher, the worker and beat; wait until all serve."""
+        (self.state / "logs").mkdir(parents=True, exist_ok=True)
+        base = {**os.environ, "PYTHONPATH": str(REPO)}
+        devstack_dir = self.state / "devstack"
+        self._start(
+            "devstack",
+            [sys.executable, "-m", "devstack", "up", "--state-dir", str(devstack_dir),
+             "--clusters", ",".join(CLUSTERS)],
+            base,
+        )  # fmt: skip
+        self._wait(lambda: (devstack_dir / "env").exists(), 60, "the devstack to be ready")
+        self._wait(
+            lambda: "devstack ready" in self.log("devstack"), 60, "the devstack's ready line"
+        )
+        self.env = {
+            **base,
+            **_read_env(devstack_dir / "env"),
+            "TENANTDB_KEY_PREFIX": self.prefix,
+        }
+        tenantdb = [sys.executable, "-m", "tenantdb.cli"]
+        roles = {
+            "watcher": [*tenantdb, "watcher"],
+            "worker": [*tenantdb, "worker", "--", "-c", str(self.worker_processes),
+                       "-n", f"bench-{self.prefix.split('-')[-1].strip(':')}@%h",
+                       "-Q", "reconcile,provision,delivery,teardown", "--without-mingle",
+                       "--without-gossip"],
+            "beat": [*tenantdb, "beat"],
+        }  # fmt: skip
+        for name, argv in roles.items():
+            port = self.metrics_ports[name] = _free_port()
+            self._start(name, argv, {**self.env, "TENANTDB_METRICS_PORT": str(port)})
+        self._connect()
+        self._wait(self._serving, 60, "tenantdb's processes to serve their metrics")
+        self._wait(self._workers_answer, 60, "the worker to answer Celery's remote control")
+        return self
+
+    def _connect(self) -> None:
+        kubeconfig = self.env["TENANTDB_KUBECONFIG"]
+        for cluster in CLUSTERS:
+            api = k8s_config.new_client_from_config(config_file=kubeconfig, context=cluster)
+            api.user_agent = f"{BENCH_AGENT}/1"
+            self.apis[cluster] = k8s.CustomObjectsApi(api)
+        settings = self.settings()
+        self._redis = redis.Redis.from_url(settings.redis_url)
+        self._celery = build_celery_app(settings)
+
+    def settings(self) -> Settings:
+        """tenantdb's settings as its processes on this stack read them."""
+        saved = dict(os.environ)
+        os.environ.update(self.env)
+        try:
+            return Settings()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    def _serving(self) -> bool:
+        self.check()
+        try:
+            for name in self.metrics_ports:
+                self.metrics_text(name)
+        except OSError:
+            return False
+        return True
+
+    def _workers_answer(self) -> bool:
+        self.check()
+        return bool(self._celery.control.inspect(timeout=1.0).ping())
+
+    def check(self) -> None:
+        """Fail when a process died."""
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise BenchError(f"{name} exited with {proc.returncode}; see {self.logs(name)}")
+
+    def logs(self, name: str) -> Path:
+        """The log file of one process."""
+        return self.state / "logs" / f"{name}.log"
+
+    def log(self, name: str) -> str:
+        """The log of one process so far."""
+        path = self.logs(name)
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    @staticmethod
+    def _wait(condition: Callable[[], object], seconds: float, what: str) -> None:
+        deadline = time.monotonic() + seconds
+        while not condition():
+            if time.monotonic() > deadline:
+                raise BenchError(f"timed out after {seconds:g} s waiting for {what}")
+            time.sleep(0.1)
+
+    def down(self) -> None:
+        """Stop tenantdb's processes, then the devstack (which drops what the run created)."""
+        if self._celery is not None:
+            self._celery.close()
+        ordered = [n for n in self.procs if n != "devstack"] + ["devstack"]
+        for name in ordered:
+            proc = self.procs.get(name)
+            if proc is None or proc.poll() is not None:
+                continue
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._redis is not None:
+            for key in self._redis.scan_iter(match=f"{self.prefix}*", count=1000):
+                self._redis.delete(key)
+            self._redis.close()
+
+    # ---------------------------------------------------------------- orders
+
+    def create_order(self, name: str, cluster: str = "management") -> None:
+        """Create one order with the official client."""
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "MariaDBDatabase",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"controlPlaneRef": {"name": "cp", "namespace": "openstack"}},
+        }
+        self.apis[cluster].create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, body)
+
+    def annotate(self, name: str, value: str, cluster: str = "management") -> None:
+        """Change one annotation of an order (an edit that changes no spec)."""
+        patch = {"metadata": {"annotations": {"bench.tenantdb.io/touch": value}}}
+        self.apis[cluster].patch_namespaced_custom_object(
+            GROUP, VERSION, NAMESPACE, PLURAL, name, patch
+        )
+
+    def ready_orders(self, cluster: str = "management") -> set[str]:
+        """The names of the orders whose Ready condition is True."""
+        listed = self.apis[cluster].list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL)
+        return {o["metadata"]["name"] for o in listed["items"] if _ready(o)}
+
+    @contextmanager
+    def watch_ready(self, cluster: str = "management") -> Iterator[ReadyWatch]:
+        """Record when each order of the tenant namespace is first seen Ready."""
+        watch = ReadyWatch(self.apis[cluster])
+        watch.start()
+        try:
+            yield watch
+        finally:
+            watch.stop()
+
+    # ---------------------------------------------------------------- the work queue
+
+    def order_key(self, name: str, cluster: str = "management") -> str:
+        """The order key tenantdb gives an order."""
+        suffix = "" if cluster == "management" else f"@{cluster}"
+        return f"mariadbdatabase/{NAMESPACE}/{name}{suffix}"
+
+    def workqueue(self) -> WorkQueue:
+        """The product's work queue, as `tenantdb reconcile` uses it."""
+        return build_workqueue(self.settings())
+
+    def is_idle(self, *, due_within: float = 15.0) -> bool:
+        """No pass pending or running, nothing queued, and no short come-back due soon."""
+        assert self._redis is not None
+        r, p = self._redis, self.prefix
+        for pattern in (f"{p}pending:*", f"{p}lock:*"):
+            if next(iter(r.scan_iter(match=pattern, count=1000)), None) is not None:
+                return False
+        for queue in ("reconcile", "provision", "delivery", "teardown"):
+            if r.llen(f"{p}{queue}"):
+                return False
+        if r.hlen(f"{p}unacked"):
+            return False
+        soon = (time.time() + due_within) * 1000
+        return not r.zcount(f"{p}due", "-inf", soon)
+
+    def wait_idle(self, seconds: float = 120.0, *, due_within: float = 15.0) -> None:
+        """Wait until the stack is idle twice in a row, a quarter second apart."""
+        deadline = time.monotonic() + seconds
+        streak = 0
+        while streak < 2:
+            self.check()
+            streak = streak + 1 if self.is_idle(due_within=due_within) else 0
+            if time.monotonic() > deadline:
+                raise BenchError(f"tenantdb did not settle within {seconds:g} s")
+            time.sleep(0.25)
+
+    # ---------------------------------------------------------------- meters
+
+    def metrics_text(self, name: str) -> str:
+        """The /metrics text one of tenantdb's processes serves."""
+        url = f"http://127.0.0.1:{self.metrics_ports[name]}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return str(answer.read().decode())
+
+    def _metric_counts(self) -> Counter[str]:
+        out: Counter[str] = Counter()
+        for family in text_string_to_metric_families(self.metrics_text("worker")):
+            for sample in family.samples:
+                if sample.name == "tenantdb_reconcile_passes_total":
+                    out[f"passes {sample.labels['path']}"] += int(sample.value)
+                elif sample.name == "tenantdb_lock_busy_total":
+                    out["busy"] += int(sample.value)
+                elif sample.name == "tenantdb_stale_messages_total":
+                    out["stale"] += int(sample.value)
+        return out
+
+    def _task_counts(self) -> Counter[str]:
+        out: Counter[str] = Counter()
+        for _ in range(5):
+            stats = self._celery.control.inspect(timeout=2.0).stats() or {}
+            if stats:
+                for worker in stats.values():
+                    out.update(worker.get("total") or {})
+                return out
+        raise BenchError("the worker did not answer Celery's stats request")
+
+    def _kube_counts(self) -> Counter[str]:
+        out: Counter[str] = Counter()
+        for api in self.apis.values():
+            answer = api.api_client.call_api(
+                "/devstack/counters", "GET", auth_settings=["BearerToken"],
+                response_types_map={200: "object"}, _return_http_data_only=True,
+            )  # fmt: skip
+            for row in answer["requests"]:
+                if row["client"] == TENANTDB_AGENT:
+                    out[f"{row['verb']} {row['resource']}"] += row["count"]
+        return out
+
+    def _openbao_counts(self) -> Counter[str]:
+        env = self.env
+        context = ssl.create_default_context(cafile=env["DEVSTACK_OPENBAO_CACERT"])
+        context.load_cert_chain(
+            env["DEVSTACK_OPENBAO_CLIENT_CERT"], env["DEVSTACK_OPENBAO_CLIENT_KEY"]
+        )
+        url = env["DEVSTACK_OPENBAO_ADDR"] + "/devstack/counters"
+        with urllib.request.urlopen(url, context=context, timeout=10) as answer:  # noqa: S310
+            body = json.loads(answer.read())
+        out: Counter[str] = Counter()
+        for row in body["requests"]:
+            if row["client"] == TENANTDB_AGENT:
+                out[f"{row['method']} {_path_shape(row['path'])}"] += row["count"]
+        return out
+
+    def read(self) -> Reading:
+        """One reading of every meter."""
+        roles = {name: proc.pid for name, proc in self.procs.items()}
+        return Reading(
+            at=time.monotonic(),
+            kube=self._kube_counts(),
+            openbao=self._openbao_counts(),
+            metrics=self._metric_counts(),
+            tasks=self._task_counts(),
+            cpu=tree_cpu_seconds(roles),
+        )
+
+
+def _ready(obj: Mapping[str, Any]) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+class ReadyWatch:
+    """A watch on the tenant namespace's orders that notes when each first turns Ready."""
+
+    def __init__(self, api: k8s.CustomObjectsApi) -> None:
+        """Watch with ``api`` once started."""
+        self._api = api
+        self.ready_at: dict[str, float] = {}
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="bench-ready-watch")
+        self._started = threading.Event()
+
+    def start(self) -> None:
+        """Start watching; returns once the watch is open."""
+        self._thread.start()
+        if not self._started.wait(30):
+            raise BenchError("the bench's watch on the orders did not open")
+
+    def stop(self) -> None:
+        """Stop watching."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        from kubernetes import watch
+
+        listed = self._api.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL)
+        now = time.monotonic()
+        for obj in listed["items"]:
+            if _ready(obj):
+                self.ready_at.setdefault(obj["metadata"]["name"], now)
+        version = listed["metadata"]["resourceVersion"]
+        self._started.set()
+        while not self._stop.is_set():
+            stream = watch.Watch().stream(
+                self._api.list_namespaced_custom_object, GROUP, VERSION, NAMESPACE, PLURAL,
+                resource_version=version, timeout_seconds=2, allow_watch_bookmarks=True,
+            )  # fmt: skip
+            for event in stream:
+                obj = event["object"]
+                version = obj["metadata"]["resourceVersion"]
+                if event["type"] in ("ADDED", "MODIFIED") and _ready(obj):
+                    with self._changed:
+                        self.ready_at.setdefault(obj["metadata"]["name"], time.monotonic())
+                        self._changed.notify_all()
+                if self._stop.is_set():
+                    break
+
+    def wait(self, names: set[str], seconds: float) -> bool:
+        """Wait until every name in ``names`` was seen Ready; False at the deadline."""
+        deadline = time.monotonic() + seconds
+        with self._changed:
+            while not names <= self.ready_at.keys():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, 0.5))
+        return True
+
+
+def temp_state() -> Path:
+    """A fresh state directory for one stack."""
+    return Path(tempfile.mkdtemp(prefix="tenantdb-bench-"))

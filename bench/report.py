@@ -1,0 +1,223 @@
+"""The bench's markdown report: one table per scenario, from the JSON `python -m bench` writes.
+
+A figure shows its median over the runs, with min and max beside it when the runs differ. A
+scenario whose devstack CPU is more than half of tenantdb's is marked as bound by the stand-ins:
+there the devstack, not tenantdb, sets the pace on this machine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Figures = dict[str, Any]
+
+STAND_IN_BOUND = 0.5
+"""Devstack CPU above this share of tenantdb's CPU marks a figure as bound by the stand-ins."""
+
+
+def _num(value: float) -> str:
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}" if value != int(value) else f"{int(value)}"
+
+
+def cell(figure: Any) -> str:
+    """One figure as a table cell: `median (min-max)`, `yes`/`no`, or `-`."""
+    if figure is None:
+        return "-"
+    if isinstance(figure, dict) and "median" in figure:
+        text = _num(figure["median"])
+        if figure["min"] != figure["max"]:
+            text += f" ({_num(figure['min'])}-{_num(figure['max'])})"
+        return text
+    if isinstance(figure, dict) and "any" in figure:
+        return "yes" if figure["any"] else "no"
+    if isinstance(figure, bool):
+        return "yes" if figure else "no"
+    if isinstance(figure, int | float):
+        return _num(figure)
+    return str(figure)
+
+
+def _median(figures: Figures, name: str) -> float:
+    figure = figures.get(name)
+    if isinstance(figure, dict) and "median" in figure:
+        return float(figure["median"])
+    return 0.0
+
+
+def bound_note(
+    figures: Figures, tenantdb: str = "tenantdb_cpu_s", devstack: str = "devstack_cpu_s"
+) -> str:
+    """`stand-ins` when the devstack's CPU was more than half of tenantdb's, else `tenantdb`."""
+    ours, theirs = _median(figures, tenantdb), _median(figures, devstack)
+    return "stand-ins" if ours and theirs / ours > STAND_IN_BOUND else "tenantdb"
+
+
+_NEW_ORDER_ROWS = (
+    ("create-to-Ready p50 (s)", "ready_p50_s"),
+    ("create-to-Ready p95 (s)", "ready_p95_s"),
+    ("passes", "passes"),
+    ("entry tasks", "entry_tasks"),
+    ("Busy messages", "busy_messages"),
+    ("Celery tasks", "celery_tasks"),
+    ("Kubernetes requests (watches apart)", "kube_requests"),
+    ("OpenBao requests", "openbao_requests"),
+    ("tenantdb CPU (s)", "tenantdb_cpu_s"),
+    ("devstack CPU (s)", "devstack_cpu_s"),
+)
+
+_CONVERGED_ROWS = (
+    ("Kubernetes requests (watches apart)", "kube_requests"),
+    ("OpenBao requests", "openbao_requests"),
+    ("Celery tasks", "celery_tasks"),
+    ("passes", "passes"),
+    ("caused another pass", "caused_another_pass"),
+    ("tenantdb CPU (s)", "tenantdb_cpu_s"),
+    ("devstack CPU (s)", "devstack_cpu_s"),
+)
+
+
+def _breakdown(title: str, counts: dict[str, int]) -> list[str]:
+    rows = ", ".join(f"{name} x{n}" for name, n in counts.items()) or "none"
+    return [f"- {title}: {rows}"]
+
+
+def _new_order(warm: Figures) -> list[str]:
+    figures = warm["new_order"]
+    lines = [
+        "## A new order, warm workers",
+        "",
+        "Orders created one after another; each is Ready and the stack idle before the next.",
+        f"Per order. Bound by: {bound_note(figures)}.",
+        "",
+        "| figure | median (min-max) |",
+        "|---|---|",
+    ]
+    lines += [f"| {label} | {cell(figures.get(name))} |" for label, name in _NEW_ORDER_ROWS]
+    return [*lines, ""]
+
+
+def _converged(warm: Figures) -> list[str]:
+    forced, refresh = warm["converged_forced"], warm["converged_refresh"]
+    lines = [
+        "## A converged pass",
+        "",
+        "A forced re-reconcile of a Ready order (`tenantdb reconcile KEY --force`), and one",
+        "periodic refresh of a Ready order on the target cluster `edge-1`, swept by beat.",
+        f"Bound by: {bound_note(forced)} / {bound_note(refresh)}.",
+        "",
+        "| figure | forced re-reconcile | target-cluster refresh |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {label} | {cell(forced.get(name))} | {cell(refresh.get(name))} |"
+        for label, name in _CONVERGED_ROWS
+    ]
+    lines += ["", "Requests of the median run:", ""]
+    lines += _breakdown("forced, Kubernetes", forced.get("kube_by_request") or {})
+    lines += _breakdown("forced, OpenBao", forced.get("openbao_by_request") or {})
+    lines += _breakdown("refresh, Kubernetes", refresh.get("kube_by_request") or {})
+    lines += _breakdown("refresh, OpenBao", refresh.get("openbao_by_request") or {})
+    return [*lines, ""]
+
+
+def _cold(cold: Figures) -> list[str]:
+    lines = [
+        "## Cold: many new orders at once",
+        "",
+        "Fresh stack; the orders are created by 8 client threads; time from the first create",
+        "until the last order is seen Ready. Per-order figures divide the run's totals.",
+        "",
+        "| orders | worker processes | all Ready (s) | Ready at deadline | passes | entry tasks"
+        " | Kubernetes requests | tenantdb CPU (s) | devstack CPU (s) | bound by |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, figures in cold.items():
+        if not name.startswith("cold_") or "_workers_" not in name:
+            continue
+        size, workers = name.removeprefix("cold_").split("_workers_")
+        lines.append(
+            f"| {size} | {workers} | {cell(figures['all_ready_s'])}"
+            f" | {cell(figures['ready_at_deadline'])} | {cell(figures['passes'])}"
+            f" | {cell(figures['entry_tasks'])} | {cell(figures['kube_requests'])}"
+            f" | {cell(figures['tenantdb_cpu_s'])} | {cell(figures['devstack_cpu_s'])}"
+            f" | {bound_note(figures)} |"
+        )
+    lines.append("")
+    for name, ratio in cold.items():
+        if name.endswith("_speedup"):
+            size = name.removeprefix("cold_").removesuffix("_speedup")
+            lines.append(f"- {size} orders: 1 worker process / 2 worker processes = {ratio:.2f}")
+    return [*lines, ""]
+
+
+def _storms(warm: Figures, cold: Figures) -> list[str]:
+    one = warm["storm_one_order"]
+    lines = [
+        "## Storms",
+        "",
+        "| storm | passes | entry tasks | Busy messages | tenantdb CPU (s) | devstack CPU (s) |",
+        "|---|---|---|---|---|---|",
+        f"| {cell(one['updates'])} annotation edits of one order | {cell(one['passes'])}"
+        f" | {cell(one['entry_tasks'])} | {cell(one['busy_messages'])}"
+        f" | {cell(one['tenantdb_cpu_s'])} | {cell(one['devstack_cpu_s'])} |",
+    ]
+    many = cold.get("storm_many_orders")
+    if many:
+        lines.append(
+            f"| one edit on each of {cell(many['orders'])} orders (per order)"
+            f" | {cell(many['passes_per_order'])} | {cell(many['entry_tasks_per_order'])}"
+            f" | {cell(many['busy_messages'])} | {cell(many['tenantdb_cpu_s_per_order'])}"
+            f" | {cell(many['devstack_cpu_s_per_order'])} |"
+        )
+    return [*lines, ""]
+
+
+def _refresh(refresh: Figures) -> list[str]:
+    lines = [
+        "## Refresh smoothness",
+        "",
+        f"{cell(refresh['orders'])} orders in the refresh set on a {refresh['cycle_s']} s cycle;"
+        " beat's real sweep on real Redis under a simulated clock; the last of three cycles.",
+        "",
+        "| start | peak enqueues/s | mean enqueues/s | peak / mean | refresh-set bytes per order |",
+        "|---|---|---|---|---|",
+    ]
+    for layout, label in (("burst", "all due at once"), ("random", "random phases")):
+        f = refresh[layout]
+        lines.append(
+            f"| {label} | {cell(f['peak_per_s'])} | {cell(f['mean_per_s'])}"
+            f" | {cell(f['peak_to_mean'])} | {cell(f['redis_bytes_per_order'])} |"
+        )
+    return [*lines, ""]
+
+
+def render_markdown(report: Figures) -> str:
+    """The whole report."""
+    m = report["machine"]
+    lines = [
+        "# Benchmarks",
+        "",
+        "Produced by `make bench` (`python -m bench`); `make bench-quick` prints the same tables"
+        " for small N. Each figure is the median of the runs, with min-max in brackets when they"
+        " differ. Kubernetes and OpenBao requests are tenantdb's own, counted by the devstack's"
+        " servers (`/devstack/counters`); CPU seconds come from /proc, for tenantdb's processes"
+        " (watcher, worker and its pool, beat) and for the devstack apart. A scenario is marked"
+        f" bound by the stand-ins when the devstack used more than {STAND_IN_BOUND:.0%} of"
+        " tenantdb's CPU.",
+        "",
+        f"Profile `{report['profile']}`, commit `{report['commit']}`, {report['date']},"
+        f" {report['bench_seconds'] / 60:.1f} min. Machine: {m['cores']} cores ({m['cpu']}),"
+        f" {m['memory_gib']} GiB, Python {m['python']}, Redis {m['redis']}, {m['mariadb']}.",
+        "",
+    ]
+    warm, cold = report["warm"], report["cold"]
+    lines += _new_order(warm)
+    lines += _converged(warm)
+    lines += _cold(cold)
+    lines += _storms(warm, cold)
+    lines += _refresh(report["refresh"])
+    return "\n".join(lines)

@@ -1,0 +1,203 @@
+"""The bench's scenarios: each drives a running stack as a user would and returns its figures.
+
+Every scenario creates or edits orders with the official client only, lets tenantdb's real
+processes serve them, waits until the stack is idle again (no pass pending or running, nothing
+queued, no short come-back due) and turns the difference of two meter readings into figures.
+A figure is a plain number; names end in the unit (`_s` seconds, `_cpu_s` CPU seconds) or count
+something per order or per pass. None of them is asserted anywhere: they go to the report.
+"""
+
+from __future__ import annotations
+
+import secrets
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from bench.harness import BenchError, Delta, Stack
+
+Figures = dict[str, Any]
+
+_CREATORS = 8
+"""Client threads that create or edit orders "at once"."""
+
+
+def _name(base: str) -> str:
+    return f"{base}-{secrets.token_hex(3)}"
+
+
+def _per_order(delta: Delta, orders: int) -> Figures:
+    return {
+        "passes": delta.passes / orders,
+        "entry_tasks": delta.entry_tasks / orders,
+        "busy_messages": delta.busy / orders,
+        "celery_tasks": delta.all_tasks / orders,
+        "kube_requests": delta.kube_requests / orders,
+        "openbao_requests": delta.openbao_requests / orders,
+        "tenantdb_cpu_s": delta.tenantdb_cpu / orders,
+        "devstack_cpu_s": delta.devstack_cpu / orders,
+    }
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def new_orders_warm(stack: Stack, orders: int, *, timeout: float = 120.0) -> Figures:
+    """Create orders one after another on warm workers; each is Ready and settled before the next.
+
+    Figures: create-to-Ready p50 and p95, and per order the passes, entry tasks, Busy messages,
+    Celery tasks, Kubernetes and OpenBao requests, and CPU seconds of tenantdb and the devstack.
+    """
+    stack.wait_idle()
+    latencies = []
+    before = stack.read()
+    with stack.watch_ready() as watch:
+        for _ in range(orders):
+            name = _name("warm")
+            start = time.monotonic()
+            stack.create_order(name)
+            if not watch.wait({name}, timeout):
+                raise BenchError(f"order {name} was not Ready within {timeout:g} s")
+            latencies.append(watch.ready_at[name] - start)
+            stack.wait_idle()
+    delta = stack.read().since(before)
+    return {
+        "ready_p50_s": _percentile(latencies, 50),
+        "ready_p95_s": _percentile(latencies, 95),
+        **_per_order(delta, orders),
+    }
+
+
+def _converged_figures(delta: Delta) -> Figures:
+    return {
+        "kube_requests": delta.kube_requests,
+        "kube_by_request": dict(sorted(delta.kube.items())),
+        "openbao_requests": delta.openbao_requests,
+        "openbao_by_request": dict(sorted(delta.openbao.items())),
+        "celery_tasks": delta.all_tasks,
+        "passes": delta.passes,
+        "caused_another_pass": delta.passes > 1,
+        "tenantdb_cpu_s": delta.tenantdb_cpu,
+        "devstack_cpu_s": delta.devstack_cpu,
+    }
+
+
+def _ready_order(stack: Stack, cluster: str, timeout: float) -> str:
+    name = _name("converged")
+    with stack.watch_ready(cluster) as watch:
+        stack.create_order(name, cluster)
+        if not watch.wait({name}, timeout):
+            raise BenchError(f"order {name} on {cluster} was not Ready within {timeout:g} s")
+    stack.wait_idle()
+    return name
+
+
+def converged_forced(stack: Stack, *, timeout: float = 120.0) -> Figures:
+    """One forced re-reconcile of a Ready order, as `tenantdb reconcile KEY --force` asks it."""
+    name = _ready_order(stack, "management", timeout)
+    key = stack.order_key(name)
+    queue = stack.workqueue()
+    before = stack.read()
+    queue.enqueue(_parse(key), force=True)
+    stack.wait_idle()
+    return _converged_figures(stack.read().since(before))
+
+
+def converged_refresh(stack: Stack, *, timeout: float = 120.0) -> Figures:
+    """One periodic refresh of a Ready order on a target cluster, swept by beat when due."""
+    from tenantdb.core.schedule import Timetable
+
+    name = _ready_order(stack, "edge-1", timeout)
+    key = _parse(stack.order_key(name, "edge-1"))
+    queue = stack.workqueue()
+    if queue.due_at(key, Timetable.REFRESH) is None:
+        raise BenchError(f"the Ready order {key} has no refresh in the timetable")
+    before = stack.read()
+    last = queue.last_pass(key)
+    queue.schedule(key, time.time(), Timetable.REFRESH)
+    deadline = time.monotonic() + timeout
+    while queue.last_pass(key) == last:
+        if time.monotonic() > deadline:
+            raise BenchError(f"beat did not sweep the refresh of {key} within {timeout:g} s")
+        time.sleep(0.1)
+    stack.wait_idle()
+    return _converged_figures(stack.read().since(before))
+
+
+def _parse(key: str) -> Any:
+    from tenantdb.core.keys import OrderKey
+
+    return OrderKey.parse(key)
+
+
+def cold(stack: Stack, orders: int, *, timeout: float) -> tuple[Figures, list[str]]:
+    """Create ``orders`` new orders at once on a fresh stack and time until all are Ready.
+
+    Returns the figures (seconds to all Ready, or how many were Ready at the deadline; per order
+    passes, tasks, requests and CPU) and the names of the orders that went Ready.
+    """
+    names = [_name(f"cold{i}") for i in range(orders)]
+    stack.wait_idle()
+    before = stack.read()
+    with stack.watch_ready() as watch:
+        start = time.monotonic()
+        with ThreadPoolExecutor(_CREATORS) as pool:
+            list(pool.map(stack.create_order, names))
+        created = time.monotonic() - start
+        done = watch.wait(set(names), timeout)
+        ready = [n for n in names if n in watch.ready_at]
+        elapsed = max((watch.ready_at[n] for n in ready), default=start) - start
+    if done:
+        stack.wait_idle(timeout)
+    delta = stack.read().since(before)
+    figures: Figures = {
+        "orders": orders,
+        "all_ready_s": elapsed if done else None,
+        "ready_at_deadline": len(ready),
+        "deadline_s": timeout,
+        "create_s": created,
+        **_per_order(delta, orders),
+    }
+    return figures, ready
+
+
+def storm_one(stack: Stack, updates: int, *, timeout: float = 120.0) -> Figures:
+    """Edit one Ready order's annotations ``updates`` times as fast as the client can."""
+    name = _ready_order(stack, "management", timeout)
+    before = stack.read()
+    with ThreadPoolExecutor(_CREATORS) as pool:
+        list(pool.map(lambda i: stack.annotate(name, str(i)), range(updates)))
+    stack.wait_idle(timeout)
+    delta = stack.read().since(before)
+    return {
+        "updates": updates,
+        "passes": delta.passes,
+        "entry_tasks": delta.entry_tasks,
+        "busy_messages": delta.busy,
+        "tenantdb_cpu_s": delta.tenantdb_cpu,
+        "devstack_cpu_s": delta.devstack_cpu,
+    }
+
+
+def storm_many(stack: Stack, names: list[str], *, timeout: float = 300.0) -> Figures:
+    """Edit each of ``names`` (Ready orders) once, all at once."""
+    stack.wait_idle(timeout)
+    before = stack.read()
+    value = secrets.token_hex(3)
+    with ThreadPoolExecutor(_CREATORS) as pool:
+        list(pool.map(lambda n: stack.annotate(n, value), names))
+    stack.wait_idle(timeout)
+    delta = stack.read().since(before)
+    return {
+        "orders": len(names),
+        "passes_per_order": delta.passes / len(names),
+        "entry_tasks_per_order": delta.entry_tasks / len(names),
+        "busy_messages": delta.busy,
+        "seconds": delta.seconds,
+        "tenantdb_cpu_s_per_order": delta.tenantdb_cpu / len(names),
+        "devstack_cpu_s_per_order": delta.devstack_cpu / len(names),
+    }

@@ -1,0 +1,81 @@
+"""The bench harness keeps working: its smallest profile produces every figure of the report.
+
+Runs `python -m bench --profile tiny` as `make bench` runs the full one: fresh devstacks,
+tenantdb's real watcher, worker and beat, orders through the official client. Speeds are never
+asserted here; they live in docs/benchmarks.md. What is asserted is that every figure the report
+promises is there and is a measurement (a pass was counted, requests were seen, CPU was used).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+NEW_ORDER = (
+    "ready_p50_s", "ready_p95_s", "passes", "entry_tasks", "busy_messages", "celery_tasks",
+    "kube_requests", "openbao_requests", "tenantdb_cpu_s", "devstack_cpu_s",
+)  # fmt: skip
+CONVERGED = (
+    "kube_requests", "kube_by_request", "openbao_requests", "openbao_by_request",
+    "celery_tasks", "passes", "caused_another_pass", "tenantdb_cpu_s", "devstack_cpu_s",
+)  # fmt: skip
+COLD = ("all_ready_s", "ready_at_deadline", "passes", "entry_tasks", "kube_requests")
+
+
+def _median(figure: Any) -> float:
+    assert isinstance(figure, dict), figure
+    return float(figure["median"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
+    doc = tmp_path / "benchmarks.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--profile", "tiny", "--out-dir", str(tmp_path),
+         "--doc", str(doc)],
+        cwd=REPO, capture_output=True, text=True, timeout=580, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (result,) = tmp_path.glob("*-tiny.json")
+    report = json.loads(result.read_text())
+
+    assert set(report["machine"]) >= {"cores", "memory_gib", "python", "redis", "mariadb"}
+    new = report["warm"]["new_order"]
+    assert set(new) >= set(NEW_ORDER)
+    assert _median(new["passes"]) >= 1
+    assert _median(new["kube_requests"]) > 0
+    assert _median(new["openbao_requests"]) > 0
+    assert _median(new["tenantdb_cpu_s"]) > 0
+    assert _median(new["devstack_cpu_s"]) > 0
+    for name in ("converged_forced", "converged_refresh"):
+        converged = report["warm"][name]
+        assert set(converged) >= set(CONVERGED), name
+        assert _median(converged["passes"]) >= 1, name
+        assert converged["kube_by_request"], name
+    for workers in (1, 2):
+        cold = report["cold"][f"cold_2_workers_{workers}"]
+        assert set(cold) >= set(COLD)
+        assert _median(cold["ready_at_deadline"]) == 2
+        assert _median(cold["all_ready_s"]) > 0
+    assert report["cold"]["cold_2_speedup"] > 0
+    assert _median(report["warm"]["storm_one_order"]["passes"]) >= 1
+    assert _median(report["cold"]["storm_many_orders"]["passes_per_order"]) > 0
+    for layout in ("burst", "random"):
+        assert _median(report["refresh"][layout]["peak_to_mean"]) >= 1
+        assert _median(report["refresh"][layout]["redis_bytes_per_order"]) > 0
+
+    markdown = doc.read_text()
+    for heading in (
+        "## A new order, warm workers", "## A converged pass", "## Cold: many new orders at once",
+        "## Storms", "## Refresh smoothness",
+    ):  # fmt: skip
+        assert heading in markdown
+    assert done.stdout.strip() == markdown.strip()
