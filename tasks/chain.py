@@ -1,19 +1,22 @@
-"""How a chain step carries an order's lease: extend, check, retry with backoff, finish.
+"""How a chain step carries an order's lease: claim the fence, check, retry, hand over, finish.
 
 A pass that goes beyond its entry task hands its lease to a Celery chain. Each step of the
-chain receives the order key and the lease (its token and the event count it covers), checks
-that the lease is still its own, runs its body with a heartbeat, and then either lets the chain
-go on or finishes the pass: it schedules the order's come-backs, releases the lease (which asks
-for another pass when events arrived meanwhile) and cuts the rest of the chain.
+chain receives the order key, the pass's token, the event count it covers and its position in
+the chain. It claims the fence the previous step (or its own failed attempt) left for it, runs
+its body with a heartbeat, and then either hands the fence to the next step, extending the lease
+over the next step's wait in its queue, or finishes the pass: it schedules the order's
+come-backs, releases the lease (which asks for another pass when events arrived meanwhile) and
+cuts the rest of the chain. A copy of a step whose fence has moved on (a redelivery after a
+worker loss or a broker blip, a duplicate publish) ends at once without writing.
 
 A body that fails backs off with exponential backoff, full jitter and a cap, by retrying the
-same step; the lease is extended to cover the countdown, so no other pass of the order starts in
-between and events that arrive mark the order dirty. A step that lost its lease stops and asks
-for another pass. ``abort_pass`` is the chain's error callback: it gives the lease back when a
-step failed for good (a hard time limit).
+same step; the fence moves to the retry and the lease is extended over the countdown, so no
+other pass of the order starts in between and events that arrive mark the order dirty. A step
+that lost its lease stops and asks for another pass. ``abort_pass`` is the chain's error
+callback: it gives the lease back when a step failed for good (a hard time limit).
 
-Step arguments are the order key, the lease token and the event count; results name the order
-and a reason only.
+Step arguments are the order key, the pass's token, the event count and the step's position;
+results name the order and a reason only.
 """
 
 from __future__ import annotations
@@ -24,9 +27,24 @@ from dataclasses import dataclass
 
 from celery import shared_task
 
-from tasks.runtime import AnyTask, backoff, describe_error, finish_pass, result, workqueue
-from tenantdb.adapters.metrics import RETRIES
-from tenantdb.adapters.workqueue import Heartbeat, Lease, LeaseLostError, WorkQueue
+from tasks.runtime import (
+    AnyTask,
+    backoff,
+    describe_error,
+    finish_pass,
+    handover_ms,
+    result,
+    workqueue,
+)
+from tenantdb.adapters.metrics import DUPLICATE_STEPS, RETRIES
+from tenantdb.adapters.workqueue import (
+    Claim,
+    Heartbeat,
+    Lease,
+    LeaseLostError,
+    WorkQueue,
+    ready_fence,
+)
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.tasknames import RECONCILE_ABORT
 from tenantdb.settings import load_settings
@@ -41,6 +59,8 @@ class StepContext:
     key: OrderKey
     lease: Lease
     guard: Heartbeat
+    step: int = 1
+    """The step's position in its chain, 1 first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,26 +90,34 @@ class RetryStepError(Exception):
 StepBody = Callable[[StepContext], StepResult]
 
 
-def run_step(task: AnyTask, key: str, token: str, started: int, body: StepBody) -> dict[str, str]:
-    """Run one chain step of a pass under the lease the chain carries."""
+def run_step(
+    task: AnyTask, key: str, token: str, started: int, step: int, body: StepBody
+) -> dict[str, str]:
+    """Run chain step number ``step`` (1 first) of a pass under the lease the chain carries."""
     order = OrderKey.parse(key)
     queue = workqueue()
-    lease = Lease(order, token, started)
-    if not queue.extend(lease):
+    claim, lease = queue.claim(
+        Lease(order, token, started), ready_fence(step, task.request.retries)
+    )
+    if lease is None:
         _stop_chain(task)
+        if claim is Claim.MOVED:
+            DUPLICATE_STEPS.labels(task=task.name).inc()
+            log.info("%s: the pass is past this step; a copy ends", task.name, extra={"order": key})
+            return result(key, "Duplicate")
         queue.request_pass(order)
         return result(key, "LeaseLost")
     try:
         with queue.heartbeat(lease) as guard:
-            outcome = body(StepContext(order, lease, guard))
+            outcome = body(StepContext(order, lease, guard, step))
     except LeaseLostError:
         _stop_chain(task)
         queue.request_pass(order)
         return result(key, "LeaseLost")
     except RetryStepError as exc:
-        _retry(task, queue, lease, exc.reason, str(exc))
+        return _retry(task, queue, lease, step, exc.reason, str(exc))
     except Exception as exc:
-        _retry(task, queue, lease, type(exc).__name__, describe_error(exc))
+        return _retry(task, queue, lease, step, type(exc).__name__, describe_error(exc))
     if outcome.done:
         _stop_chain(task)
         finish_pass(
@@ -100,14 +128,24 @@ def run_step(task: AnyTask, key: str, token: str, started: int, body: StepBody) 
             again=outcome.again,
             reason=outcome.reason,
         )
+    elif queue.hand_over(lease, ready_fence(step + 1, 0), handover_ms()) is None:
+        _stop_chain(task)
+        queue.request_pass(order)
+        return result(key, "LeaseLost")
     return result(key, outcome.reason)
 
 
-def _retry(task: AnyTask, queue: WorkQueue, lease: Lease, reason: str, detail: str) -> None:
+def _retry(
+    task: AnyTask, queue: WorkQueue, lease: Lease, step: int, reason: str, detail: str
+) -> dict[str, str]:
     countdown = backoff(task.request.retries)
+    # Keep the lease through the countdown: the retry continues this pass, at a fence of its own.
+    ttl_ms = int((countdown + load_settings().lock_ttl_seconds) * 1000) + handover_ms()
+    if queue.hand_over(lease, ready_fence(step, task.request.retries + 1), ttl_ms) is None:
+        _stop_chain(task)
+        queue.request_pass(lease.key)
+        return result(lease.key, "LeaseLost")
     RETRIES.labels(task=task.name).inc()
-    # Keep the lease through the countdown: the retry continues this pass.
-    queue.extend(lease, ttl_ms=int((countdown + load_settings().lock_ttl_seconds) * 1000))
     log.warning(
         "%s failed (%s): %s; retrying in %d s",
         task.name,
@@ -129,7 +167,9 @@ def abort_pass(key: str, token: str, started: int) -> dict[str, str]:
     """Give the lease back after a step failed for good, and ask for another pass."""
     order = OrderKey.parse(key)
     queue = workqueue()
-    queue.release(Lease(order, token, started), completed=False)
+    lease = queue.current(order, token, started)
+    if lease is not None:
+        queue.release(lease, completed=False)
     queue.request_pass(order)
     log.error("a chain step failed for good; asked for another pass", extra={"order": key})
     return result(key, "Aborted")

@@ -17,41 +17,52 @@ listed, and fails open once it is gone.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from celery import Signature, chain, shared_task
+from pydantic import TypeAdapter
 
 from tasks.chain import RetryStepError, StepContext, StepResult, run_step
 from tasks.reconcile import PassContext, PassOutcome, register_pass
-from tasks.runtime import AnyTask
+from tasks.runtime import AnyTask, handover_ms, workqueue
 from tenantdb.adapters.clusters import (
     ClusterUnavailableError,
     compute_config_stamp,
     load_cluster_config,
 )
+from tenantdb.adapters.kube import KubeError
 from tenantdb.adapters.mariadb_orders import (
     ActionError,
     FetchedOrder,
     MariaDBOrders,
     ReadError,
 )
-from tenantdb.adapters.metrics import PASSES, RECONCILE_ERRORS, observe_leg
+from tenantdb.adapters.metrics import PASSES, RECONCILE_ERRORS, observe_leg, observe_leg_since
 from tenantdb.adapters.workqueue import Lease
-from tenantdb.core.actions import LogEvent, LogLevel
+from tenantdb.core.actions import EnsureRole, LogEvent, LogLevel
 from tenantdb.core.delivery import (
     DeliveryResult,
     compute_delivery_result,
     plan_delivery,
     plan_delivery_failure,
 )
-from tenantdb.core.gates import AdmissionDecision, AdmissionObservation, plan_admission
+from tenantdb.core.gates import (
+    AdmissionDecision,
+    AdmissionObservation,
+    plan_admission,
+    should_read_control_plane,
+)
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.models import ControlPlane, Secret
+from tenantdb.core.models import ControlPlane, MariaDBDatabase, Secret
 from tenantdb.core.naming import FINALIZER
 from tenantdb.core.passes import PassRecord, compute_pass_record, describe_status
 from tenantdb.core.provision import (
     LegResult,
+    ProvisionObservation,
     ProvisionPlan,
     plan_provision,
     plan_provision_failure,
@@ -60,12 +71,13 @@ from tenantdb.core.reasons import ConditionType
 from tenantdb.core.results import PassResult
 from tenantdb.core.scope import OrderScope, compute_order_scope
 from tenantdb.core.steps import (
+    DELIVERY_STEP,
     ProvisionStep,
     TeardownStep,
     classify_provision_action,
     classify_teardown_action,
     classify_teardown_log,
-    should_end_provision_at,
+    plan_chain_steps,
 )
 from tenantdb.core.tasknames import RECONCILE_ABORT
 from tenantdb.core.teardown import (
@@ -142,8 +154,35 @@ def _seconds(result: PassResult) -> float | None:
 # -- the entry -----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PassNote:
+    """What the entry observed and decided, left for the chain's steps so none reads it again.
+
+    Holds the order and ControlPlane as read, the provision plan (desired objects and the leg's
+    outcome; never a credential) and the chain's steps in order.
+    """
+
+    order: dict[str, Any]
+    control_plane: dict[str, Any]
+    plan: ProvisionPlan
+    steps: tuple[str, ...]
+    provision_started: float
+    """When the entry began to observe the provision leg, in epoch seconds."""
+
+    def fetched(self) -> FetchedOrder:
+        """The order as the entry read it."""
+        return FetchedOrder(self.order, MariaDBDatabase.model_validate(self.order))
+
+    def cp(self) -> ControlPlane:
+        """The ControlPlane as the entry read it."""
+        return ControlPlane.model_validate(self.control_plane)
+
+
+_NOTE = TypeAdapter(PassNote)
+
+
 def entry(ctx: PassContext) -> PassOutcome:
-    """Read the order and choose its path."""
+    """Read the order, its ControlPlane and its children once, decide, and hand over the writes."""
     io, key = orders(), ctx.key
     try:
         fetched = io.fetch_order(key)
@@ -162,25 +201,101 @@ def entry(ctx: PassContext) -> PassOutcome:
             return PassOutcome("Deleting")
         PASSES.labels(kind=KIND, path="teardown").inc()
         return PassOutcome("TearingDown", handoff=lambda lease: teardown_chain(lease))
-    admission = _admit(io, key, fetched)
+    cp = io.fetch_control_plane(fetched.order) if should_read_control_plane(key.cluster) else None
+    admission = plan_admission(AdmissionObservation(fetched.order, key.cluster, cp))
     if admission.add_finalizer:
+        # The finalizer write wakes nothing (a finalizer change passes no update predicate),
+        # so the pass goes on with the order it wrote instead of asking for a pass of its own.
         ctx.guard.check()
-        io.set_finalizers(key, fetched, [*fetched.order.metadata.finalizers, FINALIZER])
-        PASSES.labels(kind=KIND, path="finalizer").inc()
-        rec = record(ctx.guard.check, key, fetched, admission)
-        return PassOutcome("FinalizerAdded", _seconds(rec.result))
-    if not admission.outcome.proceed:
+        fetched = io.set_finalizers(key, fetched, [*fetched.order.metadata.finalizers, FINALIZER])
+        admission = plan_admission(AdmissionObservation(fetched.order, key.cluster, cp))
+    if not admission.outcome.proceed or cp is None:
         PASSES.labels(kind=KIND, path="gated").inc()
         rec = record(ctx.guard.check, key, fetched, admission)
         return PassOutcome(describe_status(rec.status), _seconds(rec.result))
+    return _provision_pass(ctx, io, fetched, admission, cp)
+
+
+def _provision_pass(
+    ctx: PassContext,
+    io: MariaDBOrders,
+    fetched: FetchedOrder,
+    admission: AdmissionDecision,
+    cp: ControlPlane,
+) -> PassOutcome:
+    """Observe the children once and plan; end here, or hand the writes to a chain."""
+    key = ctx.key
+    scope = compute_order_scope(fetched.order, key.cluster, cp)
+    provision_started = time.time()
+    observation, plan = _observe_provision(io, fetched, scope)
+    steps = plan_chain_steps(plan.actions, plan.result.outcome.proceed)
+    if not any(step != DELIVERY_STEP for step in steps):
+        observe_leg_since(PROVISION, provision_started)
+    if not steps and plan.result.outcome.proceed:
+        delivery_started = time.time()
+        delivered = _deliver_in_entry(ctx, io, fetched, admission, scope, cp, observation, plan)
+        if delivered is not None:
+            observe_leg_since(DELIVERY, delivery_started)
+            PASSES.labels(kind=KIND, path="converged").inc()
+            return delivered
+        steps = (DELIVERY_STEP,)
+    if not steps:
+        PASSES.labels(kind=KIND, path="waiting").inc()
+        rec = record(ctx.guard.check, key, fetched, admission, provision=plan.result)
+        return PassOutcome(describe_status(rec.status), _seconds(rec.result))
     PASSES.labels(kind=KIND, path="provision").inc()
-    return PassOutcome("Provisioning", handoff=lambda lease: provision_chain(lease))
-
-
-def _admit(io: MariaDBOrders, key: OrderKey, fetched: FetchedOrder) -> AdmissionDecision:
-    return plan_admission(
-        AdmissionObservation(fetched.order, key.cluster, io.fetch_control_plane(fetched.order))
+    note = PassNote(
+        fetched.raw, cp.model_dump(mode="json", by_alias=True), plan, steps, provision_started
     )
+    return PassOutcome("Provisioning", handoff=lambda lease: provision_chain(lease, note))
+
+
+def _observe_provision(
+    io: MariaDBOrders, fetched: FetchedOrder, scope: OrderScope
+) -> tuple[ProvisionObservation, ProvisionPlan]:
+    try:
+        observation = io.fetch_provision(fetched.order, scope, io.fetch_connection(scope))
+    except KubeError:
+        RECONCILE_ERRORS.labels(
+            sub_reconciler=PROVISION, condition_type=ConditionType.DATABASE_READY
+        ).inc()
+        raise
+    plan = plan_provision(observation)
+    role = next((a for a in plan.actions if isinstance(a, EnsureRole)), None)
+    if role is not None:
+        # Only a plan that reaches the role asks OpenBao how it stands.
+        observation = io.observe_role(observation, role)
+        plan = plan_provision(observation)
+    return observation, plan
+
+
+def _deliver_in_entry(
+    ctx: PassContext,
+    io: MariaDBOrders,
+    fetched: FetchedOrder,
+    admission: AdmissionDecision,
+    scope: OrderScope,
+    cp: ControlPlane,
+    provision: ProvisionObservation,
+    plan: ProvisionPlan,
+) -> PassOutcome | None:
+    """End a converged pass in the entry when delivery has nothing to write; None otherwise."""
+    try:
+        observation = io.fetch_delivery(fetched.order, scope, cp, provision)
+    except ReadError as error:
+        delivery = plan_delivery_failure(error.context, error.message)
+    else:
+        planned = plan_delivery(observation)
+        if planned.apply is not None:
+            return None
+        delivery = compute_delivery_result(observation, planned, None)
+    rec = record(ctx.guard.check, ctx.key, fetched, admission, plan.result, delivery)
+    if delivery.outcome.error is not None:
+        RECONCILE_ERRORS.labels(
+            sub_reconciler=DELIVERY, condition_type=ConditionType.DELIVERY_READY
+        ).inc()
+        raise ReadError("delivery", delivery.outcome.error)
+    return PassOutcome(describe_status(rec.status), _seconds(rec.result))
 
 
 def record(
@@ -211,11 +326,17 @@ def _args(lease: Lease) -> tuple[str, str, int]:
     return (str(lease.key), lease.token, lease.started)
 
 
-def provision_chain(lease: Lease) -> Signature:
-    """The provision steps, then delivery; the abort callback gives the lease back on failure."""
+def provision_chain(lease: Lease, note: PassNote) -> Signature:
+    """The steps the plan needs, in order; the abort callback gives the lease back on failure."""
+    settings = load_settings()
+    ttl_ms = handover_ms() + int(
+        (settings.retry_backoff_max_seconds + settings.lock_ttl_seconds) * 1000
+    )
+    workqueue().save_note(lease, _NOTE.dump_json(note).decode(), ttl_ms)
     args = _args(lease)
-    steps = [provision_task(step).si(*args) for step in ProvisionStep]
-    steps.append(deliver_secret.si(*args))
+    tasks = {step.name.lower(): provision_task(step) for step in ProvisionStep}
+    tasks[DELIVERY_STEP] = deliver_secret
+    steps = [tasks[name].si(*args, i) for i, name in enumerate(note.steps, start=1)]
     return chain(*steps).on_error(abort_signature(args))
 
 
@@ -223,7 +344,11 @@ def teardown_chain(lease: Lease) -> Signature:
     """The teardown steps, each passing on the names of the steps that failed, then finalize."""
     args = _args(lease)
     first, *rest = [teardown_task(step) for step in TeardownStep]
-    steps = [first.si((), *args), *(task.s(*args) for task in rest), finalize_teardown.s(*args)]
+    steps = [
+        first.si((), *args, 1),
+        *(task.s(*args, position) for position, task in enumerate(rest, start=2)),
+        finalize_teardown.s(*args, len(rest) + 2),
+    ]
     return chain(*steps).on_error(abort_signature(args))
 
 
@@ -234,30 +359,17 @@ def abort_signature(args: tuple[str, str, int]) -> Signature:
 
 # -- provision -----------------------------------------------------------------------------------
 
-
-class _PathChangedError(Exception):
-    """The order left the path this chain is on (deleted, gated); a new pass decides."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+_NOTE_GONE = StepResult("NoteGone", done=True, completed=False, again=True)
+"""A step whose pass left no note (it expired): a new pass observes afresh."""
 
 
-def _load(key: OrderKey) -> tuple[FetchedOrder, AdmissionDecision, ControlPlane, OrderScope]:
-    io = orders()
-    fetched = io.fetch_order(key)
-    if fetched is None or is_deleting(fetched.order):
-        raise _PathChangedError("PathChanged")
-    cp = io.fetch_control_plane(fetched.order)
-    admission = plan_admission(AdmissionObservation(fetched.order, key.cluster, cp))
-    if not admission.outcome.proceed or cp is None:
-        raise _PathChangedError("PathChanged")
-    return fetched, admission, cp, compute_order_scope(fetched.order, key.cluster, cp)
+def _note(ctx: StepContext) -> PassNote | None:
+    text = workqueue().load_note(ctx.lease)
+    return None if text is None else _NOTE.validate_json(text)
 
 
-def _plan_provision(scope: OrderScope, fetched: FetchedOrder) -> ProvisionPlan:
-    io = orders()
-    return plan_provision(io.fetch_provision(fetched.order, scope, io.fetch_connection(scope)))
+def _admission(ctx: StepContext, note: PassNote) -> AdmissionDecision:
+    return plan_admission(AdmissionObservation(note.fetched().order, ctx.key.cluster, note.cp()))
 
 
 def _fail_provision(
@@ -277,24 +389,26 @@ def _fail_provision(
 
 
 def provision_body(step: ProvisionStep) -> Callable[[StepContext], StepResult]:
-    """The body of one provision step."""
+    """The body of one provision step: its writes of the entry's plan, in plan order."""
 
     def body(ctx: StepContext) -> StepResult:
-        try:
-            fetched, admission, _, scope = _load(ctx.key)
-        except _PathChangedError as changed:
-            return StepResult(changed.reason, done=True, completed=False, again=True)
-        with observe_leg(PROVISION):
-            plan = _plan_provision(scope, fetched)
-            for index, action in enumerate(plan.actions):
-                if classify_provision_action(action) is not step:
-                    continue
-                ctx.guard.check()
-                try:
-                    orders().run(action)
-                except ActionError as error:
-                    raise _fail_provision(ctx, fetched, admission, plan, index, error) from None
-        if not should_end_provision_at(step, plan.actions, plan.result.outcome.proceed):
+        note = _note(ctx)
+        if note is None:
+            return _NOTE_GONE
+        fetched, admission, plan = note.fetched(), _admission(ctx, note), note.plan
+        for index, action in enumerate(plan.actions):
+            if classify_provision_action(action) is not step:
+                continue
+            ctx.guard.check()
+            try:
+                orders().run(action)
+            except ActionError as error:
+                observe_leg_since(PROVISION, note.provision_started)
+                raise _fail_provision(ctx, fetched, admission, plan, index, error) from None
+        following = note.steps[ctx.step :]
+        if not following or following[0] == DELIVERY_STEP:
+            observe_leg_since(PROVISION, note.provision_started)
+        if following:
             return StepResult(f"{step.name.title()}Done")
         rec = record(ctx.guard.check, ctx.key, fetched, admission, provision=plan.result)
         return StepResult(
@@ -308,8 +422,8 @@ def _provision_task(step: ProvisionStep) -> AnyTask:
     body = provision_body(step)
 
     @shared_task(name=PROVISION_TASKS[step], bind=True, max_retries=None)
-    def task(self: AnyTask, key: str, token: str, started: int) -> dict[str, str]:
-        return run_step(self, key, token, started, body)
+    def task(self: AnyTask, key: str, token: str, started: int, step: int) -> dict[str, str]:
+        return run_step(self, key, token, started, step, body)
 
     task.__doc__ = f"Provision step {step.name.lower()} of a MariaDBDatabase pass."
     return task
@@ -327,27 +441,24 @@ def provision_task(step: ProvisionStep) -> AnyTask:
 
 
 def deliver_body(ctx: StepContext) -> StepResult:
-    """Deliver the credential beside the order, record the pass, and end it."""
-    try:
-        fetched, admission, cp, scope = _load(ctx.key)
-    except _PathChangedError as changed:
-        return StepResult(changed.reason, done=True, completed=False, again=True)
-    io = orders()
-    plan = _plan_provision(scope, fetched)
-    if not plan.result.outcome.proceed:
-        rec = record(ctx.guard.check, ctx.key, fetched, admission, provision=plan.result)
-        return StepResult(
-            describe_status(rec.status), done=True, requeue_after=_seconds(rec.result)
-        )
+    """Deliver the credential beside the order, record the pass, and end it.
+
+    It reads the issued Secret and the delivered one itself: a credential never travels in a
+    note, only from the Secret ESO wrote into the Secret beside the order.
+    """
+    note = _note(ctx)
+    if note is None:
+        return _NOTE_GONE
+    fetched, admission, cp = note.fetched(), _admission(ctx, note), note.cp()
+    scope = compute_order_scope(fetched.order, ctx.key.cluster, cp)
     with observe_leg(DELIVERY):
-        delivery = _deliver(ctx, io, fetched, scope, cp)
+        delivery = _deliver(ctx, orders(), fetched, scope, cp)
+    rec = record(ctx.guard.check, ctx.key, fetched, admission, note.plan.result, delivery)
     if delivery.outcome.error is not None:
         RECONCILE_ERRORS.labels(
             sub_reconciler=DELIVERY, condition_type=ConditionType.DELIVERY_READY
         ).inc()
-        record(ctx.guard.check, ctx.key, fetched, admission, plan.result, delivery)
         raise RetryStepError("DeliveryError", delivery.outcome.error)
-    rec = record(ctx.guard.check, ctx.key, fetched, admission, plan.result, delivery)
     return StepResult(describe_status(rec.status), done=True, requeue_after=_seconds(rec.result))
 
 
@@ -378,9 +489,9 @@ def _deliver(
 
 
 @shared_task(name=DELIVERY_TASK, bind=True, max_retries=None)
-def deliver_secret(self: AnyTask, key: str, token: str, started: int) -> dict[str, str]:
+def deliver_secret(self: AnyTask, key: str, token: str, started: int, step: int) -> dict[str, str]:
     """Delivery step of a MariaDBDatabase pass: the Secret beside the order."""
-    return run_step(self, key, token, started, deliver_body)
+    return run_step(self, key, token, started, step, deliver_body)
 
 
 # -- teardown ------------------------------------------------------------------------------------
@@ -444,8 +555,11 @@ def _parse_failed(previous: object) -> tuple[str, ...]:
 
 def _teardown_task(step: TeardownStep) -> AnyTask:
     @shared_task(name=TEARDOWN_TASKS[step], bind=True, max_retries=None)
-    def task(self: AnyTask, previous: object, key: str, token: str, started: int) -> dict[str, str]:
-        return run_step(self, key, token, started, teardown_body(step, _parse_failed(previous)))
+    def task(
+        self: AnyTask, previous: object, key: str, token: str, started: int, position: int
+    ) -> dict[str, str]:
+        body = teardown_body(step, _parse_failed(previous))
+        return run_step(self, key, token, started, position, body)
 
     task.__doc__ = f"Teardown step {step.name.lower()} of a MariaDBDatabase."
     return task
@@ -482,10 +596,10 @@ def finalize_body(failed: tuple[str, ...]) -> Callable[[StepContext], StepResult
 
 @shared_task(name=FINALIZE_TASK, bind=True, max_retries=None)
 def finalize_teardown(
-    self: AnyTask, previous: object, key: str, token: str, started: int
+    self: AnyTask, previous: object, key: str, token: str, started: int, step: int
 ) -> dict[str, str]:
     """Final teardown step: release the finalizer once nothing is listed (or fail open)."""
-    return run_step(self, key, token, started, finalize_body(_parse_failed(previous)))
+    return run_step(self, key, token, started, step, finalize_body(_parse_failed(previous)))
 
 
 register_pass(KIND, entry)

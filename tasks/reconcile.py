@@ -22,9 +22,17 @@ from dataclasses import dataclass
 
 from celery import Signature, shared_task
 
-from tasks.runtime import AnyTask, backoff, describe_error, finish_pass, result, workqueue
+from tasks.runtime import (
+    AnyTask,
+    backoff,
+    describe_error,
+    finish_pass,
+    handover_ms,
+    result,
+    workqueue,
+)
 from tenantdb.adapters.metrics import LOCK_BUSY, RETRIES, STALE_MESSAGES
-from tenantdb.adapters.workqueue import Heartbeat, Lease, LeaseLostError, Start
+from tenantdb.adapters.workqueue import Heartbeat, Lease, LeaseLostError, Start, ready_fence
 from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
 from tenantdb.core.tasknames import RECONCILE_ORDER
 
@@ -106,7 +114,16 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
         )
         raise self.retry(countdown=countdown) from None
     if outcome.handoff is not None:
-        outcome.handoff(lease).apply_async()
+        handed = queue.hand_over(lease, ready_fence(1, 0), handover_ms())
+        if handed is None:
+            queue.request_pass(order)
+            return result(key, "LeaseLost")
+        try:
+            outcome.handoff(handed).apply_async()
+        except Exception:
+            # Without its chain the pass is over; the retry begins a new one.
+            queue.release(handed, completed=False)
+            raise self.retry(countdown=backoff(self.request.retries)) from None
         return result(key, outcome.reason)
     finish_pass(queue, lease, outcome.requeue_after, reason=outcome.reason)
     return result(key, outcome.reason)

@@ -24,7 +24,7 @@ from tenantdb.adapters.openbao import OpenBaoError
 from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import Lease, LeaseLostError, Release, WorkQueue
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.schedule import plan_comebacks
+from tenantdb.core.schedule import compute_timetable, plan_comebacks
 from tenantdb.settings import load_settings
 
 if TYPE_CHECKING:
@@ -60,19 +60,36 @@ def finish_pass(
     again: bool = False,
     reason: str = "",
 ) -> None:
-    """Schedule the order's come-backs, note the pass, and release its lease."""
+    """Schedule the order's come-backs, note the pass, and release its lease.
+
+    A completed pass's come-backs replace the key's timetable; a pass that did not see the order
+    through only adds its own, and the earliest time wins.
+    """
     settings = load_settings()
     if reason:
         queue.record_pass(lease.key, reason, time.time())
-    for comeback in plan_comebacks(
+    comebacks = plan_comebacks(
         requeue_after,
         now=time.time(),
         resync_seconds=settings.resync_seconds,
         jitter=random.random(),  # noqa: S311 - spreading load, not security
-    ):
-        queue.schedule(lease.key, comeback.at, comeback.table)
+    )
+    if completed:
+        queue.replace_timetable(lease.key, compute_timetable(comebacks))
+    else:
+        for comeback in comebacks:
+            queue.schedule(lease.key, comeback.at, comeback.table)
     if queue.release(lease, completed=completed) is Release.LOST or again:
         queue.request_pass(lease.key)
+
+
+def handover_ms() -> int:
+    """How long a hand-over keeps the lease for the next step's wait in its queue.
+
+    Bounded by the broker's visibility timeout: a message waiting longer is delivered again
+    anyway, and the copy that finds the fence moved ends.
+    """
+    return int(load_settings().visibility_timeout_seconds * 1000)
 
 
 def backoff(retries: int) -> int:

@@ -26,7 +26,7 @@ from tenantdb.settings import Settings
 def _route(
     name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **kw: Any
 ) -> Mapping[str, str] | None:
-    """Route ``tenantdb.<chain>.<step>`` to the chain's queue; leave other tasks alone."""
+    """Route tenantdb's tasks to their chain's queue; leave other tasks alone."""
     try:
         return {"queue": queue_for(name).value}
     except ValueError:
@@ -59,6 +59,10 @@ def build_celery_app(settings: Settings, *, include: Iterable[str] = ()) -> Cele
         task_reject_on_worker_lost=True,
         task_acks_on_failure_or_timeout=True,
         worker_prefetch_multiplier=1,
+        # A worker that loses the broker stops its running tasks and their messages go back to the
+        # queue; a copy that runs again finds the fence taken, ends without writing, and leaves
+        # the order dirty, so a new pass starts once the stopped step's lease runs out.
+        worker_cancel_long_running_tasks_on_connection_loss=True,
         task_time_limit=settings.task_time_limit_seconds,
         task_soft_time_limit=max(1, settings.task_time_limit_seconds - 10),
         broker_transport_options=transport,

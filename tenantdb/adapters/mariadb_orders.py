@@ -14,7 +14,7 @@ credential) and ``ReadError`` (a read other than NotFound failed).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from tenantdb.adapters.clusters import MANAGEMENT, ClusterRegistry, ClusterUnavailableError
 from tenantdb.adapters.kube import (
+    CERTIFICATE,
     CLUSTER_SECRET_STORE,
     CONTROL_PLANE,
     DATABASE,
@@ -30,6 +31,7 @@ from tenantdb.adapters.kube import (
     MARIADB_DATABASE,
     SECRET,
     SECRET_STORE,
+    SERVICE_ACCOUNT,
     VAULT_DYNAMIC_SECRET,
     KindNotServedError,
     KubeClient,
@@ -64,7 +66,7 @@ from tenantdb.core.models import (
     Secret,
     SecretStore,
 )
-from tenantdb.core.naming import CLIENT_CERTIFICATE
+from tenantdb.core.naming import CLIENT_CERTIFICATE, SHARED_SERVICE_ACCOUNT
 from tenantdb.core.openbao import (
     NAMESPACED_STORE_KIND,
     OpenBaoConnection,
@@ -157,7 +159,11 @@ class MariaDBOrders:
     def fetch_provision(
         self, order: MariaDBDatabase, scope: OrderScope, connection: OpenBaoConnection
     ) -> ProvisionObservation:
-        """Everything the provision leg decides on, read before any of its writes."""
+        """Everything the provision leg decides on, read once before any of its writes.
+
+        The children it may apply are kept raw in ``live``, so core can leave out an apply that
+        would change nothing. The OpenBao role is observed apart, by ``observe_role``.
+        """
         try:
             keystone = self.clusters.get(scope.keystone_cluster)
         except ClusterUnavailableError as exc:
@@ -165,26 +171,67 @@ class MariaDBOrders:
                 order=order, scope=scope, connection=connection, keystone_cluster_error=str(exc)
             )
         management = self.clusters.get(MANAGEMENT)
-        ns, cp_ns, name = scope.keystone_namespace, scope.cp_namespace, scope.names.credentials
+        ns, cp_ns, names = scope.keystone_namespace, scope.cp_namespace, scope.names
         mariadb = _get(keystone, MARIADB, ns, scope.cluster_ref) if scope.cluster_ref else None
+        databases = _list(keystone, DATABASE, ns)
+        vds = _get(management, VAULT_DYNAMIC_SECRET, cp_ns, names.credentials)
+        es = _get(management, EXTERNAL_SECRET, cp_ns, names.credentials)
+        live = {
+            _ref(MANAGEMENT, SERVICE_ACCOUNT, cp_ns, SHARED_SERVICE_ACCOUNT): _get(
+                management, SERVICE_ACCOUNT, cp_ns, SHARED_SERVICE_ACCOUNT
+            ),
+            _ref(MANAGEMENT, CERTIFICATE, cp_ns, CLIENT_CERTIFICATE): _get(
+                management, CERTIFICATE, cp_ns, CLIENT_CERTIFICATE
+            ),
+            _ref(scope.keystone_cluster, DATABASE, ns, names.database_cr): next(
+                (d for d in databases if d["metadata"]["name"] == names.database_cr), None
+            ),
+            _ref(MANAGEMENT, VAULT_DYNAMIC_SECRET, cp_ns, names.credentials): vds,
+            _ref(MANAGEMENT, EXTERNAL_SECRET, cp_ns, names.credentials): es,
+        }
         return ProvisionObservation(
             order=order,
             scope=scope,
             connection=connection,
             mariadb=_model(MariaDB, mariadb),
-            databases=tuple(DatabaseCR.model_validate(d) for d in _list(keystone, DATABASE, ns)),
+            databases=tuple(DatabaseCR.model_validate(d) for d in databases),
             client_certificate=_model(Secret, _get(management, SECRET, cp_ns, CLIENT_CERTIFICATE)),
-            vault_dynamic_secret=_model(
-                KubeObject, _get(management, VAULT_DYNAMIC_SECRET, cp_ns, name)
-            ),
-            external_secret=_model(ExternalSecret, _get(management, EXTERNAL_SECRET, cp_ns, name)),
-            materialised_secret=_model(Secret, _get(management, SECRET, cp_ns, name)),
+            vault_dynamic_secret=_model(KubeObject, vds),
+            external_secret=_model(ExternalSecret, es),
+            materialised_secret=_model(Secret, _get(management, SECRET, cp_ns, names.credentials)),
+            live=live,
         )
 
+    def observe_role(
+        self, observation: ProvisionObservation, role: EnsureRole
+    ) -> ProvisionObservation:
+        """Add the OpenBao role as it stands; unobserved when OpenBao cannot be asked.
+
+        A failure is left to the role step, which words it in the order's status.
+        """
+        certificate = observation.client_certificate
+        if certificate is None:
+            return observation
+        try:
+            with self._session(
+                role.connection, role.client_certificate, _client_certificate(certificate)
+            ) as session:
+                data = session.read_role(role.role_name)
+        except OpenBaoError:
+            return observation
+        return replace(observation, role=data, role_observed=True)
+
     def fetch_delivery(
-        self, order: MariaDBDatabase, scope: OrderScope, cp: ControlPlane
+        self,
+        order: MariaDBDatabase,
+        scope: OrderScope,
+        cp: ControlPlane,
+        provision: ProvisionObservation | None = None,
     ) -> DeliveryObservation:
         """Everything the delivery leg decides on, read before its one write.
+
+        The issued Secret and the ExternalSecret come from ``provision`` when the same pass
+        read them there; otherwise they are read here.
 
         Raises:
             ReadError: a read other than NotFound failed; the leg reports DeliveryError.
@@ -204,18 +251,13 @@ class MariaDBOrders:
         management = self.clusters.get(MANAGEMENT)
         cp_ns, name = scope.cp_namespace, scope.names.credentials
         delivered_name = scope.names.delivered_secret
-        return DeliveryObservation(
-            order=order,
-            scope=scope,
-            control_plane=cp,
-            database_name=scope.schema,
-            keystone_cluster_error=keystone_error,
-            ca_bundle=_model(Secret, ca_bundle),
-            materialised_secret=_model(
-                Secret,
-                _read(f"reading Secret {cp_ns}/{name}", management, SECRET, cp_ns, name),
-            ),
-            external_secret=_model(
+        if provision is not None:
+            materialised, external = provision.materialised_secret, provision.external_secret
+        else:
+            materialised = _model(
+                Secret, _read(f"reading Secret {cp_ns}/{name}", management, SECRET, cp_ns, name)
+            )
+            external = _model(
                 ExternalSecret,
                 _read(
                     f"reading ExternalSecret {cp_ns}/{name}",
@@ -224,17 +266,25 @@ class MariaDBOrders:
                     cp_ns,
                     name,
                 ),
-            ),
-            delivered_secret=_model(
-                Secret,
-                _read(
-                    f"reading Secret {order.metadata.namespace}/{delivered_name}",
-                    self.clusters.get(scope.cluster),
-                    SECRET,
-                    order.metadata.namespace,
-                    delivered_name,
-                ),
-            ),
+            )
+        delivered = _read(
+            f"reading Secret {order.metadata.namespace}/{delivered_name}",
+            self.clusters.get(scope.cluster),
+            SECRET,
+            order.metadata.namespace,
+            delivered_name,
+        )
+        return DeliveryObservation(
+            order=order,
+            scope=scope,
+            control_plane=cp,
+            database_name=scope.schema,
+            keystone_cluster_error=keystone_error,
+            ca_bundle=_model(Secret, ca_bundle),
+            materialised_secret=materialised,
+            external_secret=external,
+            delivered_secret=_model(Secret, delivered),
+            delivered_raw=delivered,
         )
 
     def fetch_teardown(
@@ -329,19 +379,20 @@ class MariaDBOrders:
         secret = _model(Secret, raw)
         if secret is None:
             raise OpenBaoError(f"the OpenBao client certificate {ref.namespace}/{ref.name} is gone")
-        return ClientCertificate(
-            ca_crt=secret.value("ca.crt").encode(),
-            tls_crt=secret.value("tls.crt").encode(),
-            tls_key=secret.value("tls.key").encode(),
-        )
+        return _client_certificate(secret)
 
-    def _session(self, connection: OpenBaoConnection, ref: ClientCertificateRef) -> Any:
+    def _session(
+        self,
+        connection: OpenBaoConnection,
+        ref: ClientCertificateRef,
+        certificate: ClientCertificate | None = None,
+    ) -> Any:
         return open_session(
             connection.server,
             connection.auth_mount,
             self.settings.openbao_role,
             self.read_jwt,
-            self._certificate(ref),
+            certificate or self._certificate(ref),
             timeout=self.settings.openbao_timeout_seconds,
         )
 
@@ -365,15 +416,34 @@ class MariaDBOrders:
             status=True,
         )
 
-    def set_finalizers(self, key: OrderKey, fetched: FetchedOrder, finalizers: list[str]) -> None:
-        """Replace the order's finalizers; ``ConflictError`` when it changed since it was read."""
-        self.clusters.get(key.cluster).set_finalizers(fetched.raw, finalizers)
+    def set_finalizers(
+        self, key: OrderKey, fetched: FetchedOrder, finalizers: list[str]
+    ) -> FetchedOrder:
+        """Replace the order's finalizers; return the order as written.
+
+        Raises:
+            ConflictError: the order changed since it was read.
+        """
+        raw = self.clusters.get(key.cluster).set_finalizers(fetched.raw, finalizers)
+        return FetchedOrder(raw, MariaDBDatabase.model_validate(raw))
 
 
 _RESOURCES = {
     (r.api_version, r.kind): r
     for r in (SECRET, DATABASE, EXTERNAL_SECRET, VAULT_DYNAMIC_SECRET, MARIADB_DATABASE)
 }
+
+
+def _client_certificate(secret: Secret) -> ClientCertificate:
+    return ClientCertificate(
+        ca_crt=secret.value("ca.crt").encode(),
+        tls_crt=secret.value("tls.crt").encode(),
+        tls_key=secret.value("tls.key").encode(),
+    )
+
+
+def _ref(cluster: str, resource: Resource, namespace: str, name: str) -> ObjectRef:
+    return ObjectRef(cluster, resource.api_version, resource.kind, namespace, name)
 
 
 def _resource(ref: ObjectRef) -> Resource:

@@ -2,9 +2,9 @@
 
 The reference's names and labels for the two legs of a MariaDBDatabase pass
 (``c5c3_operator_reconcile_duration_seconds`` with the reference's buckets and
-``c5c3_operator_reconcile_errors_total``), and tenantdb's own ``tenantdb_*`` metrics. Each step
-of a leg's chain re-reads the world and decides the whole leg before it performs its own part,
-so each step counts as one invocation of the leg.
+``c5c3_operator_reconcile_errors_total``), and tenantdb's own ``tenantdb_*`` metrics. A leg is
+observed once per pass with its whole duration, from its observation in the entry to its last
+write, even when its writes ran in several chain steps.
 
 Worker processes run under Celery's prefork pool: with ``PROMETHEUS_MULTIPROC_DIR`` set (the
 ``tenantdb worker`` command sets it), every child writes its samples to that directory and the
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from time import perf_counter
+from time import perf_counter, time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client import multiprocess as prometheus_multiprocess
@@ -42,6 +42,11 @@ PASSES = Counter(
 RETRIES = Counter(
     "tenantdb_step_retries",
     "Chain steps that failed and were scheduled again with backoff.",
+    ["task"],
+)
+DUPLICATE_STEPS = Counter(
+    "tenantdb_duplicate_steps",
+    "Copies of a chain step that found the pass's fence moved on and ended without writing.",
     ["task"],
 )
 LOCK_BUSY = Counter(
@@ -102,6 +107,11 @@ def observe_leg(sub_reconciler: str) -> Iterator[None]:
         yield
     finally:
         RECONCILE_DURATION.labels(sub_reconciler=sub_reconciler).observe(perf_counter() - started)
+
+
+def observe_leg_since(sub_reconciler: str, started: float) -> None:
+    """Observe a leg that began at epoch seconds ``started`` (in another task) and ends now."""
+    RECONCILE_DURATION.labels(sub_reconciler=sub_reconciler).observe(max(0.0, time() - started))
 
 
 def serve(port: int) -> None:

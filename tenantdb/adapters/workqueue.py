@@ -17,6 +17,17 @@ These primitives give the engine its guarantees (ARCHITECTURE.md, "Work-queue in
 * A ``Heartbeat`` extends the lease while a step runs; ``Heartbeat.check`` is called before every
   write and raises ``LeaseLostError`` once the lease is gone, so a step that lost it stops before
   writing.
+* A pass that goes on in a chain fences each step: the lock's value is the pass's token and a
+  fence (``token#3.0`` means "step 3, first attempt, may start"). ``hand_over`` moves the fence
+  to the next step (or the next attempt of a retried one) and extends the lease over the wait in
+  the queue; ``claim`` takes the fence atomically when a step starts (``token#3.0!``). A
+  duplicate or redelivered copy of a step finds the fence moved and ends without writing, and
+  every write checks the whole value, so two copies of one step never both write. A hand-over and
+  a refused claim also mark the key dirty for when the lease runs out, so a chain whose next
+  message never runs is found by the orphan sweep.
+* A pass that goes on in a chain leaves what it observed and decided for its steps in a note
+  (``save_note``), under its token, so no step reads the world again; a note never holds a
+  credential and ends with the pass.
 * Two timetables hold "come back at T" per key (the earliest time wins) and pop due keys exactly
   once, in batches: the due-set for short waits and the refresh set for periodic refreshes.
 
@@ -34,7 +45,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Self
 
@@ -93,7 +104,7 @@ return 0
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[5])
 redis.call('ZREM', KEYS[2], ARGV[2])
 local started = tonumber(ARGV[3])
 if ARGV[4] == '1' then
@@ -109,6 +120,27 @@ if events <= started then return 0 end
 -- that takes the lock from here on covers these events, and this message then ends as stale.
 if redis.call('SET', KEYS[4], '1', 'NX', 'EX', ARGV[6]) then return 2 end
 return 1
+"""
+
+# Compare-and-set of a pass's fence: the lock moves from one value of the pass's token to the
+# next. A claim that finds another value of the same token marks the key dirty for when that
+# lease ends (its holder may have died); any other value means the lease is gone.
+_FENCE = """
+local v = redis.call('GET', KEYS[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if v == ARGV[2] then
+  redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+  if ARGV[6] == '1' then redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[5]) end
+  return 1
+end
+if v and (v == ARGV[1] or string.sub(v, 1, string.len(ARGV[1]) + 1) == ARGV[1] .. '#') then
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl < 0 then pttl = 0 end
+  redis.call('ZADD', KEYS[2], now + pttl, ARGV[5])
+  return 0
+end
+return -1
 """
 
 _EXTEND = """
@@ -165,6 +197,17 @@ class Start(enum.Enum):
     """A completed pass already covers every event; this message ends."""
 
 
+class Claim(enum.Enum):
+    """What ``WorkQueue.claim`` found when a chain step started."""
+
+    CLAIMED = "claimed"
+    """The step holds the fence and runs."""
+    MOVED = "moved"
+    """The pass's fence is elsewhere: this is a duplicate or late copy of a step; it ends."""
+    LOST = "lost"
+    """The pass's lease is gone."""
+
+
 class Release(enum.Enum):
     """What ``WorkQueue.release`` found."""
 
@@ -176,13 +219,31 @@ class Release(enum.Enum):
     """The lease was no longer ours; nothing was released."""
 
 
+def ready_fence(step: int, attempt: int) -> str:
+    """The fence that lets attempt ``attempt`` (0 first) of chain step ``step`` start."""
+    return f"{step}.{attempt}"
+
+
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """A held lock on one order: the key, the token that proves ownership, the events covered."""
+    """A held lock on one order: the key, the token that proves ownership, the events covered.
+
+    ``fence`` is the chain step the lease is at ("" for the entry task), see ``claim``.
+    """
 
     key: OrderKey
     token: str
     started: int = 0
+    fence: str = ""
+
+    @property
+    def value(self) -> str:
+        """What the lock holds while this lease is current."""
+        return f"{self.token}#{self.fence}" if self.fence else self.token
+
+    def at(self, fence: str) -> Lease:
+        """The same lease at another fence."""
+        return replace(self, fence=fence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +267,10 @@ class WorkQueueKeys:
     def sequence(self, key: OrderKey) -> str:
         """The hash counting a key's events and the events its last completed pass covered."""
         return f"{self.prefix}seq:{key}"
+
+    def note(self, key: OrderKey) -> str:
+        """The note a pass leaves for the steps of its chain."""
+        return f"{self.prefix}note:{key}"
 
     @property
     def lock_prefix(self) -> str:
@@ -258,6 +323,7 @@ class WorkQueue:
         self._acquire = client.register_script(_ACQUIRE)
         self._release = client.register_script(_RELEASE)
         self._extend = client.register_script(_EXTEND)
+        self._fence = client.register_script(_FENCE)
         self._sweep = client.register_script(_SWEEP_ORPHANS)
         self._pop_due = client.register_script(_POP_DUE)
 
@@ -333,15 +399,62 @@ class WorkQueue:
         return bool(
             int(
                 self._extend(
-                    keys=[self.keys.lock(lease.key)], args=[lease.token, ttl_ms or self.lock_ttl_ms]
+                    keys=[self.keys.lock(lease.key)], args=[lease.value, ttl_ms or self.lock_ttl_ms]
                 )
             )
         )
 
+    def hand_over(self, lease: Lease, fence: str, ttl_ms: int) -> Lease | None:
+        """Move the pass's fence on to ``fence`` for the next step; None when the lease is gone.
+
+        The lease is extended by ``ttl_ms`` to cover the next step's wait in its queue, and the key
+        is marked dirty for when that runs out, so a next step that never runs is noticed.
+        """
+        moved = lease.at(fence)
+        done = self._run_fence(lease, lease.value, moved.value, ttl_ms, mark=True)
+        return moved if done == 1 else None
+
+    def claim(self, lease: Lease, fence: str) -> tuple[Claim, Lease | None]:
+        """Take the fence ``fence`` a hand-over left for this step; return the running lease."""
+        running = lease.at(fence + "!")
+        done = self._run_fence(lease, lease.at(fence).value, running.value, self.lock_ttl_ms)
+        if done == 1:
+            return Claim.CLAIMED, running
+        return (Claim.MOVED if done == 0 else Claim.LOST), None
+
+    def current(self, key: OrderKey, token: str, started: int = 0) -> Lease | None:
+        """The pass ``token``'s lease at whatever fence it is now; None when it is gone."""
+        value = _text(self.redis.get(self.keys.lock(key)) or "")
+        if value == token:
+            return Lease(key, token, started)
+        if value.startswith(token + "#"):
+            return Lease(key, token, started, value[len(token) + 1 :])
+        return None
+
+    def _run_fence(
+        self, lease: Lease, expected: str, new: str, ttl_ms: int, *, mark: bool = False
+    ) -> int:
+        return int(
+            self._fence(
+                keys=[self.keys.lock(lease.key), self.keys.dirty],
+                args=[lease.token, expected, new, ttl_ms, str(lease.key), "1" if mark else "0"],
+            )
+        )
+
+    def save_note(self, lease: Lease, note: str, ttl_ms: int) -> None:
+        """Leave ``note`` (never a credential) for the chain steps of the pass ``lease`` holds."""
+        self.redis.set(self.keys.note(lease.key), f"{lease.token}\n{note}", px=ttl_ms)
+
+    def load_note(self, lease: Lease) -> str | None:
+        """The note the pass ``lease`` belongs to left; None when it is gone or another's."""
+        value = self.redis.get(self.keys.note(lease.key))
+        token, _, note = _text(value or "").partition("\n")
+        return note if value is not None and token == lease.token else None
+
     def holds(self, lease: Lease) -> bool:
         """Whether the lease is still ours, without renewing it."""
         value = self.redis.get(self.keys.lock(lease.key))
-        return _text(value) == lease.token
+        return _text(value) == lease.value
 
     def progress(self, key: OrderKey) -> tuple[int, int]:
         """How many events were counted for the key, and how many a finished pass covered."""
@@ -377,9 +490,10 @@ class WorkQueue:
                     self.keys.dirty,
                     self.keys.sequence(lease.key),
                     self.keys.pending(lease.key),
+                    self.keys.note(lease.key),
                 ],
                 args=[
-                    lease.token,
+                    lease.value,
                     str(lease.key),
                     lease.started,
                     "1" if completed else "0",
@@ -435,6 +549,16 @@ class WorkQueue:
     def schedule(self, key: OrderKey, at: float, table: Timetable = Timetable.DUE) -> None:
         """Ask for a pass of ``key`` at epoch seconds ``at``; an earlier request wins."""
         self.redis.zadd(self.keys.timetable(table), {str(key): int(at * 1000)}, lt=True)
+
+    def replace_timetable(self, key: OrderKey, timetable: dict[Timetable, float | None]) -> None:
+        """Set the key's come-back in each table to exactly these times (None: none)."""
+        pipe = self.redis.pipeline()
+        for table, at in timetable.items():
+            if at is None:
+                pipe.zrem(self.keys.timetable(table), str(key))
+            else:
+                pipe.zadd(self.keys.timetable(table), {str(key): int(at * 1000)})
+        pipe.execute()
 
     def due_at(self, key: OrderKey, table: Timetable = Timetable.DUE) -> float | None:
         """When the key is due, in epoch seconds, or None."""

@@ -10,9 +10,12 @@ put a password in a message, a log event or an action's repr.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tenantdb.core.actions import ApplyObject, LogEvent
+from tenantdb.core.applied import is_applied
 from tenantdb.core.conditions import ConditionUpdate, DeliveredFields
 from tenantdb.core.endpoint import Endpoint, EndpointError, compute_endpoint_choice, parse_endpoint
 from tenantdb.core.manifests import CA_KEY, build_delivered_secret, compute_secret_keys
@@ -40,7 +43,9 @@ class DeliveryObservation:
 
     `keystone_cluster_error` matters only under TLS, where the CA bundle is read on Keystone's
     cluster. `delivered_secret` is the live `<name>-credentials` beside the order, read
-    uncached. `database_name` is the schema the provision leg recorded.
+    uncached, and `delivered_raw` the same object as read, when the pass kept it (an apply that
+    would change nothing is then skipped). `database_name` is the schema the provision leg
+    recorded.
     """
 
     order: MariaDBDatabase
@@ -52,15 +57,21 @@ class DeliveryObservation:
     materialised_secret: Secret | None = None
     external_secret: ExternalSecret | None = None
     delivered_secret: Secret | None = None
+    delivered_raw: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class DeliveryPlan:
-    """Either an outcome already (`apply` None) or the Secret to apply and judge afterwards."""
+    """Either an outcome already (`apply` None) or the Secret to apply and judge afterwards.
+
+    `in_place` says the delivered Secret already is what the apply would write: judge the live
+    one instead of an apply's answer.
+    """
 
     outcome: StepOutcome | None
     apply: ApplyObject | None = None
     endpoint: Endpoint | None = None
+    in_place: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,7 +156,17 @@ def plan_delivery(obs: DeliveryObservation) -> DeliveryPlan:
         },
         ca_crt=ca_crt,
     )
+    if _is_delivered(manifest, obs.delivered_raw):
+        return DeliveryPlan(outcome=None, endpoint=endpoint, in_place=True)
     return DeliveryPlan(outcome=None, apply=ApplyObject(scope.cluster, manifest), endpoint=endpoint)
+
+
+def _is_delivered(manifest: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
+    # The keys must match exactly: a ca.crt left from an earlier TLS setting is tenantdb's to
+    # drop, and only an apply drops it.
+    if live is None or set(live.get("data") or {}) != set(manifest["data"]):
+        return False
+    return is_applied(manifest, live)
 
 
 def compute_delivery_result(
@@ -154,8 +175,10 @@ def compute_delivery_result(
     """Judge the apply response: Delivered only when it carries the current credential.
 
     Call it with `applied` None when the plan had nothing to apply; it returns the plan's own
-    outcome then.
+    outcome then, or judges the live Secret when the plan found it `in_place`.
     """
+    if plan.in_place:
+        applied = obs.delivered_secret
     if plan.outcome is not None or plan.endpoint is None or applied is None:
         return DeliveryResult(plan.outcome or StepOutcome())
     scope, order = obs.scope, obs.order

@@ -67,6 +67,11 @@ def _refuse(outcome: StepOutcome, result: PassResult) -> AdmissionDecision:
     return AdmissionDecision(outcome=outcome, result=result)
 
 
+def should_read_control_plane(cluster: str) -> bool:
+    """Whether the pass may read the ControlPlane: not before the cluster-name gate passed."""
+    return not is_cluster_name_too_long(cluster)
+
+
 def plan_admission(obs: AdmissionObservation) -> AdmissionDecision:
     """Run the gates in order; the first that fails ends the pass."""
     order, cluster, cp = obs.order, obs.cluster, obs.control_plane

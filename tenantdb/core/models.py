@@ -28,10 +28,15 @@ class ApiModel(BaseModel):
 
 
 class SpecModel(BaseModel):
-    """A part of the order's own spec: the CRD is ours, so an unknown field is an error."""
+    """A part of the order's own spec, as this version of tenantdb knows it.
+
+    A field a newer version of the CRD added is left out when the order is read, so such an
+    order is still served and torn down; the installed CRD prunes fields it does not declare,
+    and the CRD tenantdb generates declares exactly these.
+    """
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+        frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True
     )
 
 

@@ -11,7 +11,9 @@ must never perform an action, and never names another owner's Database CR in a s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from tenantdb.core.actions import (
     Action,
@@ -20,7 +22,9 @@ from tenantdb.core.actions import (
     ClientCertificateRef,
     EnsureRole,
     LogEvent,
+    ObjectRef,
 )
+from tenantdb.core.applied import is_applied, is_contained
 from tenantdb.core.conditions import ConditionUpdate
 from tenantdb.core.manifests import (
     build_client_certificate,
@@ -44,7 +48,12 @@ from tenantdb.core.naming import (
     is_order_child,
     is_owned_order_child,
 )
-from tenantdb.core.openbao import OpenBaoConnection, build_role, compute_openbao_failure
+from tenantdb.core.openbao import (
+    OpenBaoConnection,
+    build_role,
+    compute_openbao_failure,
+    should_write_role,
+)
 from tenantdb.core.reasons import (
     NOT_PROVISIONED_MESSAGE,
     ConditionType,
@@ -67,6 +76,9 @@ CLIENT_CERTIFICATE_KEYS = ("tls.crt", "tls.key", "ca.crt")
 ENGINE_USERNAME_PREFIX = "v-"
 TAKEN_LOG = "the database an order names is taken on the shared MariaDB"
 
+LiveObjects = Mapping[ObjectRef, Mapping[str, Any] | None]
+"""Children as the pass read them, raw (None: absent), for skipping applies that change nothing."""
+
 
 @dataclass(frozen=True)
 class ProvisionObservation:
@@ -75,6 +87,11 @@ class ProvisionObservation:
     `keystone_cluster_error` is the resolver's error text when Keystone's cluster does not
     resolve. `databases` is every mariadb-operator Database in Keystone's namespace on
     Keystone's cluster (the child included, when it exists). Objects absent are None.
+
+    `live` holds the children the pass read, raw, by reference; an apply whose object is there
+    and already as desired is left out of the plan, and one whose child was not read stays in.
+    `role` is the OpenBao role's data when `role_observed` (None: no such role); without an
+    observation the role is always ensured.
     """
 
     order: MariaDBDatabase
@@ -87,6 +104,9 @@ class ProvisionObservation:
     vault_dynamic_secret: KubeObject | None = None
     external_secret: ExternalSecret | None = None
     materialised_secret: Secret | None = None
+    live: LiveObjects = field(default_factory=dict)
+    role: Mapping[str, Any] | None = None
+    role_observed: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,7 +210,30 @@ def _check_prerequisites(obs: ProvisionObservation) -> StepOutcome | None:
 
 
 def plan_provision(obs: ProvisionObservation) -> ProvisionPlan:
-    """Plan the provision leg: the actions up to the first unfinished step, and its outcome."""
+    """Plan the provision leg: the actions up to the first unfinished step, and its outcome.
+
+    Actions that would change nothing (the child already as desired, the role up to date) are
+    left out, so a converged order's plan holds no action at all.
+    """
+    plan = _plan_all(obs)
+    needed = tuple(a for a in plan.actions if is_action_needed(a, obs))
+    return plan if needed == plan.actions else ProvisionPlan(needed, plan.result)
+
+
+def is_action_needed(action: Action, obs: ProvisionObservation) -> bool:
+    """Whether performing ``action`` could change anything, given what the pass observed."""
+    if isinstance(action, EnsureRole):
+        return not obs.role_observed or should_write_role(obs.role, action.body)
+    if not isinstance(action, ApplyObject) or action.ref not in obs.live:
+        return True
+    live = obs.live[action.ref]
+    if action.strategy is ApplyStrategy.CREATE_OR_UPDATE:
+        # Create-or-update writes the spec only, over whatever else the object carries.
+        return live is None or not is_contained(action.manifest.get("spec") or {}, live.get("spec"))
+    return not is_applied(action.manifest, live)
+
+
+def _plan_all(obs: ProvisionObservation) -> ProvisionPlan:
     scope, names = obs.scope, obs.scope.names
     blocked = _check_prerequisites(obs)
     if blocked is not None:

@@ -62,6 +62,20 @@ def plan_comebacks(
     return tuple(entries)
 
 
+def compute_timetable(comebacks: tuple[Comeback, ...]) -> dict[Timetable, float | None]:
+    """The key's whole timetable after a completed pass: the earliest entry per table, or None.
+
+    A pass that saw the order through knows when it must come back; a come-back an earlier pass
+    asked for (waiting for a child that is Ready by now, say) would only cost a pass that finds
+    nothing to do, so the completed pass's timetable replaces it.
+    """
+    out: dict[Timetable, float | None] = dict.fromkeys(Timetable)
+    for comeback in comebacks:
+        current = out[comeback.table]
+        out[comeback.table] = comeback.at if current is None else min(current, comeback.at)
+    return out
+
+
 def compute_refresh_cap(waiting: int, cycle_seconds: float, interval_seconds: float) -> int:
     """How many refreshes one sweep may enqueue: a little above the mean rate, never zero.
 

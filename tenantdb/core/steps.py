@@ -2,9 +2,9 @@
 
 A pass runs as Celery chains whose steps are named after the parts of the reference flow:
 provision (identity, role, database, credentials), delivery (secret) and teardown (openbao, eso,
-database, secret, finalize). Every step re-reads the world and re-plans with core, then performs
-only the actions of its own part, in plan order; this module says which part an action belongs
-to. Pure.
+database, secret, finalize). The provision entry observes once and plans; its chain holds only
+the steps with something to write, each performing the actions of its own part in plan order.
+This module says which part an action belongs to, and which steps a plan needs. Pure.
 """
 
 from __future__ import annotations
@@ -87,17 +87,19 @@ def classify_teardown_action(action: Action) -> TeardownStep:
     raise ValueError(f"{type(action).__name__} is not a teardown action")
 
 
-def should_end_provision_at(
-    step: ProvisionStep, actions: tuple[Action, ...], converged: bool
-) -> bool:
-    """Whether the pass ends at this provision step rather than going on down the chain.
+DELIVERY_STEP = "delivery"
+"""The delivery step's name in a provision chain."""
 
-    It goes on while the plan holds actions of a later step, and past the last step only when
-    the leg converged (delivery follows); otherwise this step records the pass and ends it.
+
+def plan_chain_steps(actions: tuple[Action, ...], converged: bool) -> tuple[str, ...]:
+    """The chain a provision plan needs: each step with a write, in order, then delivery.
+
+    Delivery follows only a leg that converged. Empty when the plan writes nothing: the entry
+    then ends the pass itself, or delivers when the leg converged.
     """
-    if any(classify_provision_action(action) > step for action in actions):
-        return False
-    return not (step is ProvisionStep.CREDENTIALS and converged)
+    parts = {classify_provision_action(action) for action in actions}
+    steps = tuple(step.name.lower() for step in ProvisionStep if step in parts)
+    return (*steps, DELIVERY_STEP) if steps and converged else steps
 
 
 _TEARDOWN_LOGS = (

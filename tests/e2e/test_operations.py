@@ -148,6 +148,28 @@ def test_reconcile_from_a_shell_waits_and_reports(stack: Stack) -> None:
     assert "AllReady" in status.stdout
 
 
+def test_a_forced_pass_over_a_ready_order_writes_nothing(stack: Stack) -> None:
+    name = stack.name("quiet-db")
+    stack.apply_order(name)
+    stack.wait_ready(name)
+    key = f"mariadbdatabase/tenant-a/{name}"
+    assert _cli(stack, "reconcile", key, "--wait", "30").returncode == 0, "settled first"
+    clusters = [server.cluster for server in stack.platform.servers.values()]
+    for cluster in clusters:
+        cluster.enable_audit()
+    order = stack.order(name)
+
+    done = _cli(stack, "reconcile", key, "--force", "--wait", "30")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    writes = [e for c in clusters for e in c.audit_log if e.field_manager == "tenantdb"]
+    assert writes == [], "a pass over an order that is as desired must write nothing"
+    again = stack.order(name)
+    assert again is not None
+    assert order is not None
+    assert again["metadata"]["resourceVersion"] == order["metadata"]["resourceVersion"]
+
+
 def test_flower_answers_with_basic_auth_only_and_shows_the_chain_queues(stack: Stack) -> None:
     port = free_port()
     stack.start(

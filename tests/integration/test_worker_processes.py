@@ -23,7 +23,7 @@ from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.settings import Settings
 from tests.conftest import REDIS_URL
-from tests.integration.workqueue_app import probe_keys
+from tests.integration.workqueue_app import CHAIN_STEP, chain_keys, probe_keys
 
 pytestmark = pytest.mark.slow
 
@@ -48,9 +48,10 @@ class Stack:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.settings = Settings(redis_url=REDIS_URL, key_prefix=prefix, lock_ttl_seconds=LOCK_TTL)
         self.client = redis.Redis.from_url(REDIS_URL)
+        self.app = build_celery_app(self.settings)
         self.queue = WorkQueue(
             self.client,
-            make_publisher(build_celery_app(self.settings)),
+            make_publisher(self.app),
             prefix=prefix,
             lock_ttl=LOCK_TTL,
         )
@@ -94,12 +95,18 @@ class Stack:
 
     def quiet(self) -> bool:
         """Nothing is queued, reserved, pending, locked or dirty: no further pass can start."""
-        return not (
-            self.client.llen(f"{self.prefix}reconcile")
-            or self.client.hlen(f"{self.prefix}unacked")
-            or self.queue.is_pending(KEY)
-            or self.queue.is_locked(KEY)
-            or self.client.zcard(self.queue.keys.dirty)
+        return self.quiet_for(KEY)()
+
+    def quiet_for(self, key: OrderKey) -> Callable[[], bool]:
+        """Whether nothing is queued, reserved, pending, locked or dirty for ``key``."""
+        return lambda: (
+            not (
+                self.client.llen(f"{self.prefix}reconcile")
+                or self.client.hlen(f"{self.prefix}unacked")
+                or self.queue.is_pending(key)
+                or self.queue.is_locked(key)
+                or self.client.zcard(self.queue.keys.dirty)
+            )
         )
 
 
@@ -143,6 +150,66 @@ def test_a_thousand_enqueues_during_a_pass_cost_at_most_two_passes(stack: Stack)
     assert stack.completed() == 2
     assert published < 1000, "enqueue did not deduplicate"
     assert stack.client.get(stack.keys["overlaps"]) is None
+
+
+def test_two_copies_of_one_chain_step_at_once_write_once(stack: Stack) -> None:
+    keys = chain_keys(stack.prefix)
+    key = OrderKey.parse("probechain/tenant-a/twice")
+    stack.start_worker("w1")
+    stack.start_worker("w2")
+    stack.client.set(keys["hold"], "1")
+    assert stack.queue.enqueue(key)
+    _wait_for(lambda: stack.client.llen(keys["steps"]) == 1, 30, "step 1 to start and hold")
+    args = {_text(k): _text(v) for k, v in stack.client.hgetall(keys["args"]).items()}
+
+    # The copy a redelivery or a second publish would bring, while the first still runs.
+    stack.app.send_task(CHAIN_STEP, args=[args["key"], args["token"], int(args["started"]), 1])
+    _wait_for(
+        lambda: (
+            not stack.client.llen(f"{stack.prefix}reconcile")
+            and stack.client.hlen(f"{stack.prefix}unacked") == 1
+        ),
+        30,
+        "the copy to be consumed while step 1 holds",
+    )
+    stack.client.delete(keys["hold"])
+    stack.client.rpush(keys["go"], "1")
+    _wait_for(
+        lambda: bool(stack.client.sismember(keys["done"], str(key))), 30, "the chain to finish"
+    )
+    _wait_for(stack.quiet_for(key), 30, "the work queue to settle")
+
+    assert [_text(s) for s in stack.client.lrange(keys["steps"], 0, -1)] == [
+        f"1:{key}",
+        f"2:{key}",
+    ]
+    assert int(stack.client.get(keys["writes:1"]) or 0) == 1
+    assert int(stack.client.get(keys["writes:2"]) or 0) == 1
+    assert int(stack.client.get(keys["entries"]) or 0) == 1
+
+
+@pytest.mark.timeout(300)
+def test_a_thousand_relisted_orders_complete_with_a_lease_shorter_than_the_queue(
+    stack: Stack,
+) -> None:
+    keys = chain_keys(stack.prefix)
+    orders = [OrderKey.parse(f"probechain/tenant-a/relisted-{i}") for i in range(1000)]
+    stack.start_worker("w1")
+    stack.start_worker("w2")
+    started = time.monotonic()
+    for key in orders:
+        stack.queue.enqueue(key)
+
+    _wait_for(lambda: stack.client.scard(keys["done"]) == len(orders), 240, "every pass to finish")
+    waited = time.monotonic() - started
+
+    assert waited > LOCK_TTL, "the queue was never longer than a lease; the test proves nothing"
+    assert int(stack.client.get(keys["entries"]) or 0) == len(orders), "a pass had to start over"
+    assert int(stack.client.get(keys["writes:2"]) or 0) == len(orders)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:

@@ -19,8 +19,17 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tenantdb.adapters.workqueue import LeaseLostError, Release, Start, WorkQueue
+from tenantdb.adapters.workqueue import (
+    Claim,
+    Lease,
+    LeaseLostError,
+    Release,
+    Start,
+    WorkQueue,
+    ready_fence,
+)
 from tenantdb.core.keys import OrderKey
+from tenantdb.core.schedule import Timetable
 from tests.conftest import REDIS_URL
 
 KEY = OrderKey.parse("probe/tenant-a/order-1")
@@ -345,6 +354,100 @@ def test_a_dead_holders_dirty_key_is_swept_after_its_lease(
     assert lease is not None
 
 
+# -- (f) a step is fenced --------------------------------------------------------------------------
+
+
+def _chain_at_step_one(queue: WorkQueue) -> Lease:
+    start, lease = queue.begin(KEY)
+    assert start is Start.LEASED
+    assert lease is not None
+    handed = queue.hand_over(lease, ready_fence(1, 0), 60_000)
+    assert handed is not None
+    return handed
+
+
+def test_a_copy_of_a_claimed_step_ends_without_the_lease(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    queue = _queue(client, key_prefix)
+    queue.enqueue(KEY)
+    handed = _chain_at_step_one(queue)
+    carried = Lease(KEY, handed.token, handed.started)
+
+    first, running = queue.claim(carried, ready_fence(1, 0))
+    copy, none = queue.claim(carried, ready_fence(1, 0))
+
+    assert (first, copy, none) == (Claim.CLAIMED, Claim.MOVED, None)
+    assert running is not None
+    assert queue.holds(running)
+    assert not queue.holds(carried), "the pass's bare token must not pass for the running step"
+    # The copy left the key dirty for when the running step's lease ends.
+    assert client.zscore(queue.keys.dirty, str(KEY)) is not None
+
+
+def test_the_next_step_and_a_retry_each_claim_their_own_fence(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    queue = _queue(client, key_prefix)
+    queue.enqueue(KEY)
+    carried = _chain_at_step_one(queue)
+    _, step_one = queue.claim(carried, ready_fence(1, 0))
+    assert step_one is not None
+    assert queue.hand_over(step_one, ready_fence(1, 1), 60_000) is not None
+    assert queue.claim(carried, ready_fence(1, 0))[0] is Claim.MOVED
+    claim, retry = queue.claim(carried, ready_fence(1, 1))
+    assert claim is Claim.CLAIMED
+    assert retry is not None
+    assert not queue.extend(step_one), "the failed attempt may no longer renew, so never write"
+
+    assert queue.hand_over(retry, ready_fence(2, 0), 60_000) is not None
+    claim, step_two = queue.claim(carried, ready_fence(2, 0))
+    assert claim is Claim.CLAIMED
+    assert step_two is not None
+    assert queue.claim(carried, ready_fence(1, 1))[0] is Claim.MOVED
+    assert queue.release(step_two) is Release.CLEAN
+    assert not queue.is_locked(KEY)
+    assert client.zscore(queue.keys.dirty, str(KEY)) is None
+
+
+def test_a_step_of_a_pass_whose_lease_is_gone_finds_it_lost(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    queue = _queue(client, key_prefix, lock_ttl=0.2)
+    queue.enqueue(KEY)
+    _, lease = queue.begin(KEY)
+    assert lease is not None
+    handed = queue.hand_over(lease, ready_fence(1, 0), 100)
+    assert handed is not None
+    time.sleep(0.3)
+    assert queue.claim(handed, ready_fence(1, 0)) == (Claim.LOST, None)
+    assert queue.current(KEY, handed.token) is None
+
+
+def test_the_current_fence_is_found_from_the_token(client: redis.Redis, key_prefix: str) -> None:
+    queue = _queue(client, key_prefix)
+    queue.enqueue(KEY)
+    carried = _chain_at_step_one(queue)
+    _, running = queue.claim(carried, ready_fence(1, 0))
+    assert queue.current(KEY, carried.token, carried.started) == running
+    assert queue.current(KEY, "another-token") is None
+
+
+def test_a_hand_over_whose_next_step_never_runs_is_swept(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published)
+    queue.enqueue(KEY)
+    _, lease = queue.begin(KEY)
+    assert lease is not None
+    assert queue.hand_over(lease, ready_fence(1, 0), 200) is not None
+    assert queue.sweep_orphans() == []
+    time.sleep(0.3)
+    assert queue.sweep_orphans() == [KEY]
+    assert published == [KEY, KEY]
+
+
 # -- (e) the due-set -------------------------------------------------------------------------------
 
 
@@ -360,6 +463,16 @@ def test_the_earliest_due_time_wins(client: redis.Redis, key_prefix: str) -> Non
 
 
 @pytest.mark.slow
+def test_a_completed_pass_replaces_the_timetable(client: redis.Redis, key_prefix: str) -> None:
+    queue = _queue(client, key_prefix)
+    queue.schedule(KEY, 1_000.0)
+    queue.schedule(KEY, 5_000.0, Timetable.REFRESH)
+    queue.replace_timetable(KEY, {Timetable.DUE: None, Timetable.REFRESH: 9_000.0})
+    assert queue.due_at(KEY) is None
+    assert queue.due_at(KEY, Timetable.REFRESH) == 9_000.0
+    assert queue.pop_due(2_000.0) == []
+
+
 def test_due_keys_pop_exactly_once_under_four_poppers(
     real_redis: redis.Redis, key_prefix: str
 ) -> None:

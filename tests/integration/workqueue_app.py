@@ -1,4 +1,7 @@
-"""The worker app for work-queue tests: tenantdb's own app plus a recording pass for ``probe``.
+"""The worker app for work-queue tests: tenantdb's own app plus recording passes.
+
+``probe`` is a pass that runs in its entry task; ``probechain`` hands its pass to a chain of two
+steps run by the product's own step runner, so the tests can watch the chain's fence.
 
 Worker processes started by the tests load it with ``-A tests.integration.workqueue_app``. The
 pass records in Redis, under the test's key prefix, when it starts (with its process id), whether
@@ -12,8 +15,13 @@ import os
 from functools import lru_cache
 
 import redis
+from celery import Signature, chain
 
+from tasks.chain import StepContext, StepResult, run_step
 from tasks.reconcile import PassContext, PassOutcome, register_pass
+from tasks.runtime import AnyTask
+from tenantdb.adapters.workqueue import Lease
+from tenantdb.core.tasknames import RECONCILE_ABORT
 from tenantdb.settings import load_settings
 from workers.app import app
 
@@ -58,3 +66,51 @@ def probe_pass(ctx: PassContext) -> PassOutcome:
 
 
 register_pass("probe", probe_pass)
+
+
+# -- a kind whose pass goes on in a two-step chain -------------------------------------------------
+
+CHAIN_STEP = "tests.probechain.step"
+
+
+def chain_keys(prefix: str) -> dict[str, str]:
+    """The Redis keys the probe chain records under, for every order of the test."""
+    base = f"{prefix}probechain:"
+    names = ("entries", "steps", "writes:1", "writes:2", "done", "args", "hold", "go")
+    return {name: f"{base}{name}" for name in names}
+
+
+def probechain_pass(ctx: PassContext) -> PassOutcome:
+    """Count the pass and hand it to the two probe steps, as a kind's provision chain does."""
+    _redis().incr(chain_keys(load_settings().key_prefix)["entries"])
+
+    def handoff(lease: Lease) -> Signature:
+        args = (str(lease.key), lease.token, lease.started)
+        return chain(probe_step.si(*args, 1), probe_step.si(*args, 2)).on_error(
+            Signature(RECONCILE_ABORT, args=args, immutable=True)
+        )
+
+    return PassOutcome("Chained", handoff=handoff)
+
+
+@app.task(name=CHAIN_STEP, bind=True, max_retries=None)
+def probe_step(self: AnyTask, key: str, token: str, started: int, step: int) -> dict[str, str]:
+    """Record the step and its write; step 1 waits for the test's go while it is asked to hold."""
+
+    def body(ctx: StepContext) -> StepResult:
+        client = _redis()
+        keys = chain_keys(load_settings().key_prefix)
+        client.rpush(keys["steps"], f"{step}:{key}")
+        client.hset(keys["args"], mapping={"key": key, "token": token, "started": started})
+        if step == 1 and client.get(keys["hold"]):
+            client.blpop([keys["go"]], timeout=HOLD_SECONDS)
+        ctx.guard.check()
+        client.incr(keys[f"writes:{step}"])
+        if step == 2:
+            client.sadd(keys["done"], key)
+        return StepResult(f"Step{step}", done=step == 2)
+
+    return run_step(self, key, token, started, step, body)
+
+
+register_pass("probechain", probechain_pass)

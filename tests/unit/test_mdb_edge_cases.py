@@ -10,7 +10,8 @@ import pytest
 from tenantdb.core.actions import ApplyObject, ApplyStrategy, EnsureRole
 from tenantdb.core.conditions import build_status_body
 from tenantdb.core.delivery import REFRESHED_LOG
-from tenantdb.core.models import Secret
+from tenantdb.core.gates import should_read_control_plane
+from tenantdb.core.models import MariaDBDatabase, Secret
 from tenantdb.core.provision import plan_provision_failure
 from tests.unit.mdb_builders import (
     ORDER_UID,
@@ -272,3 +273,33 @@ def test_kubernetes_failure_after_the_role_keeps_conditions_and_records_the_role
 
 def test_materialised_secret_without_password_waits() -> None:
     assert _reason(World(materialised=materialised(password=""))) == "WaitingForCredentials"
+
+
+def test_an_order_with_a_spec_field_from_a_newer_crd_is_still_served() -> None:
+    raw = {
+        "apiVersion": "c5c3.io/v1alpha1",
+        "kind": "MariaDBDatabase",
+        "metadata": {"name": "app-db", "namespace": "tenant-a", "uid": "u", "generation": 1},
+        "spec": {
+            "controlPlaneRef": {"name": "cp", "namespace": "default", "zone": "later"},
+            "deletionPolicy": "Delete",
+            "charset": "utf8mb4",
+        },
+    }
+    order = MariaDBDatabase.model_validate(raw)
+    assert order.spec.deletion_policy == "Delete"
+    assert order.spec.control_plane_ref.name == "cp"
+
+
+@pytest.mark.parametrize(
+    ("cluster", "reads"),
+    [
+        pytest.param("", True, id="management"),
+        pytest.param("edge-1", True, id="target"),
+        pytest.param("x" * 64, False, id="name-too-long-reads-nothing-more"),
+    ],
+)
+def test_the_control_plane_is_read_only_past_the_cluster_name_gate(
+    cluster: str, reads: bool
+) -> None:
+    assert should_read_control_plane(cluster) is reads

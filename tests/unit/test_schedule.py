@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tenantdb.core.schedule import Comeback, Timetable, compute_refresh_cap, plan_comebacks
+from tenantdb.core.schedule import (
+    Comeback,
+    Timetable,
+    compute_refresh_cap,
+    compute_timetable,
+    plan_comebacks,
+)
 
 NOW = 1_000_000.0
 
@@ -55,3 +61,30 @@ def test_refresh_cap_stays_near_the_mean_rate(
     mean = waiting / cycle * interval
     if mean >= 1:
         assert cap <= 1.5 * mean
+
+
+@pytest.mark.parametrize(
+    ("comebacks", "expected"),
+    [
+        pytest.param((), {Timetable.DUE: None, Timetable.REFRESH: None}, id="nothing-clears-both"),
+        pytest.param(
+            (Comeback(Timetable.REFRESH, NOW + 3600),),
+            {Timetable.DUE: None, Timetable.REFRESH: NOW + 3600},
+            id="ready-order-drops-an-old-short-wait",
+        ),
+        pytest.param(
+            (Comeback(Timetable.REFRESH, NOW + 600), Comeback(Timetable.REFRESH, NOW + 3600)),
+            {Timetable.DUE: None, Timetable.REFRESH: NOW + 600},
+            id="refresh-before-resync",
+        ),
+        pytest.param(
+            (Comeback(Timetable.DUE, NOW + 10), Comeback(Timetable.REFRESH, NOW + 3600)),
+            {Timetable.DUE: NOW + 10, Timetable.REFRESH: NOW + 3600},
+            id="wait-and-resync",
+        ),
+    ],
+)
+def test_a_completed_pass_sets_the_whole_timetable(
+    comebacks: tuple[Comeback, ...], expected: dict[Timetable, float | None]
+) -> None:
+    assert compute_timetable(comebacks) == expected

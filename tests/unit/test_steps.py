@@ -24,7 +24,7 @@ from tenantdb.core.steps import (
     classify_provision_action,
     classify_teardown_action,
     classify_teardown_log,
-    should_end_provision_at,
+    plan_chain_steps,
 )
 from tenantdb.core.teardown import BEST_EFFORT_LOG, CHILD_LOG, DELIVERED_REMOVAL_LOG
 
@@ -153,21 +153,33 @@ def test_teardown_log_lines_are_written_by_their_step(
 
 
 _IDENTITY = (_apply("ServiceAccount"), _apply("Certificate"))
-_LATER = (*_IDENTITY, _apply("Database"))
+_ROLE = EnsureRole("r", build_role("db", "ks"), OpenBaoConnection(), CERT)
+_CREDENTIALS = (_apply("VaultDynamicSecret"), _apply("ExternalSecret"))
 
 
 @pytest.mark.parametrize(
-    ("step", "actions", "converged", "ends"),
+    ("actions", "converged", "steps"),
     [
-        pytest.param(ProvisionStep.IDENTITY, (), False, True, id="blocked-before-any-action"),
-        pytest.param(ProvisionStep.IDENTITY, _IDENTITY, False, True, id="waiting-at-identity"),
-        pytest.param(ProvisionStep.IDENTITY, _LATER, False, False, id="later-steps-to-do"),
-        pytest.param(ProvisionStep.DATABASE, _LATER, False, True, id="waiting-for-database"),
-        pytest.param(ProvisionStep.CREDENTIALS, _LATER, False, True, id="credentials-not-issued"),
-        pytest.param(ProvisionStep.CREDENTIALS, _LATER, True, False, id="converged-delivery-next"),
+        pytest.param((), False, (), id="blocked-or-waiting-with-nothing-to-write"),
+        pytest.param((), True, (), id="converged-nothing-to-write-entry-delivers"),
+        pytest.param(_IDENTITY, False, ("identity",), id="waiting-for-the-certificate"),
+        pytest.param(
+            (*_IDENTITY, _ROLE, _apply("Database")),
+            False,
+            ("identity", "role", "database"),
+            id="new-order-waiting-for-database",
+        ),
+        pytest.param(_CREDENTIALS, False, ("credentials",), id="credentials-not-issued-yet"),
+        pytest.param((_ROLE,), True, ("role", "delivery"), id="role-drifted-then-delivery"),
+        pytest.param(
+            (_apply("Database"), *_CREDENTIALS),
+            True,
+            ("database", "credentials", "delivery"),
+            id="steps-keep-the-flow-order",
+        ),
     ],
 )
-def test_a_provision_step_ends_the_pass_only_where_the_plan_stops(
-    step: ProvisionStep, actions: tuple[Action, ...], converged: bool, ends: bool
+def test_a_chain_holds_only_the_steps_with_a_write(
+    actions: tuple[Action, ...], converged: bool, steps: tuple[str, ...]
 ) -> None:
-    assert should_end_provision_at(step, actions, converged) is ends
+    assert plan_chain_steps(actions, converged) == steps
