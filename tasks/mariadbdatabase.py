@@ -79,7 +79,7 @@ from tenantdb.core.steps import (
     classify_teardown_log,
     plan_chain_steps,
 )
-from tenantdb.core.tasknames import RECONCILE_ABORT
+from tenantdb.core.tasknames import RECONCILE_ABORT, Queue, step_task_name
 from tenantdb.core.teardown import (
     TeardownMode,
     TeardownPlan,
@@ -98,19 +98,13 @@ PROVISION = "MariaDBDatabaseProvision"
 DELIVERY = "MariaDBDatabaseDelivery"
 
 PROVISION_TASKS = {
-    ProvisionStep.IDENTITY: "tenantdb.provision.identity",
-    ProvisionStep.ROLE: "tenantdb.provision.role",
-    ProvisionStep.DATABASE: "tenantdb.provision.database",
-    ProvisionStep.CREDENTIALS: "tenantdb.provision.credentials",
+    step: step_task_name(KIND, Queue.PROVISION, step.name.lower()) for step in ProvisionStep
 }
-DELIVERY_TASK = "tenantdb.delivery.secret"
+DELIVERY_TASK = step_task_name(KIND, Queue.DELIVERY, "secret")
 TEARDOWN_TASKS = {
-    TeardownStep.OPENBAO: "tenantdb.teardown.openbao",
-    TeardownStep.ESO: "tenantdb.teardown.eso",
-    TeardownStep.DATABASE: "tenantdb.teardown.database",
-    TeardownStep.SECRET: "tenantdb.teardown.secret",
+    step: step_task_name(KIND, Queue.TEARDOWN, step.name.lower()) for step in TeardownStep
 }
-FINALIZE_TASK = "tenantdb.teardown.finalize"
+FINALIZE_TASK = step_task_name(KIND, Queue.TEARDOWN, "finalize")
 
 _LEVELS = {
     LogLevel.INFO: logging.INFO,

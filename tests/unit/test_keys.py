@@ -78,9 +78,12 @@ def test_keys_sort_and_hash_by_value() -> None:
     ("name", "queue"),
     [
         pytest.param(RECONCILE_ORDER, Queue.RECONCILE, id="entry"),
-        pytest.param("tenantdb.provision.role", Queue.PROVISION, id="provision"),
-        pytest.param("tenantdb.delivery.secret", Queue.DELIVERY, id="delivery"),
-        pytest.param("tenantdb.teardown.openbao", Queue.TEARDOWN, id="teardown"),
+        pytest.param("tenantdb.mariadbdatabase.provision.role", Queue.PROVISION, id="provision"),
+        pytest.param("tenantdb.mariadbdatabase.delivery.secret", Queue.DELIVERY, id="delivery"),
+        pytest.param(
+            "tenantdb.mysqldatabase.teardown.schema", Queue.TEARDOWN, id="another-kinds-teardown"
+        ),
+        pytest.param("tenantdb.reconcile.abort", Queue.RECONCILE, id="abort"),
     ],
 )
 def test_task_names_route_to_their_chain_queue(name: str, queue: Queue) -> None:
@@ -88,8 +91,15 @@ def test_task_names_route_to_their_chain_queue(name: str, queue: Queue) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["celery.chord_unlock", "tenantdb.nochain.step", "tenantdb.provision"]
+    "name",
+    [
+        "celery.chord_unlock",
+        "tenantdb.nochain.step",
+        "tenantdb.provision",
+        "tenantdb.mariadbdatabase.nochain.step",
+        "tenantdb.a.b.provision.c",
+    ],
 )
 def test_unknown_task_names_have_no_queue(name: str) -> None:
-    with pytest.raises(ValueError, match=r"tenantdb\.<chain>\.<step>"):
+    with pytest.raises(ValueError, match=r"tenantdb\.<kind>\.<chain>\.<step>"):
         queue_for(name)
