@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -72,18 +72,20 @@ from tenantdb.core.results import PassResult
 from tenantdb.core.scope import OrderScope, compute_order_scope
 from tenantdb.core.steps import (
     DELIVERY_STEP,
+    FINALIZE_STEP,
     ProvisionStep,
     TeardownStep,
     classify_provision_action,
     classify_teardown_action,
     classify_teardown_log,
     plan_chain_steps,
+    plan_teardown_steps,
 )
 from tenantdb.core.tasknames import RECONCILE_ABORT, Queue, step_task_name
 from tenantdb.core.teardown import (
     TeardownMode,
     TeardownPlan,
-    decide_teardown,
+    compute_teardown_result,
     describe_teardown_failure,
     is_deleting,
     plan_teardown,
@@ -194,7 +196,7 @@ def entry(ctx: PassContext) -> PassOutcome:
         if not should_tear_down(fetched.order):
             return PassOutcome("Deleting")
         PASSES.labels(kind=KIND, path="teardown").inc()
-        return PassOutcome("TearingDown", handoff=lambda lease: teardown_chain(lease))
+        return _teardown_pass(ctx, io, fetched)
     cp = io.fetch_control_plane(fetched.order) if should_read_control_plane(key.cluster) else None
     admission = plan_admission(AdmissionObservation(fetched.order, key.cluster, cp))
     if admission.add_finalizer:
@@ -320,29 +322,20 @@ def _args(lease: Lease) -> tuple[str, str, int]:
     return (str(lease.key), lease.token, lease.started)
 
 
+def _note_ttl_ms() -> int:
+    # The chain's longest life: every hand-over's wait, and a retry's backoff on top.
+    settings = load_settings()
+    backoff = settings.retry_backoff_max_seconds + settings.lock_ttl_seconds
+    return handover_ms() + int(backoff * 1000)
+
+
 def provision_chain(lease: Lease, note: PassNote) -> Signature:
     """The steps the plan needs, in order; the abort callback gives the lease back on failure."""
-    settings = load_settings()
-    ttl_ms = handover_ms() + int(
-        (settings.retry_backoff_max_seconds + settings.lock_ttl_seconds) * 1000
-    )
-    workqueue().save_note(lease, _NOTE.dump_json(note).decode(), ttl_ms)
+    workqueue().save_note(lease, _NOTE.dump_json(note).decode(), _note_ttl_ms())
     args = _args(lease)
     tasks = {step.name.lower(): provision_task(step) for step in ProvisionStep}
     tasks[DELIVERY_STEP] = deliver_secret
     steps = [tasks[name].si(*args, i) for i, name in enumerate(note.steps, start=1)]
-    return chain(*steps).on_error(abort_signature(args))
-
-
-def teardown_chain(lease: Lease) -> Signature:
-    """The teardown steps, each passing on the names of the steps that failed, then finalize."""
-    args = _args(lease)
-    first, *rest = [teardown_task(step) for step in TeardownStep]
-    steps = [
-        first.si((), *args, 1),
-        *(task.s(*args, position) for position, task in enumerate(rest, start=2)),
-        finalize_teardown.s(*args, len(rest) + 2),
-    ]
     return chain(*steps).on_error(abort_signature(args))
 
 
@@ -491,34 +484,72 @@ def deliver_secret(self: AnyTask, key: str, token: str, started: int, step: int)
 # -- teardown ------------------------------------------------------------------------------------
 
 
-def _load_teardown(key: OrderKey) -> tuple[FetchedOrder, TeardownPlan] | None:
-    io = orders()
-    fetched = io.fetch_order(key)
-    if fetched is None or not should_tear_down(fetched.order):
-        return None
+@dataclass(frozen=True)
+class TeardownNote:
+    """What the teardown's entry observed and planned, left for its chain's steps.
+
+    ``failures`` collects, in fail-open mode, each failed action's index and error text, so the
+    finalize step's log line says what failed. Never a credential.
+    """
+
+    order: dict[str, Any]
+    plan: TeardownPlan
+    steps: tuple[str, ...]
+    failures: tuple[tuple[int, str], ...] = ()
+
+    def fetched(self) -> FetchedOrder:
+        """The order as the entry read it."""
+        return FetchedOrder(self.order, MariaDBDatabase.model_validate(self.order))
+
+
+_TEARDOWN_NOTE = TypeAdapter(TeardownNote)
+
+
+def _teardown_pass(ctx: PassContext, io: MariaDBOrders, fetched: FetchedOrder) -> PassOutcome:
+    """Observe the children once and plan their removal; finalize here or hand over the deletes."""
     cp = io.fetch_control_plane(fetched.order)
-    scope = compute_order_scope(fetched.order, key.cluster, cp)
+    scope = compute_order_scope(fetched.order, ctx.key.cluster, cp)
     observation = io.fetch_teardown(
         fetched.order,
         scope,
         control_plane_present=cp is not None,
         connection=io.fetch_connection(scope),
     )
-    return fetched, plan_teardown(observation)
+    plan = plan_teardown(observation)
+    steps = plan_teardown_steps(plan.actions)
+    if steps == (FINALIZE_STEP,):
+        result = _finalize(ctx.key, ctx.guard.check, fetched, plan, ())
+        return PassOutcome(result.reason, result.requeue_after)
+    note = TeardownNote(fetched.raw, plan, steps)
+    return PassOutcome("TearingDown", handoff=lambda lease: teardown_chain(lease, note))
 
 
-def teardown_body(
-    step: TeardownStep, failed: tuple[str, ...]
-) -> Callable[[StepContext], StepResult]:
-    """The body of one teardown step; ``failed`` names the steps that failed before it."""
+def teardown_chain(lease: Lease, note: TeardownNote) -> Signature:
+    """The teardown steps with a delete, then finalize; the abort callback ends a failed pass."""
+    workqueue().save_note(lease, _TEARDOWN_NOTE.dump_json(note).decode(), _note_ttl_ms())
+    args = _args(lease)
+    tasks = {step.name.lower(): teardown_task(step) for step in TeardownStep}
+    tasks[FINALIZE_STEP] = finalize_teardown
+    steps = [tasks[name].si(*args, i) for i, name in enumerate(note.steps, start=1)]
+    return chain(*steps).on_error(abort_signature(args))
+
+
+def _teardown_note(ctx: StepContext) -> TeardownNote | None:
+    text = workqueue().load_note(ctx.lease)
+    return None if text is None else _TEARDOWN_NOTE.validate_json(text)
+
+
+def teardown_body(step: TeardownStep) -> Callable[[StepContext], StepResult]:
+    """The body of one teardown step: its deletes of the entry's plan, in plan order."""
 
     def body(ctx: StepContext) -> StepResult:
-        loaded = _load_teardown(ctx.key)
-        if loaded is None:
-            return StepResult("Gone", done=True)
-        _, plan = loaded
+        note = _teardown_note(ctx)
+        if note is None:
+            return _NOTE_GONE
+        plan = note.plan
         emit(ctx.key, (e for e in plan.logs if classify_teardown_log(e) is step))
-        for action in plan.actions:
+        failures = list(note.failures)
+        for index, action in enumerate(plan.actions):
             if classify_teardown_action(action) is not step:
                 continue
             ctx.guard.check()
@@ -529,30 +560,24 @@ def teardown_body(
                 if plan.mode is TeardownMode.HELD:
                     raise RetryStepError("TeardownHeld", worded) from None
                 log.error("%s", worded, extra={"order": str(ctx.key)})
-                return StepResult(_failed_reason((*failed, step.name.lower())))
-        return StepResult(_failed_reason(failed))
+                failures.append((index, str(error)))
+        if len(failures) > len(note.failures):
+            ctx.guard.check()
+            kept = replace(note, failures=tuple(failures))
+            workqueue().save_note(
+                ctx.lease, _TEARDOWN_NOTE.dump_json(kept).decode(), _note_ttl_ms()
+            )
+            return StepResult("Failed")
+        return StepResult("Done")
 
     return body
 
 
-def _failed_reason(failed: tuple[str, ...]) -> str:
-    return "Failed:" + ",".join(failed) if failed else "Done"
-
-
-def _parse_failed(previous: object) -> tuple[str, ...]:
-    if isinstance(previous, dict):
-        reason = str(previous.get("result", ""))
-        if reason.startswith("Failed:"):
-            return tuple(reason.removeprefix("Failed:").split(","))
-    return ()
-
-
 def _teardown_task(step: TeardownStep) -> AnyTask:
+    body = teardown_body(step)
+
     @shared_task(name=TEARDOWN_TASKS[step], bind=True, max_retries=None)
-    def task(
-        self: AnyTask, previous: object, key: str, token: str, started: int, position: int
-    ) -> dict[str, str]:
-        body = teardown_body(step, _parse_failed(previous))
+    def task(self: AnyTask, key: str, token: str, started: int, position: int) -> dict[str, str]:
         return run_step(self, key, token, started, position, body)
 
     task.__doc__ = f"Teardown step {step.name.lower()} of a MariaDBDatabase."
@@ -567,33 +592,38 @@ def teardown_task(step: TeardownStep) -> AnyTask:
     return _TEARDOWN[step]
 
 
-def finalize_body(failed: tuple[str, ...]) -> Callable[[StepContext], StepResult]:
+def _finalize(
+    key: OrderKey,
+    check: Callable[[], None],
+    fetched: FetchedOrder,
+    plan: TeardownPlan,
+    failures: tuple[tuple[int, str], ...],
+) -> StepResult:
+    """Decide the finalizer on the deletes the plan issued, as the reference counts them."""
+    decision = compute_teardown_result(plan, failures)
+    emit(key, decision.logs)
+    if decision.release_finalizer:
+        check()
+        remaining = [f for f in fetched.order.metadata.finalizers if f != FINALIZER]
+        orders().set_finalizers(key, fetched, remaining)
+        return StepResult("FinalizerReleased", done=True)
+    return StepResult("TeardownHeld", done=True, requeue_after=_seconds(decision.result))
+
+
+def finalize_body(ctx: StepContext) -> StepResult:
     """Decide the finalizer after the deletes were issued, and end the pass."""
-
-    def body(ctx: StepContext) -> StepResult:
-        loaded = _load_teardown(ctx.key)
-        if loaded is None:
-            return StepResult("Gone", done=True)
-        fetched, plan = loaded
-        failures = [f"the teardown step {name} failed" for name in failed]
-        decision = decide_teardown(plan.mode, plan.deletes, failures)
-        emit(ctx.key, decision.logs)
-        if decision.release_finalizer:
-            ctx.guard.check()
-            remaining = [f for f in fetched.order.metadata.finalizers if f != FINALIZER]
-            orders().set_finalizers(ctx.key, fetched, remaining)
-            return StepResult("FinalizerReleased", done=True)
-        return StepResult("TeardownHeld", done=True, requeue_after=_seconds(decision.result))
-
-    return body
+    note = _teardown_note(ctx)
+    if note is None:
+        return _NOTE_GONE
+    return _finalize(ctx.key, ctx.guard.check, note.fetched(), note.plan, note.failures)
 
 
 @shared_task(name=FINALIZE_TASK, bind=True, max_retries=None)
 def finalize_teardown(
-    self: AnyTask, previous: object, key: str, token: str, started: int, step: int
+    self: AnyTask, key: str, token: str, started: int, step: int
 ) -> dict[str, str]:
-    """Final teardown step: release the finalizer once nothing is listed (or fail open)."""
-    return run_step(self, key, token, started, step, finalize_body(_parse_failed(previous)))
+    """Final teardown step: release the finalizer when no delete was needed (or fail open)."""
+    return run_step(self, key, token, started, step, finalize_body)
 
 
 register_pass(KIND, entry)

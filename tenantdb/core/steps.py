@@ -102,6 +102,20 @@ def plan_chain_steps(actions: tuple[Action, ...], converged: bool) -> tuple[str,
     return (*steps, DELIVERY_STEP) if steps and converged else steps
 
 
+FINALIZE_STEP = "finalize"
+"""The teardown chain's last step, which decides the finalizer."""
+
+
+def plan_teardown_steps(actions: tuple[Action, ...]) -> tuple[str, ...]:
+    """The teardown chain a plan needs: each step with a delete, in order, then finalize.
+
+    Only finalize when nothing is left to delete: the entry then decides the finalizer itself.
+    """
+    parts = {classify_teardown_action(action) for action in actions}
+    steps = tuple(step.name.lower() for step in TeardownStep if step in parts)
+    return (*steps, FINALIZE_STEP)
+
+
 _TEARDOWN_LOGS = (
     (CERTIFICATE_GONE_LOG, TeardownStep.OPENBAO),
     (CHILD_LOG, TeardownStep.ESO),

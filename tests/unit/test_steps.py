@@ -25,6 +25,7 @@ from tenantdb.core.steps import (
     classify_teardown_action,
     classify_teardown_log,
     plan_chain_steps,
+    plan_teardown_steps,
 )
 from tenantdb.core.teardown import BEST_EFFORT_LOG, CHILD_LOG, DELIVERED_REMOVAL_LOG
 
@@ -183,3 +184,28 @@ def test_a_chain_holds_only_the_steps_with_a_write(
     actions: tuple[Action, ...], converged: bool, steps: tuple[str, ...]
 ) -> None:
     assert plan_chain_steps(actions, converged) == steps
+
+
+_ROLE_REMOVAL = RemoveRole("r", "database/mariadb/creds/r", OpenBaoConnection(), CERT)
+
+
+@pytest.mark.parametrize(
+    ("actions", "steps"),
+    [
+        pytest.param((), ("finalize",), id="nothing-left-entry-finalizes"),
+        pytest.param(
+            (_ROLE_REMOVAL, DeleteObject(_ref("ExternalSecret")), DeleteObject(_ref("Secret"))),
+            ("openbao", "eso", "secret", "finalize"),
+            id="only-the-steps-with-a-delete",
+        ),
+        pytest.param(
+            (PatchObject(_ref("Database"), {}), DeleteObject(_ref("Database"))),
+            ("database", "finalize"),
+            id="database-patch-then-delete-is-one-step",
+        ),
+    ],
+)
+def test_a_teardown_chain_holds_the_steps_with_a_delete_then_finalize(
+    actions: tuple[Action, ...], steps: tuple[str, ...]
+) -> None:
+    assert plan_teardown_steps(actions) == steps
