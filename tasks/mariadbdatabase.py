@@ -60,6 +60,13 @@ from tenantdb.core.keys import OrderKey
 from tenantdb.core.models import ControlPlane, MariaDBDatabase, Secret
 from tenantdb.core.naming import FINALIZER
 from tenantdb.core.passes import PassRecord, compute_pass_record, describe_status
+from tenantdb.core.paths import (
+    LegPath,
+    OrderPath,
+    classify_admission,
+    classify_order,
+    classify_plan,
+)
 from tenantdb.core.provision import (
     LegResult,
     ProvisionObservation,
@@ -87,9 +94,7 @@ from tenantdb.core.teardown import (
     TeardownPlan,
     compute_teardown_result,
     describe_teardown_failure,
-    is_deleting,
     plan_teardown,
-    should_tear_down,
 )
 from tenantdb.settings import load_settings
 
@@ -189,24 +194,25 @@ def entry(ctx: PassContext) -> PassOutcome:
         )
         PASSES.labels(kind=KIND, path="unresolved").inc()
         return PassOutcome("ClusterUnresolved")
-    if fetched is None:
-        PASSES.labels(kind=KIND, path="gone").inc()
+    path = classify_order(None if fetched is None else fetched.order)
+    if fetched is None or path is OrderPath.GONE:
+        PASSES.labels(kind=KIND, path=OrderPath.GONE.value).inc()
         return PassOutcome("Gone")
-    if is_deleting(fetched.order):
-        if not should_tear_down(fetched.order):
-            return PassOutcome("Deleting")
-        PASSES.labels(kind=KIND, path="teardown").inc()
+    if path is OrderPath.RELEASED:
+        return PassOutcome("Deleting")
+    if path is OrderPath.TEARDOWN:
+        PASSES.labels(kind=KIND, path=path.value).inc()
         return _teardown_pass(ctx, io, fetched)
     cp = io.fetch_control_plane(fetched.order) if should_read_control_plane(key.cluster) else None
     admission = plan_admission(AdmissionObservation(fetched.order, key.cluster, cp))
-    if admission.add_finalizer:
+    if classify_admission(admission) is LegPath.ADD_FINALIZER:
         # The finalizer write wakes nothing (a finalizer change passes no update predicate),
         # so the pass goes on with the order it wrote instead of asking for a pass of its own.
         ctx.guard.check()
         fetched = io.set_finalizers(key, fetched, [*fetched.order.metadata.finalizers, FINALIZER])
         admission = plan_admission(AdmissionObservation(fetched.order, key.cluster, cp))
-    if not admission.outcome.proceed or cp is None:
-        PASSES.labels(kind=KIND, path="gated").inc()
+    if classify_admission(admission) is not None or cp is None:
+        PASSES.labels(kind=KIND, path=LegPath.GATED.value).inc()
         rec = record(ctx.guard.check, key, fetched, admission)
         return PassOutcome(describe_status(rec.status), _seconds(rec.result))
     return _provision_pass(ctx, io, fetched, admission, cp)
@@ -225,21 +231,21 @@ def _provision_pass(
     provision_started = time.time()
     observation, plan = _observe_provision(io, fetched, scope)
     steps = plan_chain_steps(plan.actions, plan.result.outcome.proceed)
+    path = classify_plan(steps, plan.result.outcome.proceed)
     if not any(step != DELIVERY_STEP for step in steps):
         observe_leg_since(PROVISION, provision_started)
-    if not steps and plan.result.outcome.proceed:
+    if path is LegPath.UP_TO_DATE:
         delivery_started = time.time()
         delivered = _deliver_in_entry(ctx, io, fetched, admission, scope, cp, observation, plan)
         if delivered is not None:
             observe_leg_since(DELIVERY, delivery_started)
-            PASSES.labels(kind=KIND, path="converged").inc()
+            PASSES.labels(kind=KIND, path=path.value).inc()
             return delivered
-        steps = (DELIVERY_STEP,)
-    if not steps:
-        PASSES.labels(kind=KIND, path="waiting").inc()
+        path, steps = LegPath.CHAIN, (DELIVERY_STEP,)
+    PASSES.labels(kind=KIND, path=path.value).inc()
+    if path is LegPath.WAITING:
         rec = record(ctx.guard.check, key, fetched, admission, provision=plan.result)
         return PassOutcome(describe_status(rec.status), _seconds(rec.result))
-    PASSES.labels(kind=KIND, path="provision").inc()
     note = PassNote(
         fetched.raw, cp.model_dump(mode="json", by_alias=True), plan, steps, provision_started
     )
