@@ -180,30 +180,9 @@ def _watcher() -> int:
 
 
 def _beat() -> int:
-    from tenantdb.adapters.leader import LeaderLease
-    from tenantdb.adapters.metrics import LEADER, serve
-    from tenantdb.adapters.redisclient import build_redis
-    from workers.beat import run_beat
+    from workers.beat import run_beat_process
 
-    settings = _settings()
-    serve(settings.metrics_port)
-    stop = _stop_on_signals()
-    lease = LeaderLease(build_redis(settings), "beat", prefix=settings.key_prefix)
-    campaign = threading.Thread(
-        target=lease.run,
-        args=(stop, lambda held: LEADER.labels(role="beat").set(1 if held else 0)),
-        name="beat-lease",
-        daemon=True,
-    )
-    campaign.start()
-    run_beat(
-        _workqueue(settings),
-        stop,
-        interval=settings.beat_interval_seconds,
-        refresh_cycle=settings.refresh_cycle_seconds,
-        is_active=lambda: lease.is_leader,
-    )
-    campaign.join(timeout=5)
+    run_beat_process(_settings(), _stop_on_signals())
     return EXIT_OK
 
 

@@ -15,10 +15,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tenantdb.adapters.metrics import DUE_KEYS, PENDING_KEYS, QUEUE_DEPTH
+from tenantdb.adapters.celeryapp import build_celery_app, make_publisher
+from tenantdb.adapters.leader import LeaderLease
+from tenantdb.adapters.metrics import DUE_KEYS, LEADER, PENDING_KEYS, QUEUE_DEPTH, serve
+from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.schedule import Timetable, compute_refresh_cap
 from tenantdb.core.tasknames import Queue
+from tenantdb.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -105,3 +109,32 @@ def run_beat(
                 report.orphaned,
             )
         stop.wait(max(0.0, next_tick - time.monotonic()))
+
+
+def run_beat_process(settings: Settings, stop: threading.Event) -> None:
+    """The ``tenantdb beat`` role: serve /metrics, campaign for the lease, sweep while leading."""
+    serve(settings.metrics_port)
+    redis_client = build_redis(settings)
+    lease = LeaderLease(redis_client, "beat", prefix=settings.key_prefix)
+    campaign = threading.Thread(
+        target=lease.run,
+        args=(stop, lambda held: LEADER.labels(role="beat").set(1 if held else 0)),
+        name="beat-lease",
+        daemon=True,
+    )
+    campaign.start()
+    queue = WorkQueue(
+        redis_client,
+        make_publisher(build_celery_app(settings)),
+        prefix=settings.key_prefix,
+        lock_ttl=settings.lock_ttl_seconds,
+        pending_ttl=settings.pending_ttl_seconds,
+    )
+    run_beat(
+        queue,
+        stop,
+        interval=settings.beat_interval_seconds,
+        refresh_cycle=settings.refresh_cycle_seconds,
+        is_active=lambda: lease.is_leader,
+    )
+    campaign.join(timeout=5)
