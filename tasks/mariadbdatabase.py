@@ -1,17 +1,20 @@
 """The MariaDBDatabase pass as Celery tasks: entry, provision, delivery and teardown chains.
 
 The entry (registered for the ``mariadbdatabase`` kind of ``tenantdb.reconcile.order``) reads the
-order and takes one of four paths, all decided in ``tenantdb.core``: gone or not ours (nothing
-to do); deleting (the teardown chain); stopped at a gate (record the status and finish); or on
-through the provision chain (identity, role, database, credentials) and the delivery chain
-(secret). Every step re-reads what it needs, re-plans with core, performs only its own part of
-the plan, and returns a reason. A step that finds the plan stops at its part records the pass and
-ends it; the delivery step and the teardown's finalize step end every pass that gets that far.
+order, its ControlPlane and then each child the pass decides on once, and takes the path
+``tenantdb.core.paths`` names: gone or released (nothing to do); teardown; stopped at a gate
+(record the status); up to date (nothing to write: deliver or confirm the delivery from what it
+read, record, end); or a chain of only the steps with a write (identity, role, database,
+credentials, then delivery once the leg converged). The entry leaves its observation and plan in
+the pass's note; each step performs its own actions of that plan and reads nothing again, save
+the delivery step, which reads the two Secrets it copies between. The last step records the
+pass. Teardown works the same way: observed and planned once, its chain holds the steps with a
+delete, then finalize, which decides on the deletes the plan issued.
 
-A leg that fails records what the reference records (OpenBaoError, DeliveryError) and retries
-with backoff under the same lease; DeliveryReady keeps its value when the provision leg fails.
-Teardown writes no status: while the ControlPlane exists it holds the finalizer until nothing is
-listed, and fails open once it is gone.
+A step that fails records what the reference records (OpenBaoError, DeliveryError) and retries
+with backoff under the pass's lease, at a fence of its own; DeliveryReady keeps its value when
+the provision leg fails. Teardown writes no status: while the ControlPlane exists it holds the
+finalizer while anything was still listed, and fails open once it is gone.
 """
 
 from __future__ import annotations
