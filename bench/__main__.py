@@ -52,7 +52,7 @@ class Profile:
 
 
 PROFILES = {
-    "full": Profile(3, 10, (100, 1000), 600.0, 1000, 500, 10_000, 600),
+    "full": Profile(3, 10, (100, 1000), 300.0, 1000, 500, 10_000, 600),
     "quick": Profile(3, 2, (5,), 120.0, 50, 5, 1_000, 60),
     "tiny": Profile(1, 1, (2,), 120.0, 5, 2, 200, 20),
 }
@@ -166,9 +166,12 @@ def run_warm(profile: Profile) -> Figures:
 
 
 def run_cold(profile: Profile) -> Figures:
-    """N new orders at once on fresh stacks with 1 and 2 worker processes; storms on the last."""
+    """N new orders at once on fresh stacks with 1 and 2 worker processes.
+
+    The storm of one edit on each of many orders runs on the last two-worker run of each size
+    whose orders all went Ready; the largest such size is reported.
+    """
     out: Figures = {}
-    largest = max(profile.cold_sizes)
     for size in profile.cold_sizes:
         for workers in (1, 2):
             runs: list[Figures] = []
@@ -176,7 +179,7 @@ def run_cold(profile: Profile) -> Figures:
             count = 1 if size >= MANY else profile.runs
             for i in range(count):
                 _say(f"bench: {size} new orders, {workers} worker processes, run {i + 1}/{count}")
-                storm = workers == 2 and size == largest and i == count - 1
+                storm = workers == 2 and i == count - 1
 
                 def body(
                     stack: Stack,
@@ -185,7 +188,7 @@ def run_cold(profile: Profile) -> Figures:
                     storms: list[Figures] = storms,
                 ) -> Figures:
                     figures, ready = scenarios.cold(stack, size, timeout=profile.cold_timeout)
-                    if storm and ready:
+                    if storm and figures["all_ready_s"] is not None:
                         picked = ready[: profile.storm_orders]
                         for j in range(profile.runs):
                             _say(f"bench: one edit on each of {len(picked)} orders, run {j + 1}")
@@ -216,8 +219,12 @@ def run_refresh(profile: Profile) -> Figures:
     return {"orders": profile.refresh_keys, "cycle_s": profile.refresh_cycle, **out}
 
 
-def run(profile_name: str) -> Figures:
-    """Every scenario of one profile; the report as a JSON-ready dict."""
+def run(profile_name: str, save: Callable[[Figures], None] = lambda report: None) -> Figures:
+    """Every scenario of one profile; the report as a JSON-ready dict.
+
+    ``save`` gets the report so far after each group of scenarios, so a long run that fails
+    late keeps what it measured.
+    """
     profile = PROFILES[profile_name]
     started = time.monotonic()
     report: Figures = {
@@ -227,11 +234,22 @@ def run(profile_name: str) -> Figures:
         "machine": machine(),
         "sizes": profile.__dict__,
     }
-    report["warm"] = run_warm(profile)
-    report["cold"] = run_cold(profile)
-    report["refresh"] = run_refresh(profile)
-    report["bench_seconds"] = time.monotonic() - started
+    for group, function in (("warm", run_warm), ("cold", run_cold), ("refresh", run_refresh)):
+        report[group] = function(profile)
+        report["bench_seconds"] = time.monotonic() - started
+        save(report)
     return report
+
+
+BASELINE = REPO / "bench" / "results" / "baseline.json"
+"""The report the current figures are compared with: the first one the bench produced."""
+
+
+def _baseline(path: Path | None, profile: str) -> Figures | None:
+    if path is None or not path.exists():
+        return None
+    loaded: Figures = json.loads(path.read_text())
+    return loaded if loaded.get("profile") == profile else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -240,23 +258,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="full")
     parser.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--doc", type=Path, help="also write the markdown report to this file")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=BASELINE,
+        help="an earlier results file to compare the headline figures with (same profile only)",
+    )
     args = parser.parse_args(argv)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    suffix = "" if args.profile == "full" else f"-{args.profile}"
+
+    out_dir: Path = args.out_dir
+
+    def save(report: Figures) -> None:
+        path = out_dir / f"{report['date'][:10]}-{report['commit']}{suffix}.json"
+        path.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+        print(f"bench: results so far in {path}", file=sys.stderr)
+
     try:
-        report = run(args.profile)
+        report = run(args.profile, save)
     except BenchError as error:
         print(f"bench: {error}", file=sys.stderr)
         return 1
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = report["date"][:10]
-    suffix = "" if args.profile == "full" else f"-{args.profile}"
-    path = args.out_dir / f"{stamp}-{report['commit']}{suffix}.json"
-    path.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
-    markdown = render_markdown(report)
+    baseline = _baseline(args.baseline, report["profile"])
+    markdown = render_markdown(report, baseline)
     if args.doc is not None:
         args.doc.parent.mkdir(parents=True, exist_ok=True)
         args.doc.write_text(markdown)
     print(markdown)
-    print(f"bench: results in {path}", file=sys.stderr)
     return 0
 
 

@@ -195,8 +195,56 @@ def _refresh(refresh: Figures) -> list[str]:
     return [*lines, ""]
 
 
-def render_markdown(report: Figures) -> str:
-    """The whole report."""
+_COMPARED = (
+    ("new order: create-to-Ready p50 (s)", ("warm", "new_order", "ready_p50_s")),
+    ("new order: passes", ("warm", "new_order", "passes")),
+    ("new order: entry tasks", ("warm", "new_order", "entry_tasks")),
+    ("new order: Celery tasks", ("warm", "new_order", "celery_tasks")),
+    ("new order: Kubernetes requests", ("warm", "new_order", "kube_requests")),
+    ("new order: tenantdb CPU (s)", ("warm", "new_order", "tenantdb_cpu_s")),
+    ("converged pass: Kubernetes requests", ("warm", "converged_forced", "kube_requests")),
+    ("converged pass: OpenBao requests", ("warm", "converged_forced", "openbao_requests")),
+    ("converged pass: Celery tasks", ("warm", "converged_forced", "celery_tasks")),
+    ("100 new orders, 2 workers: all Ready (s)", ("cold", "cold_100_workers_2", "all_ready_s")),
+    ("1000 new orders, 2 workers: all Ready (s)", ("cold", "cold_1000_workers_2", "all_ready_s")),
+    (
+        "1000 new orders, 2 workers: Ready at the deadline",
+        ("cold", "cold_1000_workers_2", "ready_at_deadline"),
+    ),
+    ("many edits of one order: passes", ("warm", "storm_one_order", "passes")),
+)
+
+
+def _lookup(report: Figures, path: tuple[str, ...]) -> Any:
+    value: Any = report
+    for part in path:
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def render_comparison(baseline: Figures, report: Figures) -> str:
+    """A before/after table of the headline figures of two reports (same profile)."""
+    lines = [
+        "## Against the baseline",
+        "",
+        f"Baseline: commit `{baseline['commit']}`, {baseline['date']}, profile"
+        f" `{baseline['profile']}`.",
+        "",
+        f"| figure | baseline `{baseline['commit']}` | now `{report['commit']}` |",
+        "|---|---|---|",
+    ]
+    for label, path in _COMPARED:
+        before, after = _lookup(baseline, path), _lookup(report, path)
+        if before is None and after is None:
+            continue
+        lines.append(f"| {label} | {cell(before)} | {cell(after)} |")
+    return "\n".join([*lines, ""])
+
+
+def render_markdown(report: Figures, baseline: Figures | None = None) -> str:
+    """The whole report, with a before/after table when a baseline report is given."""
     m = report["machine"]
     lines = [
         "# Benchmarks",
@@ -215,6 +263,9 @@ def render_markdown(report: Figures) -> str:
         "",
     ]
     warm, cold = report["warm"], report["cold"]
+    if baseline is not None:
+        lines += render_comparison(baseline, report).splitlines()
+        lines.append("")
     lines += _new_order(warm)
     lines += _converged(warm)
     lines += _cold(cold)
