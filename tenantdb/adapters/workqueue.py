@@ -3,7 +3,9 @@
 These primitives give the engine its guarantees (ARCHITECTURE.md, "Work-queue invariants"):
 
 * ``enqueue`` counts an event for the key and sets a pending mark with NX; only a newly set mark
-  publishes a task, so a burst of events for one order costs one message.
+  publishes a task, so a burst of events for one order costs one message. While a pass holds the
+  key's lock and no message is pending, the count alone is enough: the release asks for the next
+  pass, so no message is spent on finding the lock busy.
 * ``begin`` starts a pass: in one script it clears the pending mark (so later events publish
   again), drops the message when every counted event is already covered by a completed pass (a
   message made redundant by a pass that started after its event), and takes the order's lock with
@@ -61,9 +63,19 @@ Publish = Callable[[OrderKey], None]
 SEQUENCE_TTL = 7 * 24 * 3600
 """Life of a key's event counters after their last change; both fields expire together."""
 
+# While a pass holds the key's lock, the counted event is enough: the pass's release finds it
+# and asks for the next pass itself, so no message is sent that could only find the lock busy.
+# The key is marked dirty for when the lease ends, in case its holder dies instead.
 _ENQUEUE = """
 redis.call('HINCRBY', KEYS[2], 'events', 1)
 redis.call('EXPIRE', KEYS[2], ARGV[2])
+local pttl = redis.call('PTTL', KEYS[3])
+if pttl > 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZADD', KEYS[4], now + pttl, ARGV[4])
+  return 2
+end
 if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 1 end
 if ARGV[3] == '1' then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return 0
@@ -330,28 +342,32 @@ class WorkQueue:
     # -- enqueue -------------------------------------------------------------------------------
 
     def enqueue(self, key: OrderKey, *, force: bool = False) -> bool:
-        """Count an event for ``key`` and publish a reconcile unless one is already pending.
+        """Count an event for ``key`` and publish a reconcile unless one is pending or running.
 
         Args:
             key: the order.
-            force: publish even when a pass is pending (the mark is set all the same).
+            force: publish even when a pass is pending (the mark is set all the same); a running
+                pass asks for the next one itself.
 
         Returns:
             Whether a task was published.
         """
-        fresh = bool(
-            int(
-                self._enqueue(
-                    keys=[self.keys.pending(key), self.keys.sequence(key)],
-                    args=[self.pending_ttl, SEQUENCE_TTL, "1" if force else "0"],
-                )
+        found = int(
+            self._enqueue(
+                keys=[
+                    self.keys.pending(key),
+                    self.keys.sequence(key),
+                    self.keys.lock(key),
+                    self.keys.dirty,
+                ],
+                args=[self.pending_ttl, SEQUENCE_TTL, "1" if force else "0", str(key)],
             )
         )
-        if fresh:
+        if found == 1:
             self._publish_or_unmark(key)
-        elif force:
+        elif found == 0 and force:
             self.publish(key)
-        return fresh or force
+        return found == 1 or (found == 0 and force)
 
     def clear_pending(self, key: OrderKey) -> None:
         """Drop the pending mark."""
