@@ -73,7 +73,7 @@ from tenantdb.core.openbao import (
     compute_connection,
     should_write_role,
 )
-from tenantdb.core.provision import ProvisionObservation
+from tenantdb.core.provision import ProvisionObservation, is_relevant_database
 from tenantdb.core.scope import OrderScope
 from tenantdb.core.teardown import TeardownObservation
 from tenantdb.settings import Settings
@@ -173,7 +173,7 @@ class MariaDBOrders:
         management = self.clusters.get(MANAGEMENT)
         ns, cp_ns, names = scope.keystone_namespace, scope.cp_namespace, scope.names
         mariadb = _get(keystone, MARIADB, ns, scope.cluster_ref) if scope.cluster_ref else None
-        databases = _list(keystone, DATABASE, ns)
+        databases = [d for d in _list(keystone, DATABASE, ns) if is_relevant_database(d, scope)]
         vds = _get(management, VAULT_DYNAMIC_SECRET, cp_ns, names.credentials)
         es = _get(management, EXTERNAL_SECRET, cp_ns, names.credentials)
         live = {

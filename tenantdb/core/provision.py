@@ -85,8 +85,9 @@ class ProvisionObservation:
     """What the provision leg looks at, all read before any of its writes.
 
     `keystone_cluster_error` is the resolver's error text when Keystone's cluster does not
-    resolve. `databases` is every mariadb-operator Database in Keystone's namespace on
-    Keystone's cluster (the child included, when it exists). Objects absent are None.
+    resolve. `databases` holds the mariadb-operator Databases in Keystone's namespace on
+    Keystone's cluster that can matter (`is_relevant_database`: the child's name, or the
+    schema on the order's MariaDB), the child included when it exists. Objects absent are None.
 
     `live` holds the children the pass read, raw, by reference; an apply whose object is there
     and already as desired is left out of the plan, and one whose child was not read stays in.
@@ -178,6 +179,22 @@ def _find_collision(obs: ProvisionObservation) -> DatabaseCR | None:
 
 def _has_client_certificate(secret: Secret | None) -> bool:
     return secret is not None and all(secret.value(key) for key in CLIENT_CERTIFICATE_KEYS)
+
+
+def is_relevant_database(raw: Mapping[str, Any], scope: OrderScope) -> bool:
+    """Whether a listed Database CR can matter to the plan: the child's name, or the schema.
+
+    Keystone's namespace can hold thousands of Database CRs; only these can be the child (or a
+    foreign object of its name) or collide with the order's schema on its MariaDB, so only these
+    need reading in full. The test is the same as ``_find_collision``'s and the child lookup's.
+    """
+    meta = raw.get("metadata") or {}
+    if meta.get("name") == scope.names.database_cr:
+        return True
+    spec = raw.get("spec") or {}
+    ref = spec.get("mariaDbRef") or {}
+    schema = spec.get("name") or meta.get("name")
+    return bool(ref.get("name") == scope.cluster_ref and schema == scope.schema)
 
 
 def _check_prerequisites(obs: ProvisionObservation) -> StepOutcome | None:

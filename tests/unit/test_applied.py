@@ -10,13 +10,16 @@ import pytest
 
 from tenantdb.core.actions import ApplyObject, EnsureRole
 from tenantdb.core.applied import is_applied
-from tenantdb.core.provision import ProvisionObservation, plan_provision
+from tenantdb.core.models import DatabaseCR
+from tenantdb.core.provision import ProvisionObservation, is_relevant_database, plan_provision
 from tests.unit.mdb_builders import (
     CONNECTION,
     World,
     client_certificate,
     make_control_plane,
+    make_database_cr,
     make_order,
+    own_database_cr,
     scope_for,
 )
 
@@ -133,3 +136,38 @@ def test_the_role_is_written_unless_seen_up_to_date(
     base = _as_live(_observation(World()))
     plan = plan_provision(replace(base, role=role, role_observed=observed))
     assert any(isinstance(a, EnsureRole) for a in plan.actions) is ensured
+
+
+@pytest.mark.parametrize(
+    ("database", "relevant"),
+    [
+        pytest.param(own_database_cr(), True, id="the-child"),
+        pytest.param(
+            make_database_cr(name="someone-elses", schema="app_db"), True, id="same-schema"
+        ),
+        pytest.param(make_database_cr(name="app_db"), True, id="schema-from-metadata-name"),
+        pytest.param(make_database_cr(name="x", schema="App_db"), False, id="case-differs"),
+        pytest.param(
+            make_database_cr(name="x", schema="app_db", mariadb="other-db"),
+            False,
+            id="another-mariadb",
+        ),
+        pytest.param(make_database_cr(name="unrelated", schema="other"), False, id="unrelated"),
+    ],
+)
+def test_only_databases_that_can_matter_are_read_in_full(
+    database: DatabaseCR, relevant: bool
+) -> None:
+    order = make_order()
+    scope = scope_for(order, make_control_plane())
+    raw = database.model_dump(mode="json", by_alias=True)
+    assert is_relevant_database(raw, scope) is relevant
+    # Whatever is left out changes no decision: the plan is the same without it.
+    world = World(databases=(own_database_cr(), database))
+    kept = tuple(
+        d
+        for d in world.databases
+        if is_relevant_database(d.model_dump(mode="json", by_alias=True), scope)
+    )
+    full = plan_provision(_observation(world))
+    assert plan_provision(_observation(replace(world, databases=kept))) == full
