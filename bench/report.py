@@ -16,6 +16,8 @@ STAND_IN_BOUND = 0.5
 
 
 def _num(value: float) -> str:
+    if value == int(value):
+        return f"{int(value):,}"
     if abs(value) >= 100:
         return f"{value:,.0f}"
     if abs(value) >= 10:
@@ -230,7 +232,8 @@ def render_comparison(baseline: Figures, report: Figures) -> str:
         "## Against the baseline",
         "",
         f"Baseline: commit `{baseline['commit']}`, {baseline['date']}, profile"
-        f" `{baseline['profile']}`.",
+        f" `{baseline['profile']}` (`bench/results/baseline.json`; `-dirty` marks a tree"
+        " measured with uncommitted changes).",
         "",
         f"| figure | baseline `{baseline['commit']}` | now `{report['commit']}` |",
         "|---|---|---|",
