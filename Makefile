@@ -50,7 +50,7 @@ demo: $(STAMP) ## Run the whole stack locally with three example orders (Ctrl-C 
 	$(BIN)/tenantdb demo
 
 .PHONY: bench
-bench: $(STAMP) ## Measure what an order costs on fresh devstacks (~30 min); writes docs/benchmarks.md
+bench: $(STAMP) ## Measure what an order costs on fresh devstacks (~20 min); writes docs/benchmarks.md
 	$(BIN)/python -m bench --profile full --doc docs/benchmarks.md
 
 .PHONY: bench-quick
