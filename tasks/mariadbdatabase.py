@@ -338,14 +338,21 @@ def _note_ttl_ms() -> int:
     return handover_ms() + int(backoff * 1000)
 
 
-def provision_chain(lease: Lease, note: PassNote) -> Signature:
-    """The steps the plan needs, in order; the abort callback gives the lease back on failure."""
-    workqueue().save_note(lease, _NOTE.dump_json(note).decode(), _note_ttl_ms())
+def _chain(
+    lease: Lease, note_json: bytes, names: tuple[str, ...], tasks: dict[str, AnyTask]
+) -> Signature:
+    """Leave the note, then chain the named steps; the abort callback ends a failed pass."""
+    workqueue().save_note(lease, note_json.decode(), _note_ttl_ms())
     args = _args(lease)
+    steps = [tasks[name].si(*args, i) for i, name in enumerate(names, start=1)]
+    return chain(*steps).on_error(abort_signature(args))
+
+
+def provision_chain(lease: Lease, note: PassNote) -> Signature:
+    """The steps the plan needs, in order, under the pass's lease."""
     tasks = {step.name.lower(): provision_task(step) for step in ProvisionStep}
     tasks[DELIVERY_STEP] = deliver_secret
-    steps = [tasks[name].si(*args, i) for i, name in enumerate(note.steps, start=1)]
-    return chain(*steps).on_error(abort_signature(args))
+    return _chain(lease, _NOTE.dump_json(note), note.steps, tasks)
 
 
 def abort_signature(args: tuple[str, str, int]) -> Signature:
@@ -534,13 +541,10 @@ def _teardown_pass(ctx: PassContext, io: MariaDBOrders, fetched: FetchedOrder) -
 
 
 def teardown_chain(lease: Lease, note: TeardownNote) -> Signature:
-    """The teardown steps with a delete, then finalize; the abort callback ends a failed pass."""
-    workqueue().save_note(lease, _TEARDOWN_NOTE.dump_json(note).decode(), _note_ttl_ms())
-    args = _args(lease)
+    """The teardown steps with a delete, then finalize, under the pass's lease."""
     tasks = {step.name.lower(): teardown_task(step) for step in TeardownStep}
     tasks[FINALIZE_STEP] = finalize_teardown
-    steps = [tasks[name].si(*args, i) for i, name in enumerate(note.steps, start=1)]
-    return chain(*steps).on_error(abort_signature(args))
+    return _chain(lease, _TEARDOWN_NOTE.dump_json(note), note.steps, tasks)
 
 
 def _teardown_note(ctx: StepContext) -> TeardownNote | None:
