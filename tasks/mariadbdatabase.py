@@ -47,40 +47,32 @@ from tenantdb.adapters.mariadb_orders import (
 from tenantdb.adapters.metrics import PASSES, RECONCILE_ERRORS, observe_leg, observe_leg_since
 from tenantdb.adapters.workqueue import Lease
 from tenantdb.core.actions import EnsureRole, LogEvent, LogLevel
-from tenantdb.core.delivery import (
+from tenantdb.core.keys import OrderKey
+from tenantdb.core.mariadbdatabase.delivery import (
     DeliveryResult,
     compute_delivery_result,
     plan_delivery,
     plan_delivery_failure,
 )
-from tenantdb.core.gates import (
+from tenantdb.core.mariadbdatabase.gates import (
     AdmissionDecision,
     AdmissionObservation,
     plan_admission,
     should_read_control_plane,
 )
-from tenantdb.core.keys import OrderKey
-from tenantdb.core.models import ControlPlane, MariaDBDatabase, Secret
-from tenantdb.core.naming import FINALIZER
-from tenantdb.core.passes import PassRecord, compute_pass_record, describe_status
-from tenantdb.core.paths import (
-    LegPath,
-    OrderPath,
-    classify_admission,
-    classify_order,
-    classify_plan,
-)
-from tenantdb.core.provision import (
+from tenantdb.core.mariadbdatabase.models import ControlPlane, MariaDBDatabase
+from tenantdb.core.mariadbdatabase.naming import FINALIZER
+from tenantdb.core.mariadbdatabase.passes import PassRecord, compute_pass_record, describe_status
+from tenantdb.core.mariadbdatabase.provision import (
     LegResult,
     ProvisionObservation,
     ProvisionPlan,
     plan_provision,
     plan_provision_failure,
 )
-from tenantdb.core.reasons import ConditionType
-from tenantdb.core.results import PassResult
-from tenantdb.core.scope import OrderScope, compute_order_scope
-from tenantdb.core.steps import (
+from tenantdb.core.mariadbdatabase.reasons import ConditionType
+from tenantdb.core.mariadbdatabase.scope import OrderScope, compute_order_scope
+from tenantdb.core.mariadbdatabase.steps import (
     DELIVERY_STEP,
     FINALIZE_STEP,
     ProvisionStep,
@@ -91,14 +83,23 @@ from tenantdb.core.steps import (
     plan_chain_steps,
     plan_teardown_steps,
 )
-from tenantdb.core.tasknames import RECONCILE_ABORT, Queue, step_task_name
-from tenantdb.core.teardown import (
+from tenantdb.core.mariadbdatabase.teardown import (
     TeardownMode,
     TeardownPlan,
     compute_teardown_result,
     describe_teardown_failure,
     plan_teardown,
 )
+from tenantdb.core.objects import Secret
+from tenantdb.core.paths import (
+    LegPath,
+    OrderPath,
+    classify_admission,
+    classify_order,
+    classify_plan,
+)
+from tenantdb.core.results import PassResult
+from tenantdb.core.tasknames import RECONCILE_ABORT, Queue, step_task_name
 from tenantdb.settings import load_settings
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from tenantdb.adapters.kube import MARIADB_DATABASE, KindNotServedError, KubeErr
 from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.mappers import ORDER_KIND
+from tenantdb.core.mariadbdatabase.mappers import ORDER_KIND
 from tenantdb.core.report import OrderReport, QueueView, build_report
 from tenantdb.core.schedule import Timetable
 from tenantdb.settings import Settings

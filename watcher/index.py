@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.mappers import compute_control_plane_index_key
-from tenantdb.core.models import ControlPlane
+from tenantdb.core.mariadbdatabase.mappers import compute_control_plane_index_key
+from tenantdb.core.mariadbdatabase.models import ControlPlane
 from tenantdb.core.watching import (
     Fingerprint,
     compute_keystone_placement,

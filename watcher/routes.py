@@ -36,7 +36,7 @@ from tenantdb.adapters.kube import (
 )
 from tenantdb.adapters.metrics import WATCH_EVENTS
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.mappers import (
+from tenantdb.core.mariadbdatabase.mappers import (
     map_client_certificate,
     map_control_plane,
     map_database_cr,
@@ -47,7 +47,7 @@ from tenantdb.core.mappers import (
     should_enqueue_control_plane_update,
     should_enqueue_order_update,
 )
-from tenantdb.core.naming import CLIENT_CERTIFICATE, LABEL_NAME, MANAGEMENT_CLUSTER
+from tenantdb.core.mariadbdatabase.naming import CLIENT_CERTIFICATE, LABEL_NAME, MANAGEMENT_CLUSTER
 from tenantdb.core.watching import (
     Fingerprint,
     compute_child_fingerprint,

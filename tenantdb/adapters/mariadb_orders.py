@@ -52,30 +52,29 @@ from tenantdb.core.actions import (
     PatchObject,
     RemoveRole,
 )
-from tenantdb.core.conditions import build_status_body
-from tenantdb.core.delivery import DeliveryObservation
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.models import (
+from tenantdb.core.mariadbdatabase.conditions import build_status_body
+from tenantdb.core.mariadbdatabase.delivery import DeliveryObservation
+from tenantdb.core.mariadbdatabase.models import (
     ControlPlane,
     DatabaseCR,
     ExternalSecret,
-    KubeObject,
     MariaDB,
     MariaDBDatabase,
     MariaDBDatabaseStatus,
-    Secret,
     SecretStore,
 )
-from tenantdb.core.naming import CLIENT_CERTIFICATE, SHARED_SERVICE_ACCOUNT
-from tenantdb.core.openbao import (
+from tenantdb.core.mariadbdatabase.naming import CLIENT_CERTIFICATE, SHARED_SERVICE_ACCOUNT
+from tenantdb.core.mariadbdatabase.openbao import (
     NAMESPACED_STORE_KIND,
     OpenBaoConnection,
     compute_connection,
     should_write_role,
 )
-from tenantdb.core.provision import ProvisionObservation, is_relevant_database
-from tenantdb.core.scope import OrderScope
-from tenantdb.core.teardown import TeardownObservation
+from tenantdb.core.mariadbdatabase.provision import ProvisionObservation, is_relevant_database
+from tenantdb.core.mariadbdatabase.scope import OrderScope
+from tenantdb.core.mariadbdatabase.teardown import TeardownObservation
+from tenantdb.core.objects import KubeObject, Secret
 from tenantdb.settings import Settings
 
 Model = TypeVar("Model", bound=BaseModel)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tenantdb.core.openbao import OpenBaoConnection, RoleBody
+from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection, RoleBody
 
 
 class ApplyStrategy(StrEnum):

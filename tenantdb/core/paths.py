@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from tenantdb.core.gates import AdmissionDecision
-from tenantdb.core.models import MariaDBDatabase
-from tenantdb.core.teardown import is_deleting, should_tear_down
+from tenantdb.core.mariadbdatabase.gates import AdmissionDecision
+from tenantdb.core.mariadbdatabase.models import MariaDBDatabase
+from tenantdb.core.mariadbdatabase.teardown import is_deleting, should_tear_down
 
 
 class OrderPath(StrEnum):

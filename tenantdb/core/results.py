@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from tenantdb.core.actions import LogEvent
-from tenantdb.core.conditions import ConditionUpdate
-from tenantdb.core.naming import MANAGEMENT_CLUSTER
+from tenantdb.core.mariadbdatabase.conditions import ConditionUpdate
+from tenantdb.core.mariadbdatabase.naming import MANAGEMENT_CLUSTER
 
 REQUEUE_NEXT_PASS = timedelta(seconds=1)
 REQUEUE_SHORT = timedelta(seconds=10)

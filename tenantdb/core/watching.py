@@ -1,6 +1,6 @@
 """What the watcher remembers of an object between events, and how long it waits to reconnect.
 
-Owns the fingerprints the update predicates of ``tenantdb.core.mappers`` are fed in place of the
+Owns the fingerprints the kinds' update predicates (their ``mappers``) are fed in place of the
 previous version of an object: each one is a small object of the same shape that the predicate
 judges exactly as it judges the whole object (labels, annotations and child bodies are reduced to
 digests, so a Secret's data never stays in memory), the reduced ControlPlane the Database CR
@@ -17,8 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tenantdb.core.controlplane import DB_CREDENTIALS_READY
-from tenantdb.core.models import ControlPlane, ControlPlaneSpec, ObjectMeta
+from tenantdb.core.mariadbdatabase.controlplane import DB_CREDENTIALS_READY
+from tenantdb.core.mariadbdatabase.models import ControlPlane, ControlPlaneSpec
+from tenantdb.core.objects import ObjectMeta
 
 Fingerprint = dict[str, Any]
 """A reduced object that an update predicate judges like the object it was computed from."""

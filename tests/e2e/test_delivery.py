@@ -14,7 +14,7 @@ import pymysql
 import pytest
 
 from tenantdb.adapters.kube import EXTERNAL_SECRET, SECRET
-from tenantdb.core.naming import compute_order_names
+from tenantdb.core.mariadbdatabase.naming import compute_order_names
 from tests.e2e.conftest import Stack, sql_login, wait_for
 
 pytestmark = pytest.mark.slow

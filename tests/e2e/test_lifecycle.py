@@ -15,7 +15,7 @@ from tenantdb.adapters.kube import (
     MARIADB_DATABASE,
     SECRET,
 )
-from tenantdb.core.naming import compute_order_names
+from tenantdb.core.mariadbdatabase.naming import compute_order_names
 from tests.e2e.conftest import Stack, schema_exists, sql_login, user_exists, wait_for
 
 pytestmark = pytest.mark.slow

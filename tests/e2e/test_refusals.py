@@ -26,7 +26,7 @@ from tenantdb.adapters.kube import (
     SECRET,
     SERVICE_ACCOUNT,
 )
-from tenantdb.core.naming import FINALIZER, compute_order_names
+from tenantdb.core.mariadbdatabase.naming import FINALIZER, compute_order_names
 from tests.e2e.conftest import Stack, wait_for
 
 pytestmark = pytest.mark.slow

@@ -12,38 +12,37 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tenantdb.core.delivery import (
+from tenantdb.core.mariadbdatabase.delivery import (
     DeliveryObservation,
     DeliveryPlan,
     compute_delivery_result,
     plan_delivery,
 )
-from tenantdb.core.gates import AdmissionObservation, plan_admission
-from tenantdb.core.models import (
+from tenantdb.core.mariadbdatabase.gates import AdmissionObservation, plan_admission
+from tenantdb.core.mariadbdatabase.models import (
     ControlPlane,
     DatabaseCR,
     ExternalSecret,
-    KubeObject,
     MariaDB,
     MariaDBDatabase,
-    Secret,
 )
-from tenantdb.core.naming import (
+from tenantdb.core.mariadbdatabase.naming import (
     FINALIZER,
     OrderNames,
     build_order_labels,
     compute_order_names,
 )
-from tenantdb.core.openbao import OpenBaoConnection
-from tenantdb.core.passes import PassRecord, compute_pass_record
-from tenantdb.core.provision import (
+from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection
+from tenantdb.core.mariadbdatabase.passes import PassRecord, compute_pass_record
+from tenantdb.core.mariadbdatabase.provision import (
     LegResult,
     ProvisionObservation,
     ProvisionPlan,
     plan_provision,
     plan_provision_failure,
 )
-from tenantdb.core.scope import OrderScope, compute_order_scope
+from tenantdb.core.mariadbdatabase.scope import OrderScope, compute_order_scope
+from tenantdb.core.objects import KubeObject, Secret
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 LATER = datetime(2026, 3, 1, 12, 5, 0, 123456, tzinfo=UTC)

@@ -10,8 +10,12 @@ import pytest
 
 from tenantdb.core.actions import ApplyObject, EnsureRole
 from tenantdb.core.applied import is_applied
-from tenantdb.core.models import DatabaseCR
-from tenantdb.core.provision import ProvisionObservation, is_relevant_database, plan_provision
+from tenantdb.core.mariadbdatabase.models import DatabaseCR
+from tenantdb.core.mariadbdatabase.provision import (
+    ProvisionObservation,
+    is_relevant_database,
+    plan_provision,
+)
 from tests.unit.mdb_builders import (
     CONNECTION,
     World,

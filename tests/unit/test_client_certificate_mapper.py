@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.mappers import map_client_certificate
+from tenantdb.core.mariadbdatabase.mappers import map_client_certificate
 
 
 def _order(name: str, namespace: str, cp_namespace: str | None) -> dict[str, Any]:

@@ -343,7 +343,7 @@ def test_unused_helpers_are_consistent() -> None:
 
 
 def _dump(sim: Any) -> dict[str, Any]:
-    from tenantdb.core.conditions import build_status_body
+    from tenantdb.core.mariadbdatabase.conditions import build_status_body
 
     body: dict[str, Any] = build_status_body(sim.record.status)
     return body

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from tenantdb.core.conditions import (
+from tenantdb.core.mariadbdatabase.conditions import (
     ConditionUpdate,
     DeliveredFields,
     build_status_body,
@@ -15,9 +15,9 @@ from tenantdb.core.conditions import (
     should_write_status,
     truncate_message,
 )
-from tenantdb.core.models import MariaDBDatabaseStatus
-from tenantdb.core.reasons import ConditionType, Reason
-from tenantdb.core.validation import CONDITION_MESSAGE_MAX_LENGTH
+from tenantdb.core.mariadbdatabase.models import MariaDBDatabaseStatus
+from tenantdb.core.mariadbdatabase.reasons import ConditionType, Reason
+from tenantdb.core.mariadbdatabase.validation import CONDITION_MESSAGE_MAX_LENGTH
 from tests.unit.mdb_builders import (
     LATER,
     NOW,

@@ -15,9 +15,9 @@ import cel
 import cel.stdlib
 import pytest
 
-from tenantdb.core.crd import build_crd
-from tenantdb.core.models import MariaDBDatabaseSpec, MariaDBDatabaseStatus
-from tenantdb.core.validation import (
+from tenantdb.core.mariadbdatabase.crd import build_crd
+from tenantdb.core.mariadbdatabase.models import MariaDBDatabaseSpec, MariaDBDatabaseStatus
+from tenantdb.core.mariadbdatabase.validation import (
     CONTROL_PLANE_REF_RULES,
     PUBLISHED_ENDPOINT_PATTERN,
     ROOT_RULES,

@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from tenantdb.core.actions import ApplyObject, ApplyStrategy, EnsureRole
-from tenantdb.core.conditions import build_status_body
-from tenantdb.core.delivery import REFRESHED_LOG
-from tenantdb.core.gates import should_read_control_plane
-from tenantdb.core.models import MariaDBDatabase, Secret
-from tenantdb.core.provision import plan_provision_failure
+from tenantdb.core.mariadbdatabase.conditions import build_status_body
+from tenantdb.core.mariadbdatabase.delivery import REFRESHED_LOG
+from tenantdb.core.mariadbdatabase.gates import should_read_control_plane
+from tenantdb.core.mariadbdatabase.models import MariaDBDatabase
+from tenantdb.core.mariadbdatabase.provision import plan_provision_failure
+from tenantdb.core.objects import Secret
 from tests.unit.mdb_builders import (
     ORDER_UID,
     World,

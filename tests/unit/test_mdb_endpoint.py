@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tenantdb.core.endpoint import (
+from tenantdb.core.mariadbdatabase.endpoint import (
     Endpoint,
     EndpointError,
     compute_endpoint_choice,

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from tenantdb.core.actions import ApplyObject
-from tenantdb.core.manifests import (
+from tenantdb.core.mariadbdatabase.manifests import (
     build_client_certificate,
     build_database_cr,
     build_delivered_secret,
@@ -16,8 +16,8 @@ from tenantdb.core.manifests import (
     build_service_account,
     build_vault_dynamic_secret,
 )
-from tenantdb.core.models import DeletionPolicy
-from tenantdb.core.openbao import OpenBaoConnection
+from tenantdb.core.mariadbdatabase.models import DeletionPolicy
+from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection
 from tenantdb.core.results import (
     ORDER_REFRESH_AFTER,
     REQUEUE_SHORT,

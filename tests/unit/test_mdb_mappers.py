@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.mappers import (
+from tenantdb.core.mariadbdatabase.mappers import (
     compute_control_plane_index_key,
     map_control_plane,
     map_database_cr,

@@ -7,8 +7,7 @@ import re
 
 import pytest
 
-from tenantdb.core.models import ObjectMeta
-from tenantdb.core.naming import (
+from tenantdb.core.mariadbdatabase.naming import (
     build_delivered_secret_labels,
     build_label_selector,
     build_order_labels,
@@ -18,7 +17,8 @@ from tenantdb.core.naming import (
     is_order_child,
     is_owned_order_child,
 )
-from tenantdb.core.validation import quote_schema_for_grant
+from tenantdb.core.mariadbdatabase.validation import quote_schema_for_grant
+from tenantdb.core.objects import ObjectMeta
 
 
 @pytest.mark.parametrize(

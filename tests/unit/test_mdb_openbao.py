@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tenantdb.core.models import SecretStore
-from tenantdb.core.openbao import (
+from tenantdb.core.mariadbdatabase.models import SecretStore
+from tenantdb.core.mariadbdatabase.openbao import (
     OpenBaoConnection,
     StoreLocation,
     build_role,

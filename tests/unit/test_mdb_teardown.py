@@ -7,11 +7,10 @@ from datetime import timedelta
 import pytest
 
 from tenantdb.core.actions import DeleteObject, PatchObject, RemoveRole
-from tenantdb.core.models import ControlPlane, MariaDBDatabase
-from tenantdb.core.naming import FINALIZER
-from tenantdb.core.openbao import compute_connection
-from tenantdb.core.results import PassResult
-from tenantdb.core.teardown import (
+from tenantdb.core.mariadbdatabase.models import ControlPlane, MariaDBDatabase
+from tenantdb.core.mariadbdatabase.naming import FINALIZER
+from tenantdb.core.mariadbdatabase.openbao import compute_connection
+from tenantdb.core.mariadbdatabase.teardown import (
     TeardownMode,
     TeardownObservation,
     compute_teardown_result,
@@ -19,6 +18,7 @@ from tenantdb.core.teardown import (
     plan_teardown,
     should_tear_down,
 )
+from tenantdb.core.results import PassResult
 from tests.unit.mdb_builders import (
     ORDER_UID,
     child_labels,

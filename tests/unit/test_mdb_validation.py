@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tenantdb.core.reasons import Reason
-from tenantdb.core.validation import classify_database_name, is_cluster_name_too_long
+from tenantdb.core.mariadbdatabase.reasons import Reason
+from tenantdb.core.mariadbdatabase.validation import (
+    classify_database_name,
+    is_cluster_name_too_long,
+)
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tenantdb.core.gates import AdmissionDecision, AdmissionObservation, plan_admission
-from tenantdb.core.models import MariaDBDatabase
+from tenantdb.core.mariadbdatabase.gates import (
+    AdmissionDecision,
+    AdmissionObservation,
+    plan_admission,
+)
+from tenantdb.core.mariadbdatabase.models import MariaDBDatabase
 from tenantdb.core.paths import (
     LegPath,
     OrderPath,

@@ -15,10 +15,10 @@ from tenantdb.core.actions import (
     PatchObject,
     RemoveRole,
 )
-from tenantdb.core.models import MariaDBDatabaseStatus
-from tenantdb.core.openbao import OpenBaoConnection, build_role
-from tenantdb.core.passes import describe_status
-from tenantdb.core.steps import (
+from tenantdb.core.mariadbdatabase.models import MariaDBDatabaseStatus
+from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection, build_role
+from tenantdb.core.mariadbdatabase.passes import describe_status
+from tenantdb.core.mariadbdatabase.steps import (
     ProvisionStep,
     TeardownStep,
     classify_provision_action,
@@ -27,7 +27,7 @@ from tenantdb.core.steps import (
     plan_chain_steps,
     plan_teardown_steps,
 )
-from tenantdb.core.teardown import BEST_EFFORT_LOG, CHILD_LOG, DELIVERED_REMOVAL_LOG
+from tenantdb.core.mariadbdatabase.teardown import BEST_EFFORT_LOG, CHILD_LOG, DELIVERED_REMOVAL_LOG
 
 CERT = ClientCertificateRef("openstack", "order-db-openbao-client")
 

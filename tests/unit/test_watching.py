@@ -6,14 +6,17 @@ from typing import Any
 
 import pytest
 
-from tenantdb.core.controlplane import compute_keystone_cluster, compute_keystone_namespace
-from tenantdb.core.mappers import (
+from tenantdb.core.mariadbdatabase.controlplane import (
+    compute_keystone_cluster,
+    compute_keystone_namespace,
+)
+from tenantdb.core.mariadbdatabase.mappers import (
     map_control_plane,
     should_enqueue_child_update,
     should_enqueue_control_plane_update,
     should_enqueue_order_update,
 )
-from tenantdb.core.naming import MANAGEMENT_CLUSTER
+from tenantdb.core.mariadbdatabase.naming import MANAGEMENT_CLUSTER
 from tenantdb.core.watching import (
     compute_backoff,
     compute_child_fingerprint,

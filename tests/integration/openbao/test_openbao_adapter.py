@@ -18,7 +18,7 @@ from devstack.openbao import TLSConfig
 from devstack.openbao.bootstrap import KUBE_MOUNT
 from devstack.openbao.pki import LocalPKI
 from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
-from tenantdb.core.openbao import build_role, should_write_role
+from tenantdb.core.mariadbdatabase.openbao import build_role, should_write_role
 
 from .openbao_support import Platform, sql_user_exists
 

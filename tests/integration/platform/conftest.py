@@ -22,7 +22,7 @@ import pytest
 from kubernetes import client, config
 
 from devstack.platform import Platform, start_platform
-from tenantdb.core.manifests import build_client_certificate, build_service_account
+from tenantdb.core.mariadbdatabase.manifests import build_client_certificate, build_service_account
 
 CP_NAMESPACE = "openstack"
 ROLE_MOUNT = "database/mariadb"

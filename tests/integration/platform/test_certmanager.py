@@ -13,7 +13,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes import client
 
 from devstack.platform import Platform
-from tenantdb.core.manifests import build_client_certificate
+from tenantdb.core.mariadbdatabase.manifests import build_client_certificate
 
 from .conftest import decoded, ready, wait_for, write_secret_pems
 

@@ -11,9 +11,12 @@ import pytest
 from kubernetes import client
 
 from devstack.platform import Platform
-from tenantdb.core.manifests import build_external_secret, build_vault_dynamic_secret
-from tenantdb.core.naming import compute_creds_path
-from tenantdb.core.openbao import OpenBaoConnection
+from tenantdb.core.mariadbdatabase.manifests import (
+    build_external_secret,
+    build_vault_dynamic_secret,
+)
+from tenantdb.core.mariadbdatabase.naming import compute_creds_path
+from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection
 
 from .conftest import CP_NAMESPACE, ClientPEMs, decoded, root_sql, suffix, wait_for
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tenantdb.core.manifests import build_database_cr
-from tenantdb.core.models import DeletionPolicy
+from tenantdb.core.mariadbdatabase.manifests import build_database_cr
+from tenantdb.core.mariadbdatabase.models import DeletionPolicy
 
 from .conftest import CP_NAMESPACE, ready, schema_exists, sql_scalar, suffix, wait_for
 

@@ -18,15 +18,15 @@ import pytest
 from kubernetes import client, config
 
 from devstack.platform import Platform
-from tenantdb.core.manifests import (
+from tenantdb.core.mariadbdatabase.manifests import (
     build_client_certificate,
     build_database_cr,
     build_external_secret,
     build_service_account,
     build_vault_dynamic_secret,
 )
-from tenantdb.core.models import DeletionPolicy
-from tenantdb.core.openbao import OpenBaoConnection
+from tenantdb.core.mariadbdatabase.models import DeletionPolicy
+from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection
 from tenantdb.settings import Settings
 
 from .conftest import (

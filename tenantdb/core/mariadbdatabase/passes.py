@@ -13,18 +13,18 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tenantdb.core.actions import LogEvent
-from tenantdb.core.conditions import (
+from tenantdb.core.mariadbdatabase.conditions import (
     ConditionUpdate,
     DeliveredFields,
     compute_status,
     is_condition_true,
     should_write_status,
 )
-from tenantdb.core.delivery import DeliveryResult
-from tenantdb.core.gates import AdmissionDecision
-from tenantdb.core.models import MariaDBDatabase, MariaDBDatabaseStatus
-from tenantdb.core.provision import LegResult
-from tenantdb.core.reasons import ConditionType
+from tenantdb.core.mariadbdatabase.delivery import DeliveryResult
+from tenantdb.core.mariadbdatabase.gates import AdmissionDecision
+from tenantdb.core.mariadbdatabase.models import MariaDBDatabase, MariaDBDatabaseStatus
+from tenantdb.core.mariadbdatabase.provision import LegResult
+from tenantdb.core.mariadbdatabase.reasons import ConditionType
 from tenantdb.core.results import PassResult, compute_pass_result
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from tenantdb.core.models import ObjectMeta
+from tenantdb.core.objects import ObjectMeta
 
 MANAGEMENT_CLUSTER = ""
 """The cluster name of the management cluster, in hashes, labels and order keys."""

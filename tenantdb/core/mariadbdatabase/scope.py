@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tenantdb.core.controlplane import (
+from tenantdb.core.mariadbdatabase.controlplane import (
     compute_cluster_ref,
     compute_effective_keystone_database,
     compute_keystone_cluster,
     compute_keystone_namespace,
     is_tls_enabled,
 )
-from tenantdb.core.models import ControlPlane, MariaDBDatabase
-from tenantdb.core.naming import (
+from tenantdb.core.mariadbdatabase.models import ControlPlane, MariaDBDatabase
+from tenantdb.core.mariadbdatabase.naming import (
     MANAGEMENT_CLUSTER,
     OrderNames,
     build_label_selector,
@@ -27,7 +27,7 @@ from tenantdb.core.naming import (
     compute_effective_database_name,
     compute_order_names,
 )
-from tenantdb.core.openbao import StoreLocation, compute_store_location
+from tenantdb.core.mariadbdatabase.openbao import StoreLocation, compute_store_location
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tenantdb.core.controlplane import (
+from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
+from tenantdb.core.mariadbdatabase.controlplane import (
     DB_CREDENTIALS_READY,
     compute_keystone_cluster,
     compute_keystone_namespace,
 )
-from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
-from tenantdb.core.models import ControlPlane
-from tenantdb.core.naming import (
+from tenantdb.core.mariadbdatabase.models import ControlPlane
+from tenantdb.core.mariadbdatabase.naming import (
     CLIENT_CERTIFICATE,
     GROUP,
     KIND,

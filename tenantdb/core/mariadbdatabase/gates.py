@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tenantdb.core.conditions import on_both
-from tenantdb.core.controlplane import (
+from tenantdb.core.mariadbdatabase.conditions import on_both
+from tenantdb.core.mariadbdatabase.controlplane import (
     find_namespace_assignment,
     is_db_credentials_ready,
     is_dynamic_credentials_enabled,
 )
-from tenantdb.core.models import ControlPlane, MariaDBDatabase
-from tenantdb.core.naming import FINALIZER, MANAGEMENT_CLUSTER
-from tenantdb.core.reasons import (
+from tenantdb.core.mariadbdatabase.models import ControlPlane, MariaDBDatabase
+from tenantdb.core.mariadbdatabase.naming import FINALIZER, MANAGEMENT_CLUSTER
+from tenantdb.core.mariadbdatabase.reasons import (
     Reason,
     msg_cluster_name_too_long,
     msg_control_plane_not_found,
@@ -28,6 +28,7 @@ from tenantdb.core.reasons import (
     msg_namespace_not_assigned,
     msg_waiting_for_db_credentials,
 )
+from tenantdb.core.mariadbdatabase.validation import is_cluster_name_too_long
 from tenantdb.core.results import (
     NO_REQUEUE,
     REQUEUE_ASSIGNMENT,
@@ -37,7 +38,6 @@ from tenantdb.core.results import (
     StepOutcome,
     compute_pass_result,
 )
-from tenantdb.core.validation import is_cluster_name_too_long
 
 
 @dataclass(frozen=True)

@@ -10,92 +10,18 @@ fetch or write anything, and must never let a Secret's data show up in a repr.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
-
-class ApiModel(BaseModel):
-    """An object, or part of one, as the API server returns it: unknown fields are ignored."""
-
-    model_config = ConfigDict(
-        frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True
-    )
-
-
-class SpecModel(BaseModel):
-    """A part of the order's own spec, as this version of tenantdb knows it.
-
-    A field a newer version of the CRD added is left out when the order is read, so such an
-    order is still served and torn down; the installed CRD prunes fields it does not declare,
-    and the CRD tenantdb generates declares exactly these.
-    """
-
-    model_config = ConfigDict(
-        frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True
-    )
-
-
-class OwnerReference(ApiModel):
-    """metadata.ownerReferences[]."""
-
-    api_version: str = ""
-    kind: str = ""
-    name: str = ""
-    uid: str = ""
-    controller: bool | None = None
-
-
-class ObjectMeta(ApiModel):
-    """The metadata fields a pass decides on."""
-
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    generation: int = 0
-    resource_version: str = ""
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-    owner_references: tuple[OwnerReference, ...] = ()
-    finalizers: tuple[str, ...] = ()
-    deletion_timestamp: datetime | None = None
-    creation_timestamp: datetime | None = None
-
-    def controller_reference(self) -> OwnerReference | None:
-        """Return the owner reference marked as controller, if any."""
-        return next((ref for ref in self.owner_references if ref.controller), None)
-
-
-class KubeObject(ApiModel):
-    """Any object read only for its metadata (generators, ExternalSecrets in a list)."""
-
-    api_version: str = ""
-    kind: str = ""
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-
-
-class ObservedCondition(ApiModel):
-    """A condition another controller writes; only type, status, reason and message matter."""
-
-    type: str = ""
-    status: str = ""
-    reason: str = ""
-    message: str = ""
-
-
-class ConditionedStatus(ApiModel):
-    """A status holding only conditions."""
-
-    conditions: tuple[ObservedCondition, ...] = ()
-
-    def is_true(self, condition_type: str) -> bool:
-        """Report whether the condition of that type reads True."""
-        return any(c.type == condition_type and c.status == "True" for c in self.conditions)
-
+from tenantdb.core.objects import (
+    ApiModel,
+    Condition,
+    ConditionedStatus,
+    ObjectMeta,
+    SpecModel,
+)
 
 # --- the order -------------------------------------------------------------------------------
 
@@ -127,17 +53,6 @@ class MariaDBDatabaseSpec(SpecModel):
         default=DeletionPolicy.RETAIN,
         description="Retain or Delete: whether deleting the order drops the schema.",
     )
-
-
-class Condition(ApiModel):
-    """A metav1.Condition as tenantdb writes it on the order."""
-
-    type: str
-    status: str
-    reason: str
-    message: str = ""
-    last_transition_time: datetime
-    observed_generation: int | None = None
 
 
 class MariaDBDatabaseStatus(ApiModel):
@@ -321,24 +236,6 @@ class ExternalSecret(ApiModel):
 
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     status: ExternalSecretStatus = Field(default_factory=ExternalSecretStatus)
-
-
-class Secret(ApiModel):
-    """A core/v1 Secret; data holds base64 strings as the API returns them."""
-
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    type: str = ""
-    data: dict[str, str] = Field(default_factory=dict, repr=False)
-
-    def value(self, key: str) -> str:
-        """Return one key decoded as UTF-8, or "" when it is absent or not base64 text."""
-        raw = self.data.get(key)
-        if not raw:
-            return ""
-        try:
-            return base64.b64decode(raw, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return ""
 
 
 class VaultKubernetesAuth(ApiModel):

@@ -24,24 +24,25 @@ from tenantdb.core.actions import (
     PatchObject,
     RemoveRole,
 )
-from tenantdb.core.manifests import (
+from tenantdb.core.mariadbdatabase.manifests import (
     DATABASE_API_VERSION,
     ESO_API_VERSION,
     GENERATOR_API_VERSION,
     build_cleanup_policy_patch,
     compute_cleanup_policy,
 )
-from tenantdb.core.models import DatabaseCR, KubeObject, MariaDBDatabase, ObjectMeta, Secret
-from tenantdb.core.naming import (
+from tenantdb.core.mariadbdatabase.models import DatabaseCR, MariaDBDatabase
+from tenantdb.core.mariadbdatabase.naming import (
     CLIENT_CERTIFICATE,
     FINALIZER,
     MANAGEMENT_CLUSTER,
     is_owned_order_child,
 )
-from tenantdb.core.openbao import OpenBaoConnection
-from tenantdb.core.provision import CLIENT_CERTIFICATE_KEYS
+from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection
+from tenantdb.core.mariadbdatabase.provision import CLIENT_CERTIFICATE_KEYS
+from tenantdb.core.mariadbdatabase.scope import OrderScope
+from tenantdb.core.objects import KubeObject, ObjectMeta, Secret
 from tenantdb.core.results import NO_REQUEUE, REQUEUE_SHORT, PassResult
-from tenantdb.core.scope import OrderScope
 
 CHILD_LOG = "removing a MariaDBDatabase child"
 CERTIFICATE_GONE_LOG = "the OpenBao client certificate is gone; leaving database role"

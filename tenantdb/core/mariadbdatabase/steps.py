@@ -20,7 +20,11 @@ from tenantdb.core.actions import (
     PatchObject,
     RemoveRole,
 )
-from tenantdb.core.teardown import CERTIFICATE_GONE_LOG, CHILD_LOG, DELIVERED_REMOVAL_LOG
+from tenantdb.core.mariadbdatabase.teardown import (
+    CERTIFICATE_GONE_LOG,
+    CHILD_LOG,
+    DELIVERED_REMOVAL_LOG,
+)
 
 
 class ProvisionStep(IntEnum):

@@ -25,36 +25,33 @@ from tenantdb.core.actions import (
     ObjectRef,
 )
 from tenantdb.core.applied import is_applied, is_contained
-from tenantdb.core.conditions import ConditionUpdate
-from tenantdb.core.manifests import (
+from tenantdb.core.mariadbdatabase.conditions import ConditionUpdate
+from tenantdb.core.mariadbdatabase.manifests import (
     build_client_certificate,
     build_database_cr,
     build_external_secret,
     build_service_account,
     build_vault_dynamic_secret,
 )
-from tenantdb.core.models import (
+from tenantdb.core.mariadbdatabase.models import (
     DatabaseCR,
     ExternalSecret,
-    KubeObject,
     MariaDB,
     MariaDBDatabase,
-    ObjectMeta,
-    Secret,
 )
-from tenantdb.core.naming import (
+from tenantdb.core.mariadbdatabase.naming import (
     CLIENT_CERTIFICATE,
     MANAGEMENT_CLUSTER,
     is_order_child,
     is_owned_order_child,
 )
-from tenantdb.core.openbao import (
+from tenantdb.core.mariadbdatabase.openbao import (
     OpenBaoConnection,
     build_role,
     compute_openbao_failure,
     should_write_role,
 )
-from tenantdb.core.reasons import (
+from tenantdb.core.mariadbdatabase.reasons import (
     NOT_PROVISIONED_MESSAGE,
     ConditionType,
     Reason,
@@ -67,9 +64,10 @@ from tenantdb.core.reasons import (
     msg_waiting_for_engine_username,
     msg_waiting_for_external_secret,
 )
+from tenantdb.core.mariadbdatabase.scope import OrderScope
+from tenantdb.core.mariadbdatabase.validation import classify_database_name
+from tenantdb.core.objects import KubeObject, ObjectMeta, Secret
 from tenantdb.core.results import REQUEUE_SHORT, StepOutcome
-from tenantdb.core.scope import OrderScope
-from tenantdb.core.validation import classify_database_name
 
 READY = "Ready"
 CLIENT_CERTIFICATE_KEYS = ("tls.crt", "tls.key", "ca.crt")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tenantdb.core.reasons import (
+from tenantdb.core.mariadbdatabase.reasons import (
     MAX_NAME_LENGTH,
     Reason,
     msg_database_name_invalid,

@@ -8,8 +8,12 @@ ControlPlane or decide an order's conditions.
 
 from __future__ import annotations
 
-from tenantdb.core.models import ControlPlane, DatabaseDeclaration, NamespaceAssignment
-from tenantdb.core.naming import MANAGEMENT_CLUSTER
+from tenantdb.core.mariadbdatabase.models import (
+    ControlPlane,
+    DatabaseDeclaration,
+    NamespaceAssignment,
+)
+from tenantdb.core.mariadbdatabase.naming import MANAGEMENT_CLUSTER
 
 DB_CREDENTIALS_READY = "DBCredentialsReady"
 STATIC = "Static"

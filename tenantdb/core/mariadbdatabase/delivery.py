@@ -16,11 +16,20 @@ from typing import Any
 
 from tenantdb.core.actions import ApplyObject, LogEvent
 from tenantdb.core.applied import is_applied
-from tenantdb.core.conditions import ConditionUpdate, DeliveredFields
-from tenantdb.core.endpoint import Endpoint, EndpointError, compute_endpoint_choice, parse_endpoint
-from tenantdb.core.manifests import CA_KEY, build_delivered_secret, compute_secret_keys
-from tenantdb.core.models import ControlPlane, ExternalSecret, MariaDBDatabase, Secret
-from tenantdb.core.reasons import (
+from tenantdb.core.mariadbdatabase.conditions import ConditionUpdate, DeliveredFields
+from tenantdb.core.mariadbdatabase.endpoint import (
+    Endpoint,
+    EndpointError,
+    compute_endpoint_choice,
+    parse_endpoint,
+)
+from tenantdb.core.mariadbdatabase.manifests import (
+    CA_KEY,
+    build_delivered_secret,
+    compute_secret_keys,
+)
+from tenantdb.core.mariadbdatabase.models import ControlPlane, ExternalSecret, MariaDBDatabase
+from tenantdb.core.mariadbdatabase.reasons import (
     NOT_CURRENT_MESSAGE,
     ConditionType,
     Reason,
@@ -31,8 +40,9 @@ from tenantdb.core.reasons import (
     msg_waiting_for_ca_bundle,
     msg_waiting_for_materialised_credential,
 )
+from tenantdb.core.mariadbdatabase.scope import OrderScope
+from tenantdb.core.objects import Secret
 from tenantdb.core.results import REQUEUE_SHORT, StepOutcome
-from tenantdb.core.scope import OrderScope
 
 REFRESHED_LOG = "delivered a refreshed database credential"
 

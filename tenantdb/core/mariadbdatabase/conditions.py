@@ -13,14 +13,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tenantdb.core.models import Condition, MariaDBDatabaseStatus
-from tenantdb.core.reasons import (
+from tenantdb.core.mariadbdatabase.models import MariaDBDatabaseStatus
+from tenantdb.core.mariadbdatabase.reasons import (
     ALL_READY_MESSAGE,
     NOT_ALL_READY_MESSAGE,
     ConditionType,
     Reason,
 )
-from tenantdb.core.validation import CONDITION_MESSAGE_MAX_LENGTH
+from tenantdb.core.mariadbdatabase.validation import CONDITION_MESSAGE_MAX_LENGTH
+from tenantdb.core.objects import Condition
 
 TRUE = "True"
 FALSE = "False"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from tenantdb.core.models import DeletionPolicy, MariaDBDatabase
-from tenantdb.core.naming import (
+from tenantdb.core.mariadbdatabase.models import DeletionPolicy, MariaDBDatabase
+from tenantdb.core.mariadbdatabase.naming import (
     API_VERSION,
     CLIENT_CERTIFICATE,
     KIND,
@@ -21,7 +21,7 @@ from tenantdb.core.naming import (
     build_delivered_secret_labels,
     build_order_labels,
 )
-from tenantdb.core.openbao import GENERATOR_AUTH_ROLE, OpenBaoConnection
+from tenantdb.core.mariadbdatabase.openbao import GENERATOR_AUTH_ROLE, OpenBaoConnection
 
 DATABASE_API_VERSION = "k8s.mariadb.com/v1alpha1"
 GENERATOR_API_VERSION = "generators.external-secrets.io/v1alpha1"

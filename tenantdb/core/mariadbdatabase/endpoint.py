@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tenantdb.core.controlplane import (
+from tenantdb.core.mariadbdatabase.controlplane import (
     compute_effective_keystone_database,
     compute_in_cluster_address,
     compute_keystone_cluster,
     compute_keystone_namespace,
 )
-from tenantdb.core.models import ControlPlane
+from tenantdb.core.mariadbdatabase.models import ControlPlane
 
 _DIGITS = re.compile(r"[0-9]+")
 _MAX_PORT = 65535

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenantdb.core.naming import GROUP, KIND, LIST_KIND, PLURAL, SINGULAR, VERSION
-from tenantdb.core.validation import (
+from tenantdb.core.mariadbdatabase.naming import GROUP, KIND, LIST_KIND, PLURAL, SINGULAR, VERSION
+from tenantdb.core.mariadbdatabase.validation import (
     CONDITION_MESSAGE_MAX_LENGTH,
     CONTROL_PLANE_REF_RULES,
     DATABASE_NAME_MAX_LENGTH,
@@ -217,8 +217,3 @@ def build_crd() -> dict[str, Any]:
             ],
         },
     }
-
-
-def build_crds() -> dict[str, dict[str, Any]]:
-    """Return every CRD tenantdb serves, keyed by its metadata.name."""
-    return {CRD_NAME: build_crd()}

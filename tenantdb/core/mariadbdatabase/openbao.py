@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tenantdb.core.models import ControlPlane, SecretStore
-from tenantdb.core.reasons import msg_openbao_error
-from tenantdb.core.validation import quote_schema_for_grant
+from tenantdb.core.mariadbdatabase.models import ControlPlane, SecretStore
+from tenantdb.core.mariadbdatabase.reasons import msg_openbao_error
+from tenantdb.core.mariadbdatabase.validation import quote_schema_for_grant
 
 DEFAULT_SERVER = "https://openbao.shared-services.svc:8200"
 DEFAULT_AUTH_MOUNT = "kubernetes/management"

@@ -1,0 +1,1 @@
+"""The MariaDBDatabase kind: its identity, model, gates, plans and status. Pure."""
