@@ -34,7 +34,7 @@ fmt: $(STAMP) ## Format and auto-fix what ruff can
 	$(BIN)/ruff check --fix .
 
 .PHONY: gen
-gen: $(STAMP) ## Regenerate the CRDs in charts/tenantdb/crds from tenantdb/core/crds.py
+gen: $(STAMP) ## Regenerate the CRDs in charts/tenantdb/crds from tenantdb/core/served.py
 	$(BIN)/python tools/gen_crds.py
 
 .PHONY: unit

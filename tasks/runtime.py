@@ -1,7 +1,8 @@
-"""What every task of a worker process shares: its work queue, and how a pass ends.
+"""What every task of a worker process shares: its work queue, its clusters, how a pass ends.
 
 The work queue is built on first use, after the prefork pool has forked, so each child process
-has Redis connections of its own. ``finish_pass`` is the one way a pass ends: it writes the
+has Redis connections of its own; the cluster registry is read again when a configuration file
+changes. ``finish_pass`` is the one way a pass ends: it writes the
 pass's come-backs to the timetables and releases the order's lease, asking for another pass when
 events arrived meanwhile or the caller says so.
 """
@@ -17,7 +18,12 @@ from celery import Task, current_app
 from celery.utils.time import get_exponential_backoff_interval
 
 from tenantdb.adapters.celeryapp import make_publisher
-from tenantdb.adapters.clusters import ClusterUnavailableError
+from tenantdb.adapters.clusters import (
+    ClusterRegistry,
+    ClusterUnavailableError,
+    compute_config_stamp,
+    load_cluster_config,
+)
 from tenantdb.adapters.kube import KubeError
 from tenantdb.adapters.mariadb_orders import ActionError, ReadError
 from tenantdb.adapters.openbao import OpenBaoError
@@ -44,6 +50,20 @@ def workqueue() -> WorkQueue:
         lock_ttl=settings.lock_ttl_seconds,
         pending_ttl=settings.pending_ttl_seconds,
     )
+
+
+_CLUSTERS: dict[tuple[object, ...], ClusterRegistry] = {}
+
+
+def cluster_registry() -> ClusterRegistry:
+    """The clusters of this worker process, read again when a configuration file changes."""
+    settings = load_settings()
+    stamp = compute_config_stamp(settings)
+    found = _CLUSTERS.get(stamp)
+    if found is None:
+        _CLUSTERS.clear()
+        found = _CLUSTERS[stamp] = load_cluster_config(settings).registry
+    return found
 
 
 def result(key: OrderKey | str, reason: str) -> dict[str, str]:

@@ -31,6 +31,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from tenantdb.adapters.useragent import USER_AGENT
+from tenantdb.core.kinds import KindIdentity, registered_identities
 
 FIELD_MANAGER = "tenantdb"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -108,15 +109,24 @@ KNOWN_RESOURCES: tuple[Resource, ...] = (
 _BY_KIND = {(r.api_version, r.kind): r for r in KNOWN_RESOURCES}
 
 
+def resource_of(identity: KindIdentity) -> Resource:
+    """Where an order kind is served."""
+    return Resource(identity.group, identity.version, identity.plural, identity.kind)
+
+
 def resource_for(body: Mapping[str, Any]) -> Resource:
-    """The resource of an object body, from its apiVersion and kind."""
-    try:
-        return _BY_KIND[(str(body.get("apiVersion")), str(body.get("kind")))]
-    except KeyError:
-        raise ValueError(
-            f"no resource is known for apiVersion {body.get('apiVersion')!r}"
-            f" kind {body.get('kind')!r}"
-        ) from None
+    """The resource of an object body, from its apiVersion and kind (order kinds included)."""
+    api_version, kind = str(body.get("apiVersion")), str(body.get("kind"))
+    found = _BY_KIND.get((api_version, kind))
+    if found is not None:
+        return found
+    order = next(
+        (i for i in registered_identities() if (i.api_version, i.kind) == (api_version, kind)),
+        None,
+    )
+    if order is not None:
+        return resource_of(order)
+    raise ValueError(f"no resource is known for apiVersion {api_version!r} kind {kind!r}")
 
 
 # -- errors ----------------------------------------------------------------------------------------

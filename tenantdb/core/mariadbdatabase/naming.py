@@ -11,23 +11,36 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from tenantdb.core.kinds import KindIdentity
 from tenantdb.core.objects import ObjectMeta
 
 MANAGEMENT_CLUSTER = ""
 """The cluster name of the management cluster, in hashes, labels and order keys."""
 
-GROUP = "c5c3.io"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
-KIND = "MariaDBDatabase"
-LIST_KIND = "MariaDBDatabaseList"
-PLURAL = "mariadbdatabases"
-SINGULAR = "mariadbdatabase"
+IDENTITY = KindIdentity(
+    group="c5c3.io",
+    version="v1alpha1",
+    kind="MariaDBDatabase",
+    plural="mariadbdatabases",
+    finalizer="c5c3.io/mariadbdatabase-teardown",
+    label_name="c5c3.io/mariadbdatabase-name",
+    label_namespace="c5c3.io/mariadbdatabase-namespace",
+    label_cluster="c5c3.io/mariadbdatabase-cluster",
+)
+"""The MariaDBDatabase kind; the names below are read off it."""
 
-LABEL_NAME = "c5c3.io/mariadbdatabase-name"
-LABEL_NAMESPACE = "c5c3.io/mariadbdatabase-namespace"
-LABEL_CLUSTER = "c5c3.io/mariadbdatabase-cluster"
-FINALIZER = "c5c3.io/mariadbdatabase-teardown"
+GROUP = IDENTITY.group
+VERSION = IDENTITY.version
+API_VERSION = IDENTITY.api_version
+KIND = IDENTITY.kind
+LIST_KIND = IDENTITY.list_kind
+PLURAL = IDENTITY.plural
+SINGULAR = IDENTITY.singular
+
+LABEL_NAME = IDENTITY.label_name
+LABEL_NAMESPACE = IDENTITY.label_namespace
+LABEL_CLUSTER = IDENTITY.label_cluster
+FINALIZER = IDENTITY.finalizer
 
 CHILD_SEGMENT = "database"
 SHARED_SERVICE_ACCOUNT = "order-db-creds"

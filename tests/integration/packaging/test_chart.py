@@ -15,7 +15,7 @@ import pytest
 import yaml
 from helm_python import Chart
 
-from tenantdb.core.crds import build_crds
+from tenantdb.core.served import build_crds
 from tests.integration.packaging.conftest import (
     CHART_DIR,
     NAMESPACE,

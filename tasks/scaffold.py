@@ -1,0 +1,291 @@
+"""The kind scaffold: what every order kind declares, and the pass flow that serves them all.
+
+A kind is one ``KindSpec``: its identity (``tenantdb.core.kinds``), how its order is read, its
+gates, how it plans the children a live order needs and the removals a deleting one needs, what
+it records when there is nothing to write, and its chain steps. ``declare_kind`` registers the
+kind's entry with ``tasks.reconcile`` and one Celery task per step, named
+``tenantdb.<kind>.<chain>.<step>`` and routed to the chain's queue.
+
+The flow is the scaffold's, decided step by step by ``tenantdb.core.paths.decide_path``: read
+the order once; gone or released ends the pass; a deleting order holding the finalizer is torn
+down; otherwise the kind's gates run, the finalizer is added in the same pass when they ask for
+it (that write wakes nothing), a gate that stops the pass has the kind record why, and past the
+gates the kind plans. A plan with a write hands its steps to a chain under the pass's lease,
+leaving the plan's note in Redis for the steps to read instead of observing again; a plan
+without one is settled by the kind in the entry. The teardown works the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar
+
+from celery import Signature, chain, shared_task
+from pydantic import TypeAdapter
+
+from tasks.chain import StepContext, StepResult, run_step
+from tasks.reconcile import PassContext, PassOutcome, register_pass
+from tasks.runtime import AnyTask, cluster_registry, handover_ms, workqueue
+from tenantdb.adapters.clusters import ClusterUnavailableError
+from tenantdb.adapters.metrics import PASSES
+from tenantdb.adapters.orders import OrderStore
+from tenantdb.adapters.workqueue import Lease
+from tenantdb.core.actions import LogEvent, LogLevel
+from tenantdb.core.keys import OrderKey
+from tenantdb.core.kinds import KindIdentity, register_identity
+from tenantdb.core.objects import ObjectMeta
+from tenantdb.core.paths import PassPath, Verdict, decide_path, observe_order
+from tenantdb.core.tasknames import RECONCILE_ABORT, Queue, step_task_name
+from tenantdb.settings import load_settings
+
+log = logging.getLogger(__name__)
+
+Order = TypeVar("Order")
+"""A kind's typed view of its order."""
+Decision = TypeVar("Decision")
+"""What a kind's gates decided, handed back to it when it plans or records."""
+
+_LEVELS = {
+    LogLevel.INFO: logging.INFO,
+    LogLevel.DEBUG: logging.DEBUG,
+    LogLevel.ERROR: logging.ERROR,
+}
+
+
+@dataclass(frozen=True)
+class Admission(Generic[Decision]):
+    """The gates' answer: the verdict the flow needs, and the kind's own decision."""
+
+    verdict: Verdict
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a kind plans for one pass.
+
+    ``steps`` are the chain steps with a write, in order (empty: nothing to write). ``note`` is
+    what those steps read instead of observing again: it is stored as JSON under the pass's
+    lease, so it holds no credential. ``local`` is what the kind needs to settle a pass without
+    a chain, kept in memory only.
+    """
+
+    steps: tuple[str, ...]
+    note: object | None = None
+    converged: bool = False
+    local: object | None = None
+    reason: str = "Chained"
+    """The entry's task result when it hands the steps to a chain."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One chain step of a kind: its name, its chain (and so its queue), and its body.
+
+    The body receives the step's context and the note the pass's entry left, as ``note_type``.
+    """
+
+    name: str
+    chain: Queue
+    body: Callable[[StepContext, Any], StepResult]
+    note_type: type[Any]
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class KindSpec(Generic[Order, Decision]):
+    """Everything the scaffold needs to serve one order kind."""
+
+    identity: KindIdentity
+    read: Callable[[dict[str, Any]], Order]
+    """Validate the order as stored into the kind's typed view."""
+    admit: Callable[[PassContext, Order, Decision | None], Admission[Decision]]
+    """Run the gates; given the previous decision when they run again after the finalizer."""
+    gated: Callable[[PassContext, Order, Decision], PassOutcome]
+    """Record why a gate stopped the pass."""
+    plan: Callable[[PassContext, Order, Decision], Plan]
+    """Observe what the live order's children need, once, and plan the writes."""
+    settle: Callable[[PassContext, Order, Decision, Plan], PassOutcome]
+    """End a pass with nothing to write: record it, deliver what it read."""
+    teardown: Callable[[PassContext, Order], Plan]
+    """Observe what a deleting order left, once, and plan its removal."""
+    finalize: Callable[[PassContext, Order, Plan], PassOutcome]
+    """End a teardown with nothing to delete: decide the finalizer."""
+    steps: tuple[Step, ...] = ()
+    """The steps a live order's chain is made of."""
+    teardown_steps: tuple[Step, ...] = ()
+    """The steps a deleting order's chain is made of."""
+    step_tasks: Mapping[str, AnyTask] = field(default_factory=dict)
+    """Filled by ``declare_kind``: the Celery task of each of ``steps``, by name."""
+    teardown_tasks: Mapping[str, AnyTask] = field(default_factory=dict)
+    """Filled by ``declare_kind``: the Celery task of each of ``teardown_steps``, by name."""
+
+    def task_name(self, step: Step) -> str:
+        """The Celery task name of one of the kind's steps."""
+        return step_task_name(self.identity.singular, step.chain, step.name)
+
+
+# -- what kinds share ----------------------------------------------------------------------------
+
+_STORE: dict[int, OrderStore] = {}
+
+
+def order_store() -> OrderStore:
+    """The order reads and writes of this worker process, on its current clusters."""
+    registry = cluster_registry()
+    found = _STORE.get(id(registry))
+    if found is None:
+        _STORE.clear()
+        found = _STORE[id(registry)] = OrderStore(registry)
+    return found
+
+
+def emit(key: OrderKey, events: Iterable[LogEvent]) -> None:
+    """Write the log lines a decision asked for; their fields never hold a credential."""
+    for event in events:
+        fields = dict(event.fields)
+        text = " ".join(f"{k}={v!r}" for k, v in fields.items())
+        log.log(
+            _LEVELS[event.level],
+            "%s%s",
+            event.message,
+            f" ({text})" if text else "",
+            extra={"order": str(key), "fields": fields},
+        )
+
+
+def note_ttl_ms() -> int:
+    """How long a pass's note lives: every hand-over's wait, and a retry's backoff on top."""
+    settings = load_settings()
+    backoff = settings.retry_backoff_max_seconds + settings.lock_ttl_seconds
+    return handover_ms() + int(backoff * 1000)
+
+
+def abort_signature(args: tuple[str, str, int]) -> Signature:
+    """A chain's error callback: it ends a pass whose step failed for good."""
+    return Signature(RECONCILE_ABORT, args=args, immutable=True)
+
+
+NOTE_GONE = StepResult("NoteGone", done=True, completed=False, again=True)
+"""A step whose pass left no note (it expired): a new pass observes afresh."""
+
+
+# -- the flow ------------------------------------------------------------------------------------
+
+
+def serve(spec: KindSpec[Order, Decision], ctx: PassContext) -> PassOutcome:
+    """One pass over one order of the kind, as ``decide_path`` leads it."""
+    kind, key, store = spec.identity.singular, ctx.key, order_store()
+    try:
+        raw = store.fetch(key)
+    except ClusterUnavailableError:
+        log.warning(
+            "the cluster the %s lives on does not resolve; skipping it",
+            spec.identity.kind,
+            extra={"order": str(key)},
+        )
+        PASSES.labels(kind=kind, path="unresolved").inc()
+        return PassOutcome("ClusterUnresolved")
+    meta = None if raw is None else ObjectMeta.model_validate(raw.get("metadata") or {})
+    facts = observe_order(meta, spec.identity.finalizer)
+    path = decide_path(facts)
+    if raw is None or path is PassPath.GONE:
+        PASSES.labels(kind=kind, path=PassPath.GONE.value).inc()
+        return PassOutcome("Gone")
+    if path is PassPath.RELEASED:
+        return PassOutcome("Deleting")
+    order = spec.read(raw)
+    if path is PassPath.TEARDOWN:
+        PASSES.labels(kind=kind, path=path.value).inc()
+        plan = spec.teardown(ctx, order)
+        if not plan.steps:
+            return spec.finalize(ctx, order, plan)
+        return _hand_over(spec, plan, teardown=True)
+    admission = spec.admit(ctx, order, None)
+    path = decide_path(replace(facts, verdict=admission.verdict))
+    if path is PassPath.ADD_FINALIZER:
+        # The finalizer write wakes nothing (a finalizer change passes no update predicate),
+        # so the pass goes on with the order it wrote instead of asking for a pass of its own.
+        ctx.guard.check()
+        finalizers = [*(meta.finalizers if meta else ()), spec.identity.finalizer]
+        raw = store.set_finalizers(key, raw, finalizers)
+        order = spec.read(raw)
+        facts = replace(facts, holds_finalizer=True)
+        admission = spec.admit(ctx, order, admission.decision)
+        path = decide_path(replace(facts, verdict=admission.verdict))
+    if path is not PassPath.PLAN:
+        PASSES.labels(kind=kind, path=PassPath.GATED.value).inc()
+        return spec.gated(ctx, order, admission.decision)
+    plan = spec.plan(ctx, order, admission.decision)
+    path = decide_path(
+        replace(facts, verdict=admission.verdict, steps=plan.steps, converged=plan.converged)
+    )
+    PASSES.labels(kind=kind, path=path.value).inc()
+    if path is PassPath.CHAIN:
+        return _hand_over(spec, plan)
+    return spec.settle(ctx, order, admission.decision, plan)
+
+
+def _hand_over(spec: KindSpec[Any, Any], plan: Plan, *, teardown: bool = False) -> PassOutcome:
+    tasks = spec.teardown_tasks if teardown else spec.step_tasks
+    return PassOutcome(plan.reason, handoff=lambda lease: build_chain(tasks, lease, plan))
+
+
+def build_chain(tasks: Mapping[str, AnyTask], lease: Lease, plan: Plan) -> Signature:
+    """Leave the plan's note, then chain its steps; the abort callback ends a failed pass."""
+    if plan.note is not None:
+        text = TypeAdapter(type(plan.note)).dump_json(plan.note).decode()
+        workqueue().save_note(lease, text, note_ttl_ms())
+    args = (str(lease.key), lease.token, lease.started)
+    steps = [tasks[name].si(*args, i) for i, name in enumerate(plan.steps, start=1)]
+    return chain(*steps).on_error(abort_signature(args))
+
+
+def load_note(ctx: StepContext, note_type: type[Any]) -> Any:
+    """The note the pass's entry left, as ``note_type``; None when it expired."""
+    text = workqueue().load_note(ctx.lease)
+    return None if text is None else TypeAdapter(note_type).validate_json(text)
+
+
+def save_note(ctx: StepContext, note: object) -> None:
+    """Replace the pass's note, for the steps after this one."""
+    ctx.guard.check()
+    text = TypeAdapter(type(note)).dump_json(note).decode()
+    workqueue().save_note(ctx.lease, text, note_ttl_ms())
+
+
+def _step_task(spec: KindSpec[Any, Any], step: Step) -> AnyTask:
+    def body(ctx: StepContext) -> StepResult:
+        note = load_note(ctx, step.note_type)
+        return NOTE_GONE if note is None else step.body(ctx, note)
+
+    @shared_task(name=spec.task_name(step), bind=True, max_retries=None)
+    def task(self: AnyTask, key: str, token: str, started: int, position: int) -> dict[str, str]:
+        return run_step(self, key, token, started, position, body)
+
+    task.__doc__ = step.doc or f"Step {step.name} of a {spec.identity.kind} pass."
+    return task
+
+
+def declare_kind(spec: KindSpec[Order, Decision]) -> KindSpec[Order, Decision]:
+    """Serve the kind: register its identity, a task per step and its entry.
+
+    Raises:
+        ValueError: two steps of a chain kind share a name, or two tasks would.
+    """
+    names = [spec.task_name(step) for step in (*spec.steps, *spec.teardown_steps)]
+    for steps in (spec.steps, spec.teardown_steps):
+        if len({step.name for step in steps}) != len(steps):
+            raise ValueError(f"{spec.identity.kind}: step names repeat: {names}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{spec.identity.kind}: task names repeat: {names}")
+    register_identity(spec.identity)
+    declared = replace(
+        spec,
+        step_tasks={step.name: _step_task(spec, step) for step in spec.steps},
+        teardown_tasks={step.name: _step_task(spec, step) for step in spec.teardown_steps},
+    )
+    register_pass(spec.identity.singular, lambda ctx: serve(declared, ctx))
+    return declared

@@ -1,0 +1,38 @@
+"""The order kinds tenantdb serves: each kind's identity and the builder of its CRD. Pure.
+
+A kind joins by adding one entry here. ``make gen`` renders every CRD into the chart, and the
+identities are registered with ``tenantdb.core.kinds`` when this module loads, so the CLI and
+every process role know the kind from its keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tenantdb.core.kinds import KindIdentity, register_identity
+from tenantdb.core.mariadbdatabase import crd as mariadbdatabase_crd
+from tenantdb.core.mariadbdatabase import naming as mariadbdatabase
+
+
+@dataclass(frozen=True, slots=True)
+class ServedKind:
+    """One order kind: its identity and its CRD."""
+
+    identity: KindIdentity
+    build_crd: Callable[[], dict[str, Any]]
+
+
+SERVED_KINDS: tuple[ServedKind, ...] = (
+    ServedKind(mariadbdatabase.IDENTITY, mariadbdatabase_crd.build_crd),
+)
+
+for _served in SERVED_KINDS:
+    register_identity(_served.identity)
+
+
+def build_crds() -> dict[str, dict[str, Any]]:
+    """Return every CRD tenantdb serves, keyed by its metadata.name."""
+    crds = (served.build_crd() for served in SERVED_KINDS)
+    return {crd["metadata"]["name"]: crd for crd in crds}
