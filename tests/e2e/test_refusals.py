@@ -262,3 +262,47 @@ def test_an_order_on_a_cluster_with_a_too_long_name_is_refused(stack: Stack) -> 
     assert not stack.role_exists(names.role)
     stack.kube(LONG_CLUSTER).delete(MARIADB_DATABASE, "tenant-a", name)
     wait_for(lambda: stack.order(name, cluster=LONG_CLUSTER) is None, 20, "the deletion")
+
+
+WORKERS = ("worker-1", "worker-2")
+
+
+def _provision_errors(stack: Stack) -> float:
+    return sum(
+        stack.counter(
+            worker,
+            "c5c3_operator_reconcile_errors_total",
+            sub_reconciler="MariaDBDatabaseProvision",
+            condition_type="DatabaseReady",
+        )
+        for worker in WORKERS
+    )
+
+
+def test_a_foreign_external_secret_of_the_childs_name_is_refused_counted_and_retried(
+    stack: Stack,
+) -> None:
+    name = stack.name("foreign-es")
+    names = compute_order_names("", "tenant-a", name, "openstack")
+    foreign = {
+        "apiVersion": "external-secrets.io/v1",
+        "kind": "ExternalSecret",
+        "metadata": {"name": names.credentials, "namespace": "openstack"},
+        "spec": {"refreshInterval": "1h", "data": []},
+    }
+    stack.kube().apply(foreign)
+    stack.apply_order(name)
+    condition = stack.wait_reason(name, "DatabaseReady", "DatabaseCollision")
+    assert condition["message"] == (
+        f"refusing to adopt pre-existing ExternalSecret openstack/{names.credentials}: "
+        "it was not created by this order"
+    )
+    # Backing off is retrying: the error is counted on each attempt, not once and forgotten.
+    seen = _provision_errors(stack)
+    assert seen >= 1
+    wait_for(lambda: _provision_errors(stack) > seen, 30, "the refusal to be retried")
+    live = stack.kube().get(EXTERNAL_SECRET, "openstack", names.credentials)
+    assert not live["metadata"].get("labels"), "the foreign ExternalSecret is not claimed"
+
+    stack.kube().delete(EXTERNAL_SECRET, "openstack", names.credentials)
+    stack.wait_ready(name)

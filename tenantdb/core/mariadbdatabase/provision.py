@@ -306,10 +306,14 @@ def _plan_after_role(obs: ProvisionObservation, actions: list[Action]) -> Provis
         ("ExternalSecret", obs.external_secret),
     ):
         if existing is not None and not _is_child(existing.metadata, obs):
+            # Refused as the Database CR's adoption is (DatabaseCollision with the refusal's
+            # text), and returned as an error so the pass backs off and counts it.
             error = msg_adoption_refused(kind, scope.cp_namespace, names.credentials)
-            return ProvisionPlan(
-                tuple(actions), LegResult(StepOutcome(error=error), role_name=role)
+            update = ConditionUpdate(
+                ConditionType.DATABASE_READY, False, Reason.DATABASE_COLLISION, error
             )
+            outcome = StepOutcome(conditions=(update,), error=error)
+            return ProvisionPlan(tuple(actions), LegResult(outcome, role_name=role))
     actions += [
         ApplyObject(
             MANAGEMENT_CLUSTER,
