@@ -84,9 +84,7 @@ def test_a_pass_takes_the_path_its_facts_give(facts: PassFacts, path: PassPath) 
             id="ours",
         ),
         pytest.param(
-            ObjectMeta(
-                name="a", finalizers=("else/keep",), deletion_timestamp=datetime.now(UTC)
-            ),
+            ObjectMeta(name="a", finalizers=("else/keep",), deletion_timestamp=datetime.now(UTC)),
             PassFacts(found=True, deleting=True),
             id="deleting-someone-elses",
         ),
