@@ -147,6 +147,28 @@ def _parse_key(text: str) -> OrderKey:
         raise _UsageError(str(exc)) from None
 
 
+def _served_kinds(settings: Settings) -> None:
+    from tenantdb.ops import load_kinds
+
+    try:
+        load_kinds(settings)
+    except ImportError as exc:
+        raise _UsageError(f"a module of TENANTDB_KIND_MODULES does not import: {exc}") from None
+
+
+def _served_key(text: str, settings: Settings) -> OrderKey:
+    """Parse a key and check its kind is served."""
+    from tenantdb.core.kinds import UnknownKindError, identity_for
+
+    key = _parse_key(text)
+    _served_kinds(settings)
+    try:
+        identity_for(key)
+    except UnknownKindError as exc:
+        raise _UsageError(f"order key {text!r}: {exc.args[0]}") from None
+    return key
+
+
 def _worker(celery_args: list[str]) -> int:
     settings = _settings()
     extra = celery_args[1:] if celery_args[:1] == ["--"] else celery_args
@@ -224,10 +246,10 @@ def _reconcile(text: str, *, force: bool, wait: float | None) -> int:
     from tenantdb.adapters.kube import KubeError
     from tenantdb.ops import is_ready, read_order, wait_for_pass
 
-    key = _parse_key(text)
+    settings = _settings()
+    key = _served_key(text, settings)
     if wait is not None and wait <= 0:
         raise _UsageError("--wait takes a number of seconds above 0")
-    settings = _settings()
     queue = _workqueue(settings)
     try:
         published = queue.enqueue(key, force=force)
@@ -264,8 +286,10 @@ def _status(text: str | None, *, as_json: bool) -> int:
     from tenantdb.adapters.clusters import load_cluster_config
     from tenantdb.ops import gather_status
 
-    keys = [_parse_key(text)] if text else None
     settings = _settings()
+    keys = [_served_key(text, settings)] if text else None
+    if keys is None:
+        _served_kinds(settings)
     try:
         rows = gather_status(load_cluster_config(settings).registry, _workqueue(settings), keys)
     except (RedisError, OSError) as exc:
@@ -294,17 +318,11 @@ def _print_table(rows: list[OrderReport]) -> None:
 
 
 def _demo(state: Path, *, until_ready: bool, timeout: float) -> int:
-    from tenantdb.demo import DemoError, run_demo
-
+    # The demo runs on the devstack, so it lives there and is handed over to like it.
     if timeout <= 0:
         raise _UsageError("--timeout takes a number of seconds above 0")
-    try:
-        return run_demo(
-            state.resolve(), until_ready=until_ready, timeout=timeout, stop=_stop_on_signals()
-        )
-    except DemoError as exc:
-        sys.stderr.write(f"tenantdb demo: {exc}\n")
-        return EXIT_UNAVAILABLE
+    argv = ["demo", "--state-dir", str(state.resolve()), "--timeout", f"{timeout:g}"]
+    return _devstack([*argv, "--until-ready"] if until_ready else argv)
 
 
 def _workqueue(settings: Settings) -> WorkQueue:

@@ -9,6 +9,7 @@ next. Neither prints a secret: orders' statuses carry none.
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,14 +17,26 @@ from typing import Any
 
 from tenantdb.adapters.celeryapp import build_celery_app, make_publisher
 from tenantdb.adapters.clusters import ClusterRegistry, ClusterUnavailableError
-from tenantdb.adapters.kube import MARIADB_DATABASE, KindNotServedError, KubeError
+from tenantdb.adapters.kube import KindNotServedError, KubeError, resource_of
 from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.mariadbdatabase.mappers import ORDER_KIND
+from tenantdb.core.kinds import KindIdentity, identity_for, registered_identities
 from tenantdb.core.report import OrderReport, QueueView, build_report
 from tenantdb.core.schedule import Timetable
+from tenantdb.core.served import SERVED_KINDS as SERVED_KINDS  # registers tenantdb's own kinds
 from tenantdb.settings import Settings
+
+
+def load_kinds(settings: Settings) -> tuple[KindIdentity, ...]:
+    """Make every kind known: tenantdb's own, and those the settings' kind modules declare.
+
+    Raises:
+        ImportError: a kind module does not import.
+    """
+    for module in settings.kind_module_names:
+        importlib.import_module(module)
+    return registered_identities()
 
 
 def build_workqueue(settings: Settings) -> WorkQueue:
@@ -68,8 +81,13 @@ def wait_for_pass(
 
 
 def read_order(registry: ClusterRegistry, key: OrderKey) -> dict[str, Any] | None:
-    """The order as stored on its cluster, or None when it is gone."""
-    return registry.get(key.cluster).get_or_none(MARIADB_DATABASE, key.namespace, key.name)
+    """The order as stored on its cluster, or None when it is gone.
+
+    Raises:
+        UnknownKindError: the key names a kind no module registered.
+    """
+    resource = resource_of(identity_for(key))
+    return registry.get(key.cluster).get_or_none(resource, key.namespace, key.name)
 
 
 def is_ready(order: dict[str, Any] | None) -> bool:
@@ -82,15 +100,16 @@ def is_ready(order: dict[str, Any] | None) -> bool:
 
 
 def list_order_keys(registry: ClusterRegistry) -> Iterator[OrderKey]:
-    """Every MariaDBDatabase on every registered cluster that serves the kind."""
-    for cluster in registry.names():
-        try:
-            items = registry.get(cluster).list_objects(MARIADB_DATABASE)
-        except (KindNotServedError, ClusterUnavailableError):
-            continue
-        for item in items:
-            meta = item.get("metadata") or {}
-            yield OrderKey(ORDER_KIND, meta["namespace"], meta["name"], cluster)
+    """Every order of every registered kind, on every registered cluster that serves it."""
+    for identity in registered_identities():
+        for cluster in registry.names():
+            try:
+                items = registry.get(cluster).list_objects(resource_of(identity))
+            except (KindNotServedError, ClusterUnavailableError):
+                continue
+            for item in items:
+                meta = item.get("metadata") or {}
+                yield identity.key(meta["namespace"], meta["name"], cluster)
 
 
 def queue_view(queue: WorkQueue, key: OrderKey) -> QueueView:

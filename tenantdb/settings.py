@@ -37,6 +37,13 @@ class Settings(BaseSettings):
         default="",
         description="Celery broker; empty means the same Redis as redis_url.",
     )
+    kind_modules: str = Field(
+        default="",
+        description=(
+            "Comma-separated Python modules that declare more order kinds; the workers, the watcher"
+            " and the CLI import them beside tenantdb's own kinds."
+        ),
+    )
     key_prefix: str = Field(
         default="tenantdb:",
         description="Prefix of every Redis key tenantdb writes, broker queues included.",
@@ -156,6 +163,11 @@ class Settings(BaseSettings):
                 f" retry backoff cap ({longest} s), or a running task is delivered twice"
             )
         return self
+
+    @property
+    def kind_module_names(self) -> tuple[str, ...]:
+        """The modules of ``kind_modules``, in order."""
+        return tuple(m.strip() for m in self.kind_modules.split(",") if m.strip())
 
     @property
     def effective_broker_url(self) -> str:

@@ -38,7 +38,7 @@ from tenantdb.core.keys import OrderKey
 from tenantdb.settings import Settings
 from watcher.index import SharedIndex
 from watcher.loop import LoopTiming, WatchLoop
-from watcher.routes import Dispatcher, cluster_label, routes_for
+from watcher.routes import Dispatcher, cluster_label, load_routes, routes_for
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,7 @@ class Watcher:
         config_stamp: Callable[[Settings], object] = compute_config_stamp,
     ) -> None:
         """Prepare a replica; ``run`` campaigns and watches."""
+        load_routes(settings.kind_module_names)
         self.settings = settings
         self.queue = queue
         self.lease = lease

@@ -1,58 +1,38 @@
-"""Which kinds are watched on which cluster, and how each event becomes order keys.
+"""How watch events become order keys: the routes every kind declares, and their dispatch.
 
-Owns the table of watched kinds (``ROUTES``, after mariadbdatabase.md §9): orders and labelled
-Secrets and mariadb-operator Database CRs on every engaged cluster, ExternalSecrets,
-VaultDynamicSecrets and ControlPlanes on the management cluster only, and there too the
-shared OpenBao client certificate, so orders waiting for cert-manager go on when it is issued;
-and the ``Dispatcher`` of one (cluster, kind) watch, which feeds every event through the core
-mappers and update predicates, keeps the fan-out index up to date, and hands the keys to
-``enqueue``. ADDED and DELETED always map; MODIFIED maps only when the kind's predicate passes it
-against the fingerprint of the version seen before. A relist hands every listed object on as
-ADDED and maps the objects that vanished meanwhile as DELETED, so the level-triggered engine
-misses nothing.
+A ``Route`` is one watched kind: where it is watched (every engaged cluster, or the management
+cluster only), with which selectors, how an object is fingerprinted, which updates pass, how an
+event maps to order keys, and what keeps the shared index. Each order kind declares its routes
+in a module of its own (``watcher.mariadbdatabase`` for MariaDBDatabase) with
+``register_routes``; ``routes_for`` gives the watcher every registered route of a cluster.
+
+The ``Dispatcher`` of one (cluster, route) watch feeds every event through the route's mapper
+and update predicate, keeps the fan-out index up to date, and hands the keys to ``enqueue``.
+ADDED and DELETED always map; MODIFIED maps only when the predicate passes it against the
+fingerprint of the version seen before. A relist hands every listed object on as ADDED and maps
+the objects that vanished meanwhile as DELETED, so the level-triggered engine misses nothing.
 
 It must never decide anything about an order, list or watch by itself, or log an object's body.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tenantdb.adapters.kube import (
-    CONTROL_PLANE,
-    DATABASE,
-    EXTERNAL_SECRET,
-    MARIADB_DATABASE,
-    SECRET,
-    VAULT_DYNAMIC_SECRET,
-    Object,
-    Resource,
-    WatchEvent,
-)
+from tenantdb.adapters.kube import Object, Resource, WatchEvent, resource_of
 from tenantdb.adapters.metrics import WATCH_EVENTS
-from tenantdb.core.keys import OrderKey
-from tenantdb.core.mariadbdatabase.mappers import (
-    map_client_certificate,
-    map_control_plane,
-    map_database_cr,
-    map_delivered_secret,
-    map_labelled_child,
-    map_order,
-    should_enqueue_child_update,
-    should_enqueue_control_plane_update,
-    should_enqueue_order_update,
-)
-from tenantdb.core.mariadbdatabase.naming import CLIENT_CERTIFICATE, LABEL_NAME, MANAGEMENT_CLUSTER
+from tenantdb.core.keys import MANAGEMENT_CLUSTER, InvalidOrderKeyError, OrderKey
+from tenantdb.core.kinds import KindIdentity
 from tenantdb.core.watching import (
     Fingerprint,
-    compute_child_fingerprint,
-    compute_control_plane_fingerprint,
     compute_order_fingerprint,
+    should_enqueue_order_update,
 )
 from watcher.index import ObjectName, Seen, SharedIndex, object_name
 
@@ -64,9 +44,8 @@ Mapper = Callable[[Mapping[str, Any], str, SharedIndex], list[OrderKey]]
 LISTED = "LISTED"
 """The event type counted for an object a relist hands on."""
 
-# Only objects carrying the order's name label can map to an order; the selector keeps every
-# unrelated Secret of a cluster off the wire.
-ORDER_LABELLED = LABEL_NAME
+ROUTE_MODULES = ("watcher.mariadbdatabase",)
+"""The modules declaring the routes of tenantdb's own kinds."""
 
 
 class Tracker(Protocol):
@@ -80,49 +59,6 @@ class Tracker(Protocol):
 
     def replace(self, objs: list[Object]) -> None:
         """A relist (or a kind the cluster does not serve: no objects) replaces all."""
-
-
-class _OrderTracker:
-    def __init__(self, index: SharedIndex) -> None:
-        self.put = index.put_order
-        self.drop = index.drop_order
-        self.replace = index.replace_orders
-
-
-class _ControlPlaneTracker:
-    def __init__(self, index: SharedIndex) -> None:
-        self.put = index.put_control_plane
-        self.drop = index.drop_control_plane
-        self.replace = index.replace_control_planes
-
-
-def _map_order(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
-    return map_order(obj, cluster)
-
-
-def _map_secret(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
-    delivered = map_delivered_secret(obj, cluster)
-    if delivered or cluster != MANAGEMENT_CLUSTER:
-        return delivered
-    # The Secret ESO writes beside the ExternalSecret carries the labels through its template.
-    return map_labelled_child(obj)
-
-
-def _map_certificate(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
-    return map_client_certificate(obj, index.orders())
-
-
-def _map_labelled(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
-    return map_labelled_child(obj)
-
-
-def _map_database(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
-    return map_database_cr(obj, cluster, index.control_planes())
-
-
-def _map_control_plane(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
-    namespace, name = object_name(obj)
-    return map_control_plane(obj, index.orders_referencing(f"{namespace}/{name}"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,76 +85,57 @@ class Route:
         return self.name or self.resource.kind
 
 
-ROUTES: tuple[Route, ...] = (
-    Route(
-        MARIADB_DATABASE,
+def order_route(identity: KindIdentity, **extra: Any) -> Route:
+    """The watch of an order kind on every cluster: each event names its own order.
+
+    An update passes on a spec, label or annotation change or when deletion starts, so the
+    status and finalizer writes of a pass wake nothing. ``extra`` sets the Route's other fields.
+    """
+
+    def map_keys(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
+        namespace, name = object_name(obj)
+        try:
+            return [identity.key(namespace, name, cluster)]
+        except InvalidOrderKeyError:
+            return []
+
+    return Route(
+        resource_of(identity),
         None,
         False,
         compute_order_fingerprint,
         should_enqueue_order_update,
-        _map_order,
-        tracker=_OrderTracker,
-    ),
-    Route(
-        CONTROL_PLANE,
-        None,
-        True,
-        compute_control_plane_fingerprint,
-        should_enqueue_control_plane_update,
-        _map_control_plane,
-        tracker=_ControlPlaneTracker,
-        waits_for=lambda index: index.orders_synced,
-    ),
-    Route(
-        SECRET,
-        ORDER_LABELLED,
-        False,
-        compute_child_fingerprint,
-        should_enqueue_child_update,
-        _map_secret,
-    ),
-    Route(
-        EXTERNAL_SECRET,
-        ORDER_LABELLED,
-        True,
-        compute_child_fingerprint,
-        should_enqueue_child_update,
-        _map_labelled,
-    ),
-    Route(
-        VAULT_DYNAMIC_SECRET,
-        ORDER_LABELLED,
-        True,
-        compute_child_fingerprint,
-        should_enqueue_child_update,
-        _map_labelled,
-    ),
-    Route(
-        SECRET,
-        None,
-        True,
-        compute_child_fingerprint,
-        should_enqueue_child_update,
-        _map_certificate,
-        field_selector=f"metadata.name={CLIENT_CERTIFICATE}",
-        name="ClientCertificate",
-        waits_for=lambda index: index.orders_synced,
-    ),
-    Route(
-        DATABASE,
-        ORDER_LABELLED,
-        False,
-        compute_child_fingerprint,
-        should_enqueue_child_update,
-        _map_database,
-        waits_for=lambda index: index.control_planes_synced,
-    ),
-)
+        map_keys,
+        **extra,
+    )
+
+
+_ROUTES: list[Route] = []
+
+
+def register_routes(routes: Iterable[Route]) -> None:
+    """Watch these routes too; a route already registered under its watch name is kept.
+
+    Raises:
+        ValueError: a different route already holds the same watch name.
+    """
+    for route in routes:
+        found = next((r for r in _ROUTES if r.kind == route.kind), None)
+        if found is None:
+            _ROUTES.append(route)
+        elif found != route:
+            raise ValueError(f"two routes are named {route.kind!r}; name one of them")
+
+
+def load_routes(modules: Iterable[str] = ()) -> None:
+    """Import the modules that declare routes: tenantdb's own kinds', then ``modules``."""
+    for module in (*ROUTE_MODULES, *modules):
+        importlib.import_module(module)
 
 
 def routes_for(cluster: str) -> list[Route]:
-    """The kinds watched on a cluster ("" is the management cluster)."""
-    return [r for r in ROUTES if cluster == MANAGEMENT_CLUSTER or not r.management_only]
+    """The watches of a cluster ("" is the management cluster), in registration order."""
+    return [r for r in _ROUTES if cluster == MANAGEMENT_CLUSTER or not r.management_only]
 
 
 def cluster_label(cluster: str) -> str:

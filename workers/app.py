@@ -19,8 +19,9 @@ from tenantdb.logs import configure_logging
 from tenantdb.settings import load_settings
 
 TASK_MODULES = ("tasks.reconcile", "tasks.chain", "tasks.mariadbdatabase")
+"""The task modules of every worker: the entry, the chain protocol, and each kind's declaration."""
 
-app = build_celery_app(load_settings(), include=TASK_MODULES)
+app = build_celery_app(load_settings(), include=(*TASK_MODULES, *load_settings().kind_module_names))
 
 
 @worker_init.connect

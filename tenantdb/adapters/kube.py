@@ -66,6 +66,7 @@ class Resource:
 
 
 SECRET = Resource("", "v1", "secrets", "Secret")
+CONFIG_MAP = Resource("", "v1", "configmaps", "ConfigMap")
 SERVICE_ACCOUNT = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 NAMESPACE = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
@@ -92,6 +93,7 @@ CUSTOM_RESOURCE_DEFINITION = Resource(
 
 KNOWN_RESOURCES: tuple[Resource, ...] = (
     SECRET,
+    CONFIG_MAP,
     SERVICE_ACCOUNT,
     NAMESPACE,
     LEASE,

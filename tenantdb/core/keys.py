@@ -25,6 +25,9 @@ _MAX_SUBDOMAIN = 253
 # reports ClusterNameTooLong), so only the character set is checked here.
 _CLUSTER = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
+MANAGEMENT_CLUSTER = ""
+"""The cluster name of the management cluster, in hashes, labels and order keys."""
+
 FORMAT_HELP = "expected KIND/NAMESPACE/NAME or KIND/NAMESPACE/NAME@CLUSTER"
 
 

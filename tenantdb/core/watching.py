@@ -59,6 +59,24 @@ def compute_order_fingerprint(obj: Mapping[str, Any]) -> Fingerprint:
     }
 
 
+def should_enqueue_order_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Pass an order update on a spec, label or annotation change, or on deletion starting.
+
+    A status write and a finalizer change leave generation, labels and annotations alone, so
+    tenantdb's own writes wake nothing.
+    """
+    old_meta, new_meta = _meta(old), _meta(new)
+    if old_meta.get("generation") != new_meta.get("generation"):
+        return True
+    if _str_map_digest(old_meta.get("labels")) != _str_map_digest(new_meta.get("labels")):
+        return True
+    if _str_map_digest(old_meta.get("annotations")) != _str_map_digest(new_meta.get("annotations")):
+        return True
+    return (
+        old_meta.get("deletionTimestamp") is None and new_meta.get("deletionTimestamp") is not None
+    )
+
+
 def compute_control_plane_fingerprint(obj: Mapping[str, Any]) -> Fingerprint:
     """Reduce a ControlPlane to what ``should_enqueue_control_plane_update`` compares."""
     meta = _meta(obj)

@@ -103,6 +103,8 @@ class Stack:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     registry: ClusterRegistry | None = None
     metrics_ports: dict[str, int] = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    """Settings every tenantdb process of the stack gets on top of the defaults."""
 
     @property
     def env(self) -> dict[str, str]:
@@ -116,6 +118,7 @@ class Stack:
             "TENANTDB_WATCH_BACKOFF_MAX_SECONDS": "2",
             "TENANTDB_CLUSTER_POLL_SECONDS": "1",
             "PYTHONPATH": str(REPO),
+            **self.extra_env,
         }
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
@@ -129,6 +132,18 @@ class Stack:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run a ``tenantdb`` command with the stack's settings; its output is captured."""
+        return subprocess.run(
+            [sys.executable, "-m", "tenantdb.cli", *args],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
     def metrics(self, name: str) -> str:
         """The /metrics text one process serves."""
@@ -254,8 +269,18 @@ class Stack:
 
 
 @pytest.fixture
+def stack_env() -> dict[str, str]:
+    """Settings for every tenantdb process of ``stack``; a test module may override it."""
+    return {}
+
+
+@pytest.fixture
 def stack(
-    request: pytest.FixtureRequest, tmp_path: Path, key_prefix: str, real_redis: redis.Redis
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    key_prefix: str,
+    real_redis: redis.Redis,
+    stack_env: dict[str, str],
 ) -> Iterator[Stack]:
     """A fresh platform with tenantdb's watcher, two workers and beat running on it.
 
@@ -265,7 +290,7 @@ def stack(
     platform = start_platform(tmp_path / "devstack", clusters=("management", *targets))
     logs = tmp_path / "logs"
     logs.mkdir()
-    running = Stack(platform, key_prefix, logs)
+    running = Stack(platform, key_prefix, logs, extra_env=stack_env)
     with _root() as conn, conn.cursor() as cur:
         cur.execute("SHOW DATABASES")
         before = {row[0] for row in cur.fetchall()}

@@ -13,7 +13,7 @@ import pymysql
 import pytest
 import redis
 
-from tenantdb.demo import KEY_PREFIX
+from devstack.demo import KEY_PREFIX
 from tests.conftest import REDIS_URL
 from tests.e2e.conftest import REPO, wait_for
 

@@ -12,13 +12,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tenantdb.core.mariadbdatabase.delivery import (
-    DeliveryObservation,
-    DeliveryPlan,
-    compute_delivery_result,
-    plan_delivery,
-)
-from tenantdb.core.mariadbdatabase.gates import AdmissionObservation, plan_admission
 from tenantdb.core.mariadbdatabase.models import (
     ControlPlane,
     DatabaseCR,
@@ -33,14 +26,6 @@ from tenantdb.core.mariadbdatabase.naming import (
     compute_order_names,
 )
 from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection
-from tenantdb.core.mariadbdatabase.passes import PassRecord, compute_pass_record
-from tenantdb.core.mariadbdatabase.provision import (
-    LegResult,
-    ProvisionObservation,
-    ProvisionPlan,
-    plan_provision,
-    plan_provision_failure,
-)
 from tenantdb.core.mariadbdatabase.scope import OrderScope, compute_order_scope
 from tenantdb.core.objects import KubeObject, Secret
 
@@ -303,80 +288,6 @@ class World:
     role_error: tuple[str, int | None] | None = None
     applied: Secret | None = None
     """The apply response; None echoes the applied manifest back."""
-
-
-@dataclass(frozen=True)
-class Simulation:
-    """What one simulated pass decided."""
-
-    record: PassRecord
-    provision: ProvisionPlan | None
-    delivery: DeliveryPlan | None
-
-    def condition(self, condition_type: str) -> tuple[str, str, str] | None:
-        """Return (status, reason, message) of a condition after the pass."""
-        for c in self.record.status.conditions:
-            if c.type == condition_type:
-                return (c.status, c.reason, c.message)
-        return None
-
-
-def simulate(world: World, now: datetime = NOW) -> Simulation:
-    """Run one pass through the core the way the engine does, every action succeeding."""
-    admission = plan_admission(AdmissionObservation(world.order, world.cluster, world.cp))
-    if not admission.outcome.proceed or world.cp is None:
-        record = compute_pass_record(
-            world.order, cluster=world.cluster, now=now, admission=admission
-        )
-        return Simulation(record, None, None)
-    scope = compute_order_scope(world.order, world.cluster, world.cp)
-    plan = plan_provision(
-        ProvisionObservation(
-            order=world.order,
-            scope=scope,
-            connection=CONNECTION,
-            keystone_cluster_error=world.keystone_cluster_error,
-            mariadb=world.mariadb,
-            databases=world.databases,
-            client_certificate=world.client_certificate,
-            vault_dynamic_secret=world.vault_dynamic_secret,
-            external_secret=world.external_secret,
-            materialised_secret=world.materialised,
-        )
-    )
-    provision: LegResult = plan.result
-    if world.role_error is not None:
-        index = next(i for i, a in enumerate(plan.actions) if type(a).__name__ == "EnsureRole")
-        error, code = world.role_error
-        provision = plan_provision_failure(plan, index, error, status_code=code)
-    delivery_plan = None
-    delivery = None
-    if provision.outcome.proceed:
-        obs = DeliveryObservation(
-            order=world.order,
-            scope=scope,
-            control_plane=world.cp,
-            database_name=provision.database_name or "",
-            keystone_cluster_error=world.delivery_keystone_cluster_error,
-            ca_bundle=world.ca_bundle,
-            materialised_secret=world.materialised,
-            external_secret=world.external_secret,
-            delivered_secret=world.delivered,
-        )
-        delivery_plan = plan_delivery(obs)
-        applied = world.applied
-        if applied is None and delivery_plan.apply is not None:
-            applied = Secret.model_validate(delivery_plan.apply.manifest)
-        delivery = compute_delivery_result(obs, delivery_plan, applied)
-    record = compute_pass_record(
-        world.order,
-        cluster=world.cluster,
-        now=now,
-        admission=admission,
-        provision=provision,
-        delivery=delivery,
-    )
-    return Simulation(record, plan, delivery_plan)
 
 
 def target_world(

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tenantdb.core.mariadbdatabase.naming import FINALIZER
 from tenantdb.core.results import ORDER_REFRESH_AFTER, PassResult
 from tests.unit.mdb_builders import (
     World,
@@ -20,9 +21,9 @@ from tests.unit.mdb_builders import (
     make_secret,
     materialised,
     own_database_cr,
-    simulate,
     target_world,
 )
+from tests.unit.mdb_pass import run_pass
 
 TEN_S = PassResult(requeue_after=timedelta(seconds=10))
 ONE_MIN = PassResult(requeue_after=timedelta(minutes=1))
@@ -278,7 +279,7 @@ def test_catalogue_row(
     delivery_ready: tuple[str, str] | None,
     result: PassResult | str,
 ) -> None:
-    sim = simulate(world)
+    sim = run_pass(world)
     got_db = sim.condition("DatabaseReady")
     assert got_db is not None
     assert got_db[:2] == database_ready
@@ -304,7 +305,7 @@ def test_ca_bundle_present_delivers_ca_crt() -> None:
         cp=_cp(database=TLS_DB),
         ca_bundle=make_secret("db-ca", "default", {"ca.crt": "PEM-CA"}),
     )
-    sim = simulate(world)
+    sim = run_pass(world)
     assert sim.condition("DeliveryReady") == (
         "True",
         "Delivered",
@@ -314,12 +315,18 @@ def test_ca_bundle_present_delivers_ca_crt() -> None:
     assert sim.record.status.secret_keys[-1] == "ca.crt"
 
 
-def test_fresh_order_first_pass_adds_finalizer_and_comes_back_in_one_second() -> None:
-    sim = simulate(World(order=make_order(finalizers=())))
-    assert sim.record.result == PassResult(requeue_after=timedelta(seconds=1))
-    assert sim.record.write_status
-    assert sim.condition("DatabaseReady") is None
-    assert sim.condition("Ready") is not None
+def test_a_fresh_orders_first_pass_adds_the_finalizer_and_goes_on_in_the_same_pass() -> None:
+    sim = run_pass(World(order=make_order(finalizers=())))
+    assert sim.io.finalizers == [[FINALIZER]]
+    assert sim.steps == ("identity", "role", "database", "credentials", "secret")
+    assert (sim.condition("DatabaseReady") or ())[:2] == ("True", "DatabaseProvisioned")
+    assert (sim.condition("Ready") or ())[:2] == ("True", "AllReady")
+
+
+def test_no_finalizer_is_added_before_the_namespace_assignment_gate_passes() -> None:
+    sim = run_pass(World(order=make_order(finalizers=()), cp=make_control_plane(assignments=[])))
+    assert sim.io.finalizers == []
+    assert (sim.condition("DatabaseReady") or ())[:2] == ("False", "NamespaceNotAssigned")
 
 
 def test_keystone_override_dynamic_over_static_passes() -> None:
@@ -327,13 +334,13 @@ def test_keystone_override_dynamic_over_static_passes() -> None:
         database={"clusterRef": {"name": "openstack-db"}, "credentialsMode": "Static"},
         keystone={"databaseCredentialsMode": "Dynamic"},
     )
-    assert simulate(World(cp=cp)).condition("DatabaseReady") is not None
-    assert simulate(World(cp=cp)).record.result == NONE
+    assert run_pass(World(cp=cp)).condition("DatabaseReady") is not None
+    assert run_pass(World(cp=cp)).record.result == NONE
 
 
 def test_converged_pass_repeated_costs_no_status_write() -> None:
-    first = simulate(World())
-    again = simulate(replace(World(), order=make_order(status=_dump(first))))
+    first = run_pass(World())
+    again = run_pass(replace(World(), order=make_order(status=_dump(first))))
     assert not again.record.write_status
     assert again.record.status == first.record.status
 

@@ -24,9 +24,9 @@ from tests.unit.mdb_builders import (
     World,
     make_control_plane,
     make_secret,
-    simulate,
     target_world,
 )
+from tests.unit.mdb_pass import run_pass
 
 DB = ConditionType.DATABASE_READY
 DELIVERY = ConditionType.DELIVERY_READY
@@ -219,7 +219,7 @@ TLS_DB = {
     ],
 )
 def test_pinned_messages(world: World, condition: str, message: str) -> None:
-    got = simulate(world).condition(condition)
+    got = run_pass(world).condition(condition)
     assert got is not None
     assert got[2] == message
 

@@ -26,13 +26,13 @@ from tests.unit.mdb_builders import (
     materialised,
     names_for,
     own_database_cr,
-    simulate,
     target_world,
 )
+from tests.unit.mdb_pass import run_pass
 
 
 def _kinds(world: World) -> list[str]:
-    sim = simulate(world)
+    sim = run_pass(world)
     assert sim.provision is not None
     return [
         a.manifest["kind"] if isinstance(a, ApplyObject) else type(a).__name__
@@ -41,7 +41,7 @@ def _kinds(world: World) -> list[str]:
 
 
 def _reason(world: World, condition: str = "DatabaseReady") -> str:
-    got = simulate(world).condition(condition)
+    got = run_pass(world).condition(condition)
     assert got is not None
     return got[1]
 
@@ -69,7 +69,7 @@ def test_foreign_database_without_spec_name_collides_by_metadata_name() -> None:
 
 
 def test_collision_logs_the_other_cr_but_status_names_only_the_schema() -> None:
-    sim = simulate(World(databases=(make_database_cr(name="someone-elses", schema="app_db"),)))
+    sim = run_pass(World(databases=(make_database_cr(name="someone-elses", schema="app_db"),)))
     got = sim.condition("DatabaseReady")
     assert got is not None
     assert "someone-elses" not in got[2]
@@ -104,7 +104,7 @@ def test_invalid_names_reach_neither_openbao_nor_a_database_cr(database_name: st
 )
 def test_database_cr_carries_the_effective_name(database_name: str | None, schema: str) -> None:
     world = World(order=make_order(database_name=database_name), databases=())
-    sim = simulate(world)
+    sim = run_pass(world)
     assert sim.provision is not None
     database = next(
         a
@@ -119,7 +119,7 @@ def test_unlabelled_cr_of_the_child_name_is_refused_and_never_reshaped() -> None
     world = World(databases=(squatter,))
     assert _reason(world) == "DatabaseCollision"
     assert "Database" not in _kinds(world)
-    got = simulate(world).condition("DatabaseReady")
+    got = run_pass(world).condition("DatabaseReady")
     assert got is not None
     assert got[2].startswith("refusing to adopt pre-existing Database default/")
 
@@ -136,7 +136,7 @@ def test_client_certificate_wait_still_applies_the_shared_identity(
 ) -> None:
     world = World(client_certificate=certificate)
     assert _kinds(world) == ["ServiceAccount", "Certificate"]
-    sim = simulate(world)
+    sim = run_pass(world)
     assert sim.provision is not None
     assert sim.provision.actions[1].strategy is ApplyStrategy.CREATE_OR_UPDATE  # type: ignore[union-attr]
     assert _reason(world) == "WaitingForClientCertificate"
@@ -171,7 +171,7 @@ def test_ca_crt_follows_tls(mode: str, has_ca: bool) -> None:
         cp=make_control_plane(database=database),
         ca_bundle=make_secret("db-ca", "default", {"ca.crt": "PEM-CA"}),
     )
-    sim = simulate(world)
+    sim = run_pass(world)
     assert sim.delivery is not None
     assert sim.delivery.apply is not None
     data = sim.delivery.apply.manifest["data"]
@@ -181,8 +181,8 @@ def test_ca_crt_follows_tls(mode: str, has_ca: bool) -> None:
 
 
 def test_order_on_keystones_cluster_gets_the_service_elsewhere_the_published_endpoint() -> None:
-    home = simulate(World(cp=make_control_plane(published="db.example.test:3306")))
-    edge = simulate(target_world(published="[fd00::1]:3306"))
+    home = run_pass(World(cp=make_control_plane(published="db.example.test:3306")))
+    edge = run_pass(target_world(published="[fd00::1]:3306"))
     assert (home.record.status.host, home.record.status.port) == ("openstack-db.default.svc", 3306)
     assert (edge.record.status.host, edge.record.status.port) == ("fd00::1", 3306)
 
@@ -191,18 +191,18 @@ def test_management_order_with_keystone_placed_elsewhere_gets_the_published_endp
     cp = make_control_plane(
         published="db.example.test:3306", keystone={"targetClusterRef": {"name": "edge-2"}}
     )
-    sim = simulate(World(cp=cp))
+    sim = run_pass(World(cp=cp))
     assert sim.record.status.host == "db.example.test"
 
 
 def test_foreign_secret_is_refused_untouched() -> None:
-    sim = simulate(World(delivered=make_secret("app-db-credentials", "tenant-a", {"k": "v"})))
+    sim = run_pass(World(delivered=make_secret("app-db-credentials", "tenant-a", {"k": "v"})))
     assert sim.delivery is not None
     assert sim.delivery.apply is None
 
 
 def test_frozen_order_acts_on_nothing() -> None:
-    sim = simulate(World(cp=make_control_plane(assignments=[])))
+    sim = run_pass(World(cp=make_control_plane(assignments=[])))
     assert sim.provision is None
     assert sim.delivery is None
 
@@ -226,7 +226,7 @@ def _delivered(username: str) -> Secret:
 )
 def test_refresh_logs_exactly_once_per_username_change(previous: str | None, logs: int) -> None:
     world = World(delivered=None if previous is None else _delivered(previous))
-    sim = simulate(world)
+    sim = run_pass(world)
     refreshed = [log for log in sim.record.logs if log.message == REFRESHED_LOG]
     assert len(refreshed) == logs
     for log in refreshed:
@@ -234,7 +234,7 @@ def test_refresh_logs_exactly_once_per_username_change(previous: str | None, log
 
 
 def test_fresh_order_with_openbao_error_leaves_delivery_unwritten() -> None:
-    sim = simulate(World(role_error=("openbao: 403 on POST /login: permission denied", 403)))
+    sim = run_pass(World(role_error=("openbao: 403 on POST /login: permission denied", 403)))
     db = sim.condition("DatabaseReady")
     assert db is not None
     assert db[1] == "OpenBaoError"
@@ -250,14 +250,14 @@ def test_fresh_order_with_openbao_error_leaves_delivery_unwritten() -> None:
 
 
 def test_openbao_error_keeps_a_previous_delivery_condition() -> None:
-    converged = simulate(World())
+    converged = run_pass(World())
     order = make_order(status=build_status_body(converged.record.status))
-    sim = simulate(replace(World(), order=order, role_error=("openbao: 500 x", 500)))
+    sim = run_pass(replace(World(), order=order, role_error=("openbao: 500 x", 500)))
     assert sim.condition("DeliveryReady") == converged.condition("DeliveryReady")
 
 
 def test_kubernetes_failure_after_the_role_keeps_conditions_and_records_the_role() -> None:
-    sim = simulate(World())
+    sim = run_pass(World())
     assert sim.provision is not None
     index = next(
         i

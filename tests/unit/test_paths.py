@@ -63,7 +63,7 @@ GO = Verdict(add_finalizer=False, proceed=True)
             id="writes-then-waits",
         ),
         pytest.param(
-            PassFacts(True, False, True, GO, steps=("role", "delivery"), converged=True),
+            PassFacts(True, False, True, GO, steps=("role", "secret"), converged=True),
             PassPath.CHAIN,
             id="writes-then-delivers",
         ),

@@ -171,11 +171,11 @@ _CREDENTIALS = (_apply("VaultDynamicSecret"), _apply("ExternalSecret"))
             id="new-order-waiting-for-database",
         ),
         pytest.param(_CREDENTIALS, False, ("credentials",), id="credentials-not-issued-yet"),
-        pytest.param((_ROLE,), True, ("role", "delivery"), id="role-drifted-then-delivery"),
+        pytest.param((_ROLE,), True, ("role", "secret"), id="role-drifted-then-delivery"),
         pytest.param(
             (_apply("Database"), *_CREDENTIALS),
             True,
-            ("database", "credentials", "delivery"),
+            ("database", "credentials", "secret"),
             id="steps-keep-the-flow-order",
         ),
     ],

@@ -31,6 +31,7 @@ from tenantdb.core.mariadbdatabase.naming import (
     MANAGEMENT_CLUSTER,
     SINGULAR,
 )
+from tenantdb.core.watching import should_enqueue_order_update as should_enqueue_order_update
 
 ORDER_KIND = SINGULAR
 """The kind part of a MariaDBDatabase order key."""
@@ -68,24 +69,6 @@ def map_order(obj: Mapping[str, Any], cluster: str) -> list[OrderKey]:
     meta = _meta(obj)
     return _keys(
         compute_order_key(cluster, str(meta.get("namespace", "")), str(meta.get("name", "")))
-    )
-
-
-def should_enqueue_order_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Pass an order update on a spec, label or annotation change, or on deletion starting.
-
-    A status write and a finalizer change leave generation, labels and annotations alone, so
-    tenantdb's own writes wake nothing.
-    """
-    old_meta, new_meta = _meta(old), _meta(new)
-    if old_meta.get("generation") != new_meta.get("generation"):
-        return True
-    if _str_map(old_meta.get("labels")) != _str_map(new_meta.get("labels")):
-        return True
-    if _str_map(old_meta.get("annotations")) != _str_map(new_meta.get("annotations")):
-        return True
-    return (
-        old_meta.get("deletionTimestamp") is None and new_meta.get("deletionTimestamp") is not None
     )
 
 

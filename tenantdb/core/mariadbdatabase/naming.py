@@ -11,11 +11,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from tenantdb.core.keys import MANAGEMENT_CLUSTER as MANAGEMENT_CLUSTER
 from tenantdb.core.kinds import KindIdentity
 from tenantdb.core.objects import ObjectMeta
-
-MANAGEMENT_CLUSTER = ""
-"""The cluster name of the management cluster, in hashes, labels and order keys."""
 
 IDENTITY = KindIdentity(
     group="c5c3.io",

@@ -91,7 +91,7 @@ def classify_teardown_action(action: Action) -> TeardownStep:
     raise ValueError(f"{type(action).__name__} is not a teardown action")
 
 
-DELIVERY_STEP = "delivery"
+DELIVERY_STEP = "secret"
 """The delivery step's name in a provision chain."""
 
 

@@ -1,4 +1,4 @@
-"""``tenantdb demo``: the whole stack on one machine, three orders, and a live table.
+"""``tenantdb demo`` (``python -m devstack demo``): the whole stack, three orders, a live table.
 
 Starts the devstack (Kubernetes API servers for ``management`` and ``edge-1``, OpenBao, ESO,
 mariadb-operator, cert-manager) on the local Redis and MariaDB, then tenantdb's watcher, two
@@ -7,7 +7,8 @@ cluster, one on ``edge-1``, one that is refused) and shows them until they settl
 end of ``--until-ready``) stops every process it started and nothing else.
 
 It prints how to read a delivered credential, never the credential itself; Flower's demo
-password goes to a file in the state directory.
+password goes to a file in the state directory. It lives with the devstack it starts, so the
+tenantdb package needs no source checkout; it runs tenantdb from the same checkout.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import IO
 
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import MARIADB_DATABASE, SECRET, KindNotServedError, KubeError
-from tenantdb.core.keys import OrderKey
+from tenantdb.core.mariadbdatabase.naming import IDENTITY
 from tenantdb.core.report import QueueView, build_report
 from tenantdb.settings import Settings
 
@@ -250,7 +251,7 @@ def read_rows(registry: ClusterRegistry) -> list[Row]:
         except (KubeError, KindNotServedError):
             obj = None
         report = build_report(
-            OrderKey("mariadbdatabase", order.namespace, order.name, cluster),
+            IDENTITY.key(order.namespace, order.name, cluster),
             obj,
             QueueView(),
             time.time(),

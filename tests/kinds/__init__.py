@@ -1,0 +1,1 @@
+"""Order kinds declared by the tests, to prove what declaring a kind takes."""

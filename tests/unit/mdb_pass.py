@@ -1,0 +1,232 @@
+"""Run one real MariaDBDatabase pass over a ``World``: the product's entry and steps, fake I/O.
+
+``run_pass`` calls the scaffold's ``serve`` with the kind's declaration (``tasks.mariadbdatabase``),
+then each step of the chain the entry handed over, in order, with the note the entry left, as a
+Celery chain would. Only the I/O is replaced: the order store and the kind's adapter answer from
+the ``World`` and record what is written, every write succeeding except the OpenBao role when
+the world says it fails. A step that fails with a retry ends the run, as its first attempt would.
+What the pass composed (its record, its provision and delivery plans) is read through spies on
+the product's own functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+from unittest import mock
+
+from pydantic import TypeAdapter
+
+import tasks.mariadbdatabase as kind
+import tasks.scaffold as scaffold
+from tasks.chain import RetryStepError, StepContext
+from tasks.reconcile import PassContext
+from tenantdb.adapters.mariadb_orders import ActionError, FetchedOrder
+from tenantdb.adapters.workqueue import Lease
+from tenantdb.core.actions import Action, ApplyObject, EnsureRole
+from tenantdb.core.keys import OrderKey
+from tenantdb.core.mariadbdatabase.delivery import DeliveryObservation, DeliveryPlan, plan_delivery
+from tenantdb.core.mariadbdatabase.models import (
+    ControlPlane,
+    MariaDBDatabase,
+    MariaDBDatabaseStatus,
+)
+from tenantdb.core.mariadbdatabase.naming import IDENTITY
+from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection
+from tenantdb.core.mariadbdatabase.passes import PassRecord
+from tenantdb.core.mariadbdatabase.provision import (
+    ProvisionObservation,
+    ProvisionPlan,
+    plan_provision,
+)
+from tenantdb.core.mariadbdatabase.scope import OrderScope
+from tests.unit.mdb_builders import CONNECTION, World
+
+
+@dataclass
+class WorldIO:
+    """The kind's adapter and the order store, answering from a World."""
+
+    world: World
+    statuses: list[MariaDBDatabaseStatus] = field(default_factory=list)
+    finalizers: list[list[str]] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+
+    # -- the order store -----------------------------------------------------------------------
+
+    def fetch(self, key: OrderKey) -> dict[str, Any]:
+        return self.world.order.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def set_finalizers(self, key: OrderKey, raw: Any, finalizers: list[str]) -> Any:
+        self.finalizers.append(finalizers)
+        if isinstance(raw, FetchedOrder):
+            raw = raw.raw
+        written = {**raw, "metadata": {**raw["metadata"], "finalizers": finalizers}}
+        return written
+
+    # -- the kind's adapter --------------------------------------------------------------------
+
+    def fetch_control_plane(self, order: MariaDBDatabase) -> ControlPlane | None:
+        return self.world.cp
+
+    def fetch_connection(self, scope: OrderScope) -> OpenBaoConnection:
+        return CONNECTION
+
+    def fetch_provision(
+        self, order: MariaDBDatabase, scope: OrderScope, connection: OpenBaoConnection
+    ) -> ProvisionObservation:
+        world = self.world
+        return ProvisionObservation(
+            order=order,
+            scope=scope,
+            connection=connection,
+            keystone_cluster_error=world.keystone_cluster_error,
+            mariadb=world.mariadb,
+            databases=world.databases,
+            client_certificate=world.client_certificate,
+            vault_dynamic_secret=world.vault_dynamic_secret,
+            external_secret=world.external_secret,
+            materialised_secret=world.materialised,
+        )
+
+    def observe_role(
+        self, observation: ProvisionObservation, role: EnsureRole
+    ) -> ProvisionObservation:
+        return observation
+
+    def fetch_delivery(
+        self,
+        order: MariaDBDatabase,
+        scope: OrderScope,
+        cp: ControlPlane,
+        provision: ProvisionObservation | None = None,
+    ) -> DeliveryObservation:
+        world = self.world
+        return DeliveryObservation(
+            order=order,
+            scope=scope,
+            control_plane=cp,
+            database_name=scope.schema,
+            keystone_cluster_error=world.delivery_keystone_cluster_error,
+            ca_bundle=world.ca_bundle,
+            materialised_secret=world.materialised,
+            external_secret=world.external_secret,
+            delivered_secret=world.delivered,
+        )
+
+    def run(self, action: Action) -> dict[str, Any] | None:
+        self.actions.append(action)
+        if isinstance(action, EnsureRole) and self.world.role_error is not None:
+            error, status = self.world.role_error
+            raise ActionError(error, status)
+        if isinstance(action, ApplyObject):
+            if action.ref.kind == "Secret" and self.world.applied is not None:
+                return self.world.applied.model_dump(mode="json", by_alias=True)
+            return action.manifest
+        return None
+
+    def write_status(self, key: OrderKey, status: MariaDBDatabaseStatus) -> None:
+        self.statuses.append(status)
+
+
+@dataclass
+class PassRun:
+    """What one real pass over a World did and composed."""
+
+    io: WorldIO
+    reason: str
+    records: list[PassRecord] = field(default_factory=list)
+    provisions: list[ProvisionPlan] = field(default_factory=list)
+    deliveries: list[DeliveryPlan] = field(default_factory=list)
+    steps: tuple[str, ...] = ()
+
+    @property
+    def record(self) -> PassRecord:
+        """The pass as the product composed it last."""
+        return self.records[-1]
+
+    @property
+    def provision(self) -> ProvisionPlan | None:
+        """The last provision plan (None: the gates stopped the pass)."""
+        return self.provisions[-1] if self.provisions else None
+
+    @property
+    def delivery(self) -> DeliveryPlan | None:
+        """The delivery plan (None: the pass did not get that far)."""
+        return self.deliveries[-1] if self.deliveries else None
+
+    def condition(self, condition_type: str) -> tuple[str, str, str] | None:
+        """Return (status, reason, message) of a condition after the pass."""
+        for c in self.record.status.conditions:
+            if c.type == condition_type:
+                return (c.status, c.reason, c.message)
+        return None
+
+
+class _Guard:
+    def check(self) -> None:
+        """A pass run here never loses its lease."""
+
+
+def _spy(run: list[Any], real: Callable[..., Any]) -> Callable[..., Any]:
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        value = real(*args, **kwargs)
+        run.append(value)
+        return value
+
+    return spy
+
+
+@contextmanager
+def _wired(world: World, captured: dict[str, Any]) -> Iterator[WorldIO]:
+    io = WorldIO(world)
+
+    def build_chain(tasks: Any, lease: Lease, plan: scaffold.Plan) -> None:
+        captured["plan"] = plan
+
+    with ExitStack() as stack:
+        stack.enter_context(mock.patch.object(kind, "orders", return_value=io))
+        stack.enter_context(mock.patch.object(scaffold, "order_store", return_value=io))
+        stack.enter_context(mock.patch.object(scaffold, "build_chain", build_chain))
+        yield io
+
+
+def run_pass(world: World) -> PassRun:
+    """Run the entry of one pass over the world's order, then its chain's steps in order."""
+    key = IDENTITY.key(world.order.metadata.namespace, world.order.metadata.name, world.cluster)
+    captured: dict[str, Any] = {}
+    records: list[PassRecord] = []
+    provisions: list[ProvisionPlan] = []
+    deliveries: list[DeliveryPlan] = []
+    with ExitStack() as stack:
+        io = stack.enter_context(_wired(world, captured))
+        stack.enter_context(mock.patch.object(kind, "record", _spy(records, kind.record)))
+        stack.enter_context(
+            mock.patch.object(kind, "plan_provision", _spy(provisions, plan_provision))
+        )
+        stack.enter_context(
+            mock.patch.object(kind, "plan_delivery", _spy(deliveries, plan_delivery))
+        )
+        outcome = scaffold.serve(kind.SPEC, PassContext(key, _Guard()))  # type: ignore[arg-type]
+        run = PassRun(io, outcome.reason, records, provisions, deliveries)
+        if outcome.handoff is None:
+            return run
+        outcome.handoff(Lease(key, "token", 1))
+        plan: scaffold.Plan = captured["plan"]
+        run = replace(run, steps=plan.steps)
+        steps = {step.name: step for step in kind.SPEC.steps}
+        for position, name in enumerate(plan.steps, start=1):
+            step = steps[name]
+            # The note travels as JSON, as it does through Redis.
+            text = TypeAdapter(type(plan.note)).dump_json(plan.note)
+            note = TypeAdapter(step.note_type).validate_json(text)
+            ctx = StepContext(key, Lease(key, "token", 1), _Guard(), position)  # type: ignore[arg-type]
+            try:
+                result = step.body(ctx, note)
+            except RetryStepError as failure:
+                return replace(run, reason=failure.reason)
+            if result.done:
+                return replace(run, reason=result.reason)
+        return run

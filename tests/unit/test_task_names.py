@@ -1,0 +1,51 @@
+"""The task names a worker registers are the ones the README documents: renaming one breaks
+operators' routes and dashboards, so the list is pinned here."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.scaffold import KindSpec, Step, declare_kind
+from tenantdb.core.kinds import KindIdentity
+from tenantdb.core.tasknames import Queue, queue_for
+from workers.app import app
+
+MARIADB_TASKS = {
+    "tenantdb.reconcile.order",
+    "tenantdb.reconcile.abort",
+    "tenantdb.mariadbdatabase.provision.identity",
+    "tenantdb.mariadbdatabase.provision.role",
+    "tenantdb.mariadbdatabase.provision.database",
+    "tenantdb.mariadbdatabase.provision.credentials",
+    "tenantdb.mariadbdatabase.delivery.secret",
+    "tenantdb.mariadbdatabase.teardown.openbao",
+    "tenantdb.mariadbdatabase.teardown.eso",
+    "tenantdb.mariadbdatabase.teardown.database",
+    "tenantdb.mariadbdatabase.teardown.secret",
+    "tenantdb.mariadbdatabase.teardown.finalize",
+}
+
+
+def test_a_worker_registers_exactly_the_documented_tasks() -> None:
+    app.loader.import_default_modules()
+    ours = {name for name in app.tasks if name.startswith("tenantdb.")}
+    assert ours == MARIADB_TASKS
+
+
+def test_every_task_runs_on_the_queue_of_its_chain() -> None:
+    for name in MARIADB_TASKS - {"tenantdb.reconcile.order", "tenantdb.reconcile.abort"}:
+        assert queue_for(name) is Queue(name.split(".")[2])
+
+
+def _noop(*_: object) -> None:
+    raise AssertionError("never called")
+
+
+def test_two_steps_of_one_chain_may_not_share_a_name() -> None:
+    identity = KindIdentity(
+        "twice.example.test", "v1", "Twice", "twices", "f/t", "l/n", "l/ns", "l/c"
+    )
+    step = Step("same", Queue.PROVISION, _noop, dict)  # type: ignore[arg-type]
+    spec = KindSpec(identity, dict, _noop, _noop, _noop, _noop, _noop, _noop, (step, step))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="step names repeat"):
+        declare_kind(spec)
