@@ -38,6 +38,7 @@ from tasks.scaffold import (
     Step,
     declare_kind,
     emit,
+    remember_write,
     save_note,
 )
 from tenantdb.adapters.kube import KubeError
@@ -48,7 +49,7 @@ from tenantdb.adapters.mariadb_orders import (
     ReadError,
 )
 from tenantdb.adapters.metrics import RECONCILE_ERRORS, observe_leg, observe_leg_since
-from tenantdb.core.actions import EnsureRole
+from tenantdb.core.actions import ApplyObject, EnsureRole
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mariadbdatabase.delivery import (
     DeliveryResult,
@@ -345,10 +346,12 @@ def provision_body(step: ProvisionStep) -> Callable[[StepContext, PassNote], Ste
                 continue
             ctx.guard.check()
             try:
-                orders().run(action)
+                answer = orders().run(action)
             except ActionError as error:
                 observe_leg_since(PROVISION, note.provision_started)
                 raise _fail_provision(ctx, fetched, admission, plan, index, error) from None
+            if isinstance(action, ApplyObject):
+                remember_write(action.ref.cluster, answer)
         following = note.steps[ctx.step :]
         if not following or following[0] == DELIVERY_STEP:
             observe_leg_since(PROVISION, note.provision_started)
@@ -410,6 +413,7 @@ def _deliver(
             return plan_delivery_failure(
                 f"delivering Secret {ref.namespace}/{ref.name}", str(error)
             )
+        remember_write(plan.apply.ref.cluster, answer)
         applied = None if answer is None else Secret.model_validate(answer)
     return compute_delivery_result(observation, plan, applied)
 

@@ -59,6 +59,8 @@ class PassOutcome:
     reason: str
     requeue_after: float | None = None
     handoff: Callable[[Lease], Signature] | None = None
+    gone: bool = False
+    """The order no longer exists: its come-backs are dropped, and an event brings it back."""
 
 
 PassFunction = Callable[[PassContext], PassOutcome]
@@ -69,11 +71,6 @@ _PASSES: dict[str, PassFunction] = {}
 def register_pass(kind: str, function: PassFunction) -> None:
     """Serve orders of ``kind`` (the lower-case kind of their keys) with ``function``."""
     _PASSES[kind] = function
-
-
-def served_kinds() -> frozenset[str]:
-    """The kinds a pass function is registered for."""
-    return frozenset(_PASSES)
 
 
 @shared_task(name=RECONCILE_ORDER, bind=True, max_retries=None)
@@ -125,5 +122,5 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
             queue.release(handed, completed=False)
             raise self.retry(countdown=backoff(self.request.retries)) from None
         return result(key, outcome.reason)
-    finish_pass(queue, lease, outcome.requeue_after, reason=outcome.reason)
+    finish_pass(queue, lease, outcome.requeue_after, reason=outcome.reason, gone=outcome.gone)
     return result(key, outcome.reason)

@@ -79,11 +79,13 @@ def finish_pass(
     completed: bool = True,
     again: bool = False,
     reason: str = "",
+    gone: bool = False,
 ) -> None:
     """Schedule the order's come-backs, note the pass, and release its lease.
 
     A completed pass's come-backs replace the key's timetable; a pass that did not see the order
-    through only adds its own, and the earliest time wins.
+    through only adds its own, and the earliest time wins. A pass that found the order ``gone``
+    drops its come-backs: a deleted order is not refreshed forever.
     """
     settings = load_settings()
     if reason:
@@ -94,7 +96,9 @@ def finish_pass(
         resync_seconds=settings.resync_seconds,
         jitter=random.random(),  # noqa: S311 - spreading load, not security
     )
-    if completed:
+    if gone:
+        queue.forget(lease.key)
+    elif completed:
         queue.replace_timetable(lease.key, compute_timetable(comebacks))
     else:
         for comeback in comebacks:

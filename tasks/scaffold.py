@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from celery import Signature, chain, shared_task
 from pydantic import TypeAdapter
+from redis import RedisError
 
 from tasks.chain import StepContext, StepResult, run_step
 from tasks.reconcile import PassContext, PassOutcome, register_pass
@@ -156,6 +157,23 @@ def emit(key: OrderKey, events: Iterable[LogEvent]) -> None:
         )
 
 
+OWN_WRITE_TTL_MS = 60_000
+"""How long the watcher recognises the event of one of tenantdb's writes as its echo."""
+
+
+def remember_write(cluster: str, answer: Mapping[str, Any] | None) -> None:
+    """Remember the object a pass wrote, so the watch event it causes wakes no order.
+
+    A Redis failure here only costs that event's pass.
+    """
+    if answer is None:
+        return
+    try:
+        workqueue().note_written(cluster, answer, OWN_WRITE_TTL_MS)
+    except RedisError:
+        log.warning("could not note an own write; its watch event will cost a pass")
+
+
 def note_ttl_ms() -> int:
     """How long a pass's note lives: every hand-over's wait, and a retry's backoff on top."""
     settings = load_settings()
@@ -193,7 +211,7 @@ def serve(spec: KindSpec[Order, Decision], ctx: PassContext) -> PassOutcome:
     path = decide_path(facts)
     if raw is None or path is PassPath.GONE:
         PASSES.labels(kind=kind, path=PassPath.GONE.value).inc()
-        return PassOutcome("Gone")
+        return PassOutcome("Gone", gone=True)
     if path is PassPath.RELEASED:
         return PassOutcome("Deleting")
     order = spec.read(raw)

@@ -18,8 +18,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from redis import RedisError
 
 from tenantdb.adapters.celeryapp import build_celery_app, make_publisher
 from tenantdb.adapters.clusters import (
@@ -119,6 +122,12 @@ class Watcher:
         return bool(loops) and all(loop.listed.is_set() for loop in loops)
 
     # -- enqueue, guarded by the lease -----------------------------------------------------------
+
+    def _is_own_write(self, cluster: str, obj: Mapping[str, Any]) -> bool:
+        try:
+            return self.queue.is_own_write(cluster, obj)
+        except (RedisError, OSError):
+            return False
 
     def enqueue(self, key: OrderKey) -> None:
         """Queue a reconcile of ``key``, unless this replica no longer leads."""
@@ -234,6 +243,7 @@ class Watcher:
                         self.enqueue,
                         stopping,
                         sync_wait=self.config.sync_wait,
+                        is_own_write=self._is_own_write,
                     )
                     loop = WatchLoop(client, dispatcher, stopping, self.config.timing)
                     self._loops[loop_id] = loop

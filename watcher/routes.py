@@ -44,6 +44,9 @@ Mapper = Callable[[Mapping[str, Any], str, SharedIndex], list[OrderKey]]
 LISTED = "LISTED"
 """The event type counted for an object a relist hands on."""
 
+OWN_WRITE = "OWN_WRITE"
+"""Counted for an event that is the echo of tenantdb's own write, and so names no order."""
+
 ROUTE_MODULES = ("watcher.mariadbdatabase",)
 """The modules declaring the routes of tenantdb's own kinds."""
 
@@ -155,6 +158,7 @@ class Dispatcher:
         stopping: threading.Event,
         *,
         sync_wait: float = 10.0,
+        is_own_write: Callable[[str, Mapping[str, Any]], bool] | None = None,
     ) -> None:
         """Bind a route to a cluster, the term's shared index and the guarded enqueue.
 
@@ -165,6 +169,8 @@ class Dispatcher:
             enqueue: where keys go; it raises when the key could not be queued.
             stopping: set when the watch is told to stop; nothing is enqueued after it.
             sync_wait: how long the first relist waits for the index it maps against.
+            is_own_write: tells the event of one of tenantdb's own writes, which wakes no
+                order (the pass that wrote it saw it through); it answers False when unsure.
         """
         self.route = route
         self.cluster = cluster
@@ -172,6 +178,7 @@ class Dispatcher:
         self._enqueue = enqueue
         self._stopping = stopping
         self._sync_wait = sync_wait
+        self._is_own_write = is_own_write
         self._seen: dict[ObjectName, Seen] = {}
         self._tracker = (
             route.tracker(index)
@@ -234,6 +241,9 @@ class Dispatcher:
             and before is not None
             and not self.route.passes_update(before.fingerprint, fingerprint)
         ):
+            return
+        if self._is_own_write is not None and self._is_own_write(self.cluster, event.obj):
+            self._count(OWN_WRITE)
             return
         self._send(keys)
 

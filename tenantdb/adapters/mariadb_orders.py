@@ -123,18 +123,6 @@ class MariaDBOrders:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def fetch_order(self, key: OrderKey) -> FetchedOrder | None:
-        """Read the order on its cluster; None when it is gone.
-
-        Raises:
-            ClusterUnavailableError: the order's cluster is not registered.
-            KubeError: the read failed.
-        """
-        raw = self.clusters.get(key.cluster).get_or_none(MARIADB_DATABASE, key.namespace, key.name)
-        if raw is None:
-            return None
-        return FetchedOrder(raw, MariaDBDatabase.model_validate(raw))
-
     def fetch_control_plane(self, order: MariaDBDatabase) -> ControlPlane | None:
         """Read the order's ControlPlane on the management cluster; None when absent."""
         raw = _get(

@@ -45,11 +45,11 @@ import enum
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import redis
 
@@ -284,6 +284,10 @@ class WorkQueueKeys:
         """The note a pass leaves for the steps of its chain."""
         return f"{self.prefix}note:{key}"
 
+    def written(self, cluster: str, kind: str, namespace: str, name: str) -> str:
+        """The resourceVersion of tenantdb's last write of one object."""
+        return f"{self.prefix}written:{cluster}/{kind}/{namespace}/{name}"
+
     @property
     def lock_prefix(self) -> str:
         """What the lock names start with (the scripts append the key)."""
@@ -466,6 +470,32 @@ class WorkQueue:
         value = self.redis.get(self.keys.note(lease.key))
         token, _, note = _text(value or "").partition("\n")
         return note if value is not None and token == lease.token else None
+
+    def note_written(self, cluster: str, obj: Mapping[str, Any], ttl_ms: int) -> None:
+        """Remember the resourceVersion a write of tenantdb's left an object at, for a while.
+
+        The watch event that write causes then names no order (``is_own_write``): a pass's own
+        writes do not wake its order again.
+        """
+        meta = obj.get("metadata") or {}
+        version = meta.get("resourceVersion")
+        if not version:
+            return
+        key = self.keys.written(
+            cluster, str(obj.get("kind", "")), str(meta.get("namespace", "")), str(meta["name"])
+        )
+        self.redis.set(key, str(version), px=ttl_ms)
+
+    def is_own_write(self, cluster: str, obj: Mapping[str, Any]) -> bool:
+        """Whether an object is exactly as tenantdb's own last write of it left it."""
+        meta = obj.get("metadata") or {}
+        version = meta.get("resourceVersion")
+        if not version:
+            return False
+        key = self.keys.written(
+            cluster, str(obj.get("kind", "")), str(meta.get("namespace", "")), str(meta.get("name"))
+        )
+        return _text(self.redis.get(key)) == str(version)
 
     def holds(self, lease: Lease) -> bool:
         """Whether the lease is still ours, without renewing it."""

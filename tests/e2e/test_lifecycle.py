@@ -7,6 +7,7 @@ from typing import Any
 
 import pymysql
 import pytest
+import redis
 
 from tenantdb.adapters.kube import (
     CONTROL_PLANE,
@@ -212,3 +213,20 @@ def test_a_403_names_the_three_bootstrap_scripts(stack: Stack) -> None:
     # A failing provision leg leaves DeliveryReady as an earlier pass wrote it, if any did.
     assert stack.condition(name, "DeliveryReady").get("reason") in (None, "WaitingForCredentials")
     assert stack.condition(name, "Ready").get("reason") == "NotAllReady"
+
+
+def test_a_deleted_order_leaves_nothing_scheduled(stack: Stack, real_redis: redis.Redis) -> None:
+    name = stack.name("forgotten-db")
+    stack.apply_order(name)
+    stack.wait_ready(name)
+    key = f"mariadbdatabase/tenant-a/{name}"
+    assert real_redis.zscore(f"{stack.prefix}refresh", key) is not None
+    stack.kube().delete(MARIADB_DATABASE, "tenant-a", name)
+    wait_for(lambda: stack.order(name) is None, 40, "the deletion to complete")
+
+    def unscheduled() -> bool:
+        return all(
+            real_redis.zscore(f"{stack.prefix}{table}", key) is None for table in ("refresh", "due")
+        )
+
+    wait_for(unscheduled, 20, "the gone order's come-backs to be dropped")

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import fakeredis
 import pytest
@@ -524,3 +525,47 @@ def _wait_for(condition: Callable[[], bool], seconds: float) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"condition not met within {seconds} s")
         threading.Event().wait(0.02)
+
+
+# -- own writes ------------------------------------------------------------------------------------
+
+
+def _secret(version: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "app-db-credentials",
+            "namespace": "tenant-a",
+            "resourceVersion": version,
+            "labels": {"c5c3.io/mariadbdatabase-name": "app-db"},
+            "ownerReferences": [
+                {"apiVersion": "c5c3.io/v1alpha1", "kind": "MariaDBDatabase", "name": "app-db",
+                 "uid": "u", "controller": True}
+            ],
+        },
+    }  # fmt: skip
+
+
+def test_the_echo_of_an_own_write_wakes_no_order_and_a_later_change_does(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    from tenantdb.adapters.kube import WatchEvent
+    from watcher.index import SharedIndex
+    from watcher.routes import Dispatcher, load_routes, routes_for
+
+    load_routes()
+    route = next(r for r in routes_for("") if r.kind == "Secret")
+    queue = _queue(client, key_prefix)
+    sent: list[OrderKey] = []
+    dispatcher = Dispatcher(
+        route, "", SharedIndex(), sent.append, threading.Event(), is_own_write=queue.is_own_write
+    )
+    queue.note_written("", _secret("7"), 60_000)
+
+    dispatcher.handle(WatchEvent("ADDED", _secret("7"), "7"))
+    assert sent == [], "the event of tenantdb's own write names no order"
+    dispatcher.handle(WatchEvent("MODIFIED", {**_secret("8"), "data": {"k": "dg=="}}, "8"))
+    assert [str(k) for k in sent] == ["mariadbdatabase/tenant-a/app-db"]
+    queue.note_written("edge-1", _secret("9"), 60_000)
+    assert not queue.is_own_write("", _secret("9")), "a write on another cluster is another object"

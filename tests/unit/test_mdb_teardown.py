@@ -8,15 +8,12 @@ import pytest
 
 from tenantdb.core.actions import DeleteObject, PatchObject, RemoveRole
 from tenantdb.core.mariadbdatabase.models import ControlPlane, MariaDBDatabase
-from tenantdb.core.mariadbdatabase.naming import FINALIZER
 from tenantdb.core.mariadbdatabase.openbao import compute_connection
 from tenantdb.core.mariadbdatabase.teardown import (
     TeardownMode,
     TeardownObservation,
     compute_teardown_result,
-    is_deleting,
     plan_teardown,
-    should_tear_down,
 )
 from tenantdb.core.results import PassResult
 from tests.unit.mdb_builders import (
@@ -215,17 +212,3 @@ def test_fail_open_logs() -> None:
     assert failed.logs[0].message == (
         "best-effort teardown of MariaDBDatabase children failed; releasing the finalizer anyway"
     )
-
-
-@pytest.mark.parametrize(
-    ("deleting", "finalizers", "tear_down"),
-    [
-        pytest.param(True, (FINALIZER,), True, id="deleting-with-finalizer"),
-        pytest.param(True, (), False, id="deleting-without-finalizer"),
-        pytest.param(False, (FINALIZER,), False, id="live"),
-    ],
-)
-def test_should_tear_down(deleting: bool, finalizers: tuple[str, ...], tear_down: bool) -> None:
-    order = make_order(deleting=deleting, finalizers=finalizers)
-    assert should_tear_down(order) is tear_down
-    assert is_deleting(order) is deleting

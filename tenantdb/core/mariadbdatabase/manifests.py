@@ -19,7 +19,6 @@ from tenantdb.core.mariadbdatabase.naming import (
     KIND,
     SHARED_SERVICE_ACCOUNT,
     build_delivered_secret_labels,
-    build_order_labels,
 )
 from tenantdb.core.mariadbdatabase.openbao import GENERATOR_AUTH_ROLE, OpenBaoConnection
 
@@ -207,8 +206,3 @@ def build_delivered_secret(
         "type": "Opaque",
         "data": data,
     }
-
-
-def build_child_labels(order: MariaDBDatabase, cluster: str) -> dict[str, str]:
-    """Return the three ownership labels of the order's labelled children."""
-    return build_order_labels(cluster, order.metadata.namespace, order.metadata.name)

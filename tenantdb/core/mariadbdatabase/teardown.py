@@ -34,7 +34,6 @@ from tenantdb.core.mariadbdatabase.manifests import (
 from tenantdb.core.mariadbdatabase.models import DatabaseCR, MariaDBDatabase
 from tenantdb.core.mariadbdatabase.naming import (
     CLIENT_CERTIFICATE,
-    FINALIZER,
     MANAGEMENT_CLUSTER,
     is_owned_order_child,
 )
@@ -61,17 +60,6 @@ class TeardownMode(StrEnum):
     """The ControlPlane exists: stop at the first failure, hold the finalizer until all is gone."""
     FAIL_OPEN = "FailOpen"
     """The ControlPlane is gone: issue every delete, release the finalizer whatever happens."""
-
-
-def should_tear_down(order: MariaDBDatabase) -> bool:
-    """Report whether a pass runs the teardown: the order is deleting and holds our finalizer."""
-    meta = order.metadata
-    return meta.deletion_timestamp is not None and FINALIZER in meta.finalizers
-
-
-def is_deleting(order: MariaDBDatabase) -> bool:
-    """Report whether the order is being deleted (such a pass never writes status)."""
-    return order.metadata.deletion_timestamp is not None
 
 
 @dataclass(frozen=True)
