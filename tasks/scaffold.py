@@ -254,23 +254,34 @@ def _hand_over(spec: KindSpec[Any, Any], plan: Plan, *, teardown: bool = False) 
 def build_chain(tasks: Mapping[str, AnyTask], lease: Lease, plan: Plan) -> Signature:
     """Leave the plan's note, then chain its steps; the abort callback ends a failed pass."""
     if plan.note is not None:
-        text = TypeAdapter(type(plan.note)).dump_json(plan.note).decode()
+        text = _adapter(type(plan.note)).dump_json(plan.note).decode()
         workqueue().save_note(lease, text, note_ttl_ms())
     args = (str(lease.key), lease.token, lease.started)
     steps = [tasks[name].si(*args, i) for i, name in enumerate(plan.steps, start=1)]
     return chain(*steps).on_error(abort_signature(args))
 
 
+_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
+
+
+def _adapter(note_type: type[Any]) -> TypeAdapter[Any]:
+    # Building an adapter for a nested note costs milliseconds; every step needs one.
+    found = _ADAPTERS.get(note_type)
+    if found is None:
+        found = _ADAPTERS[note_type] = TypeAdapter(note_type)
+    return found
+
+
 def load_note(ctx: StepContext, note_type: type[Any]) -> Any:
     """The note the pass's entry left, as ``note_type``; None when it expired."""
     text = workqueue().load_note(ctx.lease)
-    return None if text is None else TypeAdapter(note_type).validate_json(text)
+    return None if text is None else _adapter(note_type).validate_json(text)
 
 
 def save_note(ctx: StepContext, note: object) -> None:
     """Replace the pass's note, for the steps after this one."""
     ctx.guard.check()
-    text = TypeAdapter(type(note)).dump_json(note).decode()
+    text = _adapter(type(note)).dump_json(note).decode()
     workqueue().save_note(ctx.lease, text, note_ttl_ms())
 
 
