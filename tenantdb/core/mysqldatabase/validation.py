@@ -1,0 +1,210 @@
+"""What a MysqlDatabase may name, checked before anything reaches SQL, and how names are quoted.
+
+Owns the identifier rules (schema, character set and collation names; usernames), the system
+schemas a tenant may not take, the privilege allowlist and its canonical order, the order in
+which a spec's problems are reported (the first one wins), and the one function that turns a
+validated name into SQL text. Values (passwords, usernames compared in queries) are bound
+parameters elsewhere; only names that passed these checks are ever formatted into a statement,
+and the quoting functions check again so that nothing unvalidated can be rendered.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+IDENTIFIER = re.compile(r"[A-Za-z0-9_]{1,64}")
+USERNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.$-]{0,31}")
+SYSTEM_SCHEMAS = frozenset({"mysql", "sys", "information_schema", "performance_schema"})
+
+ALL_PRIVILEGES = "ALL PRIVILEGES"
+PRIVILEGES: tuple[str, ...] = (
+    ALL_PRIVILEGES,
+    "SELECT",
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "CREATE",
+    "DROP",
+    "ALTER",
+    "INDEX",
+    "REFERENCES",
+    "LOCK TABLES",
+    "SHOW VIEW",
+    "TRIGGER",
+    "EVENT",
+    "EXECUTE",
+)
+"""The privileges a MysqlDatabase may grant on its own schema, in the order they are emitted.
+
+GRANT OPTION is not among them and never is: an owner that can grant can escape its schema.
+"""
+
+DEFAULT_CHARACTER_SET = "utf8mb4"
+DEFAULT_COLLATION = "utf8mb4_unicode_ci"
+DEFAULT_OWNER_PRIVILEGES = (ALL_PRIVILEGES,)
+
+
+class InvalidSpecError(ValueError):
+    """A name or privilege list a MysqlDatabase may not use; the message says which and why."""
+
+
+def check_identifier(field: str, value: str) -> None:
+    """A schema, character set or collation name: 1-64 characters of [A-Za-z0-9_].
+
+    Raises:
+        InvalidSpecError: the value is empty or not such a name.
+    """
+    if not value:
+        raise InvalidSpecError(f"{field} must not be empty")
+    if not IDENTIFIER.fullmatch(value):
+        raise InvalidSpecError(
+            f'{field} "{value}" is not a valid MySQL identifier'
+            " (allowed: 1-64 characters matching [A-Za-z0-9_])"
+        )
+
+
+def check_database_name(value: str) -> None:
+    """The schema a tenant orders: an identifier, and none of MySQL's own schemas.
+
+    Raises:
+        InvalidSpecError: the name is invalid or names a system schema (in any case).
+    """
+    check_identifier("spec.databaseName", value)
+    if value.lower() in SYSTEM_SCHEMAS:
+        raise InvalidSpecError(
+            f'spec.databaseName "{value}" is a MySQL system schema;'
+            " tenant databases must use their own schema name"
+        )
+
+
+def check_username(field: str, value: str) -> None:
+    """A MySQL account name: 1-32 characters, the first of [A-Za-z0-9_], then also . $ -.
+
+    Raises:
+        InvalidSpecError: the value is empty or not such a name.
+    """
+    if not value:
+        raise InvalidSpecError(f"{field} must not be empty")
+    if not USERNAME.fullmatch(value):
+        raise InvalidSpecError(
+            f'{field} "{value}" is not a valid MySQL username'
+            " (allowed: 1-32 characters matching [A-Za-z0-9_][A-Za-z0-9_.$-]*)"
+        )
+
+
+def canonical_privileges(field: str, privileges: Sequence[str]) -> tuple[str, ...]:
+    """The privileges of an allowed list, without duplicates, in emission order.
+
+    Matching is exact: ``select`` and ``"SELECT, INSERT"`` are not privileges.
+
+    Raises:
+        InvalidSpecError: the list is empty, holds an entry outside the allowlist (it is
+            refused, never filtered), or combines ALL PRIVILEGES with another privilege.
+    """
+    if not privileges:
+        raise InvalidSpecError(f"{field} must list at least one privilege")
+    for privilege in privileges:
+        if privilege not in PRIVILEGES:
+            allowed = ", ".join(PRIVILEGES)
+            raise InvalidSpecError(
+                f'{field} contains "{privilege}", which is not in the allowed privilege set'
+                f" ({allowed})"
+            )
+    unique = set(privileges)
+    if ALL_PRIVILEGES in unique and len(unique) > 1:
+        raise InvalidSpecError(f"{field} must not combine '{ALL_PRIVILEGES}' with other privileges")
+    return tuple(p for p in PRIVILEGES if p in unique)
+
+
+@dataclass(frozen=True, slots=True)
+class GrantSpec:
+    """One spec.grants[] entry: an existing principal and what it gets on the schema."""
+
+    username: str
+    privileges: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ValidSpec:
+    """A spec that passed every check, with defaults applied and privileges canonical."""
+
+    database_name: str
+    character_set: str
+    collation: str
+    owner_username: str
+    owner_privileges: tuple[str, ...]
+    grants: tuple[GrantSpec, ...]
+
+
+def validate_spec(
+    *,
+    database_name: str,
+    character_set: str | None,
+    collation: str | None,
+    owner_username: str,
+    owner_privileges: Sequence[str] | None,
+    grants: Iterable[GrantSpec],
+) -> ValidSpec:
+    """Check a spec in the order its problems are reported, and return it made canonical.
+
+    The owner's username comes from its Secret; everything else from the spec.
+
+    Raises:
+        InvalidSpecError: the first problem found.
+    """
+    check_database_name(database_name)
+    charset = character_set or DEFAULT_CHARACTER_SET
+    collate = collation or DEFAULT_COLLATION
+    check_identifier("spec.characterSet", charset)
+    check_identifier("spec.collation", collate)
+    check_username("spec.owner secret username", owner_username)
+    owner = canonical_privileges(
+        "spec.owner.privileges", owner_privileges or DEFAULT_OWNER_PRIVILEGES
+    )
+    checked: list[GrantSpec] = []
+    seen: set[str] = set()
+    for index, grant in enumerate(grants):
+        field = f"spec.grants[{index}].username"
+        check_username(field, grant.username)
+        if grant.username == owner_username:
+            raise InvalidSpecError(
+                f'{field} "{grant.username}" is the owner username;'
+                " declare owner privileges via spec.owner.privileges"
+            )
+        if grant.username in seen:
+            raise InvalidSpecError(f'{field} "{grant.username}" is listed more than once')
+        seen.add(grant.username)
+        privileges = canonical_privileges(f"spec.grants[{index}].privileges", grant.privileges)
+        checked.append(GrantSpec(grant.username, privileges))
+    return ValidSpec(database_name, charset, collate, owner_username, owner, tuple(checked))
+
+
+def quote_identifier(name: str) -> str:
+    """A validated schema, character set or collation name as SQL text: `name`.
+
+    Raises:
+        InvalidSpecError: the name is not a valid identifier; nothing is rendered.
+    """
+    check_identifier("identifier", name)
+    return f"`{name}`"
+
+
+def quote_account(username: str) -> str:
+    """A validated account on every host as SQL text: 'user'@'%'.
+
+    Raises:
+        InvalidSpecError: the username is not valid; nothing is rendered.
+    """
+    check_username("username", username)
+    return f"'{username}'@'%'"
+
+
+def render_privileges(privileges: Sequence[str]) -> str:
+    """An allowed privilege list as the SQL of a GRANT or REVOKE, in emission order.
+
+    Raises:
+        InvalidSpecError: the list is not an allowed one.
+    """
+    return ", ".join(canonical_privileges("privileges", privileges))
