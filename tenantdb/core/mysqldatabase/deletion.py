@@ -1,0 +1,203 @@
+"""What deleting a MysqlDatabase removes: only what it created and no other order still needs.
+
+The order of the checks is the contract: a policy other than exactly Delete retains everything
+(no connection is opened); an order that never applied anything drops nothing; a group that is
+gone has nothing to connect to, so the finalizer goes with a warning; a group without an active
+site, a fenced group or an unreadable reserved set defers the drop (never skips it). Past those,
+the schema is dropped unless a live sibling still declares it, and each owner account the order
+recorded (status.ownerUser, status.pendingOwnerUser) is dropped unless it is reserved or a
+sibling still claims it (as its owner Secret, its owner user, or in its grants). A grants[]
+principal is never dropped: it is revoked on the schema only. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from tenantdb.core.mysqldatabase.group import Fence
+
+
+class DeletionStep(StrEnum):
+    """What the deleting pass does."""
+
+    RELEASE = "release"
+    """Remove the finalizer without touching MySQL."""
+    DEFER = "defer"
+    """Keep the finalizer and come back: the drop cannot run now."""
+    DROP = "drop"
+    """Connect to the primary, run the revokes and drops, then release."""
+
+
+class EventType(StrEnum):
+    """A Kubernetes Event's type."""
+
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One Kubernetes Event the pass emits on the order."""
+
+    type: EventType
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sibling:
+    """Another MysqlDatabase on the same group, as far as a drop must respect it."""
+
+    name: str
+    database_name: str
+    owner_secret: str
+    owner_user: str | None
+    grants: frozenset[str] = frozenset()
+    deleting: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionObservation:
+    """What the deleting pass knows: the order's records, its group and its siblings."""
+
+    policy: str
+    database_name: str
+    database_created: bool
+    owner_user: str
+    pending_owner_user: str
+    owner_secret: str
+    grants: tuple[str, ...]
+    """The grants[] usernames of the spec and of status.appliedGrants, owner left out."""
+    group_present: bool
+    group: str
+    active_site: str
+    fence: Fence | None
+    reserved: frozenset[str] | None
+    """The group's reserved usernames; None when they could not be read."""
+    siblings: tuple[Sibling, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionPlan:
+    """The deleting pass's decision."""
+
+    step: DeletionStep
+    events: tuple[Event, ...] = ()
+    drop_database: bool = False
+    revoke: tuple[str, ...] = ()
+    """Accounts whose privileges on the schema are revoked before it is dropped."""
+    drop_users: tuple[str, ...] = ()
+    stamp_deleting: bool = False
+    """Whether the order's status says Deleting before MySQL is touched."""
+
+
+def _warn(reason: str, message: str) -> Event:
+    return Event(EventType.WARNING, reason, message)
+
+
+def plan_deletion(obs: DeletionObservation) -> DeletionPlan:
+    """Decide what deleting the order does; the first check that applies wins."""
+    db, group = obs.database_name, obs.group
+    if obs.policy != "Delete":
+        message = (
+            f'deletionPolicy=Retain: database "{db}" and user "{obs.owner_user}" left untouched'
+            " in MySQL"
+        )
+        return DeletionPlan(
+            DeletionStep.RELEASE, (Event(EventType.NORMAL, "DatabaseRetained", message),)
+        )
+    if not obs.database_created:
+        message = (
+            f'deletionPolicy=Delete: this CR never applied any DDL for database "{db}";'
+            " nothing to drop"
+        )
+        return DeletionPlan(
+            DeletionStep.RELEASE, (Event(EventType.NORMAL, "DatabaseDropSkipped", message),)
+        )
+    if not obs.group_present:
+        message = f'MysqlFailoverGroup "{group}" is gone; cannot drop database "{db}"'
+        return DeletionPlan(
+            DeletionStep.RELEASE, (_warn("DatabaseCleanupSkipped", message),), stamp_deleting=True
+        )
+    deferred = _deferral(obs)
+    if deferred is not None:
+        return DeletionPlan(
+            DeletionStep.DEFER, (_warn("DatabaseDropDeferred", deferred),), stamp_deleting=True
+        )
+    return _plan_drop(obs)
+
+
+def _deferral(obs: DeletionObservation) -> str | None:
+    db, group = obs.database_name, obs.group
+    if not obs.active_site:
+        return f'group "{group}" has no active site; deferring DROP of database "{db}"'
+    if obs.fence is not None:
+        return f'{obs.fence.message}; deferring DROP of database "{db}"'
+    if obs.reserved is None:
+        return f'the reserved usernames of group "{group}" cannot be read; deferring DROP'
+    return None
+
+
+def _plan_drop(obs: DeletionObservation) -> DeletionPlan:
+    live = [s for s in obs.siblings if not s.deleting]
+    events: list[Event] = []
+    drop_database = True
+    holder = next((s for s in live if s.database_name == obs.database_name), None)
+    if holder is not None:
+        drop_database = False
+        events.append(
+            _warn(
+                "DatabaseDropSkipped",
+                f'MysqlDatabase "{holder.name}" still declares database "{obs.database_name}";'
+                " the database is left",
+            )
+        )
+    owners = _unique(u for u in (obs.owner_user, obs.pending_owner_user) if u)
+    drop_users: list[str] = []
+    for owner in owners:
+        veto = _owner_veto(obs, owner, live)
+        if veto is None:
+            drop_users.append(owner)
+        else:
+            events.append(veto)
+    revoke = _unique([*obs.grants, *owners]) if drop_database else ()
+    if not drop_database and not drop_users:
+        return DeletionPlan(DeletionStep.RELEASE, tuple(events), stamp_deleting=True)
+    return DeletionPlan(
+        DeletionStep.DROP,
+        tuple(events),
+        drop_database=drop_database,
+        revoke=revoke,
+        drop_users=tuple(drop_users),
+        stamp_deleting=True,
+    )
+
+
+def _owner_veto(obs: DeletionObservation, owner: str, live: list[Sibling]) -> Event | None:
+    if obs.reserved is not None and owner in obs.reserved:
+        return _warn(
+            "OwnerUserReservedSkipped",
+            f'owner user "{owner}" is now a credential of group "{obs.group}"; it is not dropped',
+        )
+    for sibling in live:
+        if sibling.owner_secret == obs.owner_secret or sibling.owner_user == owner:
+            return _warn(
+                "DatabaseDropSkipped",
+                f'MysqlDatabase "{sibling.name}" still claims owner user "{owner}"; it is not'
+                " dropped",
+            )
+        if owner in sibling.grants:
+            return _warn(
+                "OwnerUserDropSkipped",
+                f'MysqlDatabase "{sibling.name}" still grants to user "{owner}"; it is not dropped',
+            )
+    return None
+
+
+def _unique(names: Iterable[str]) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for name in names:
+        seen.setdefault(name, None)
+    return tuple(seen)
