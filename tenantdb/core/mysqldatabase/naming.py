@@ -1,0 +1,19 @@
+"""The identity of the MysqlDatabase kind: its API names, short names and finalizer. Pure."""
+
+from __future__ import annotations
+
+from tenantdb.core.kinds import KindIdentity
+
+IDENTITY = KindIdentity(
+    group="shipstream.io",
+    version="v1alpha1",
+    kind="MysqlDatabase",
+    plural="mysqldatabases",
+    finalizer="shipstream.io/mysqldatabase",
+    label_name="shipstream.io/mysqldatabase-name",
+    label_namespace="shipstream.io/mysqldatabase-namespace",
+    label_cluster="shipstream.io/mysqldatabase-cluster",
+    short_names=("mydb", "mydbs"),
+    categories=("bloodraven", "mysql"),
+)
+"""The MysqlDatabase kind (seed 004)."""
