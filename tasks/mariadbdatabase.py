@@ -30,7 +30,7 @@ from typing import Any
 
 from tasks.chain import RetryStepError, StepContext, StepResult
 from tasks.reconcile import PassContext, PassOutcome
-from tasks.runtime import cluster_registry
+from tasks.runtime import PerRegistry
 from tasks.scaffold import (
     Admission,
     KindSpec,
@@ -105,17 +105,8 @@ PROVISION = "MariaDBDatabaseProvision"
 DELIVERY = "MariaDBDatabaseDelivery"
 """The reconcile-duration and error metrics' sub_reconciler labels of the two legs."""
 
-_ORDERS: dict[int, MariaDBOrders] = {}
-
-
-def orders() -> MariaDBOrders:
-    """The I/O of this worker process, rebuilt when the cluster configuration files change."""
-    registry = cluster_registry()
-    found = _ORDERS.get(id(registry))
-    if found is None:
-        _ORDERS.clear()
-        found = _ORDERS[id(registry)] = MariaDBOrders(registry, load_settings())
-    return found
+orders = PerRegistry(lambda registry: MariaDBOrders(registry, load_settings()))
+"""The I/O of this worker process, rebuilt when the cluster configuration files change."""
 
 
 def _seconds(result: PassResult) -> float | None:
@@ -151,10 +142,8 @@ def admit(ctx: PassContext, fetched: FetchedOrder, previous: Gate | None) -> Adm
     else:
         cp = None
     decision = plan_admission(AdmissionObservation(fetched.order, ctx.key.cluster, cp))
-    verdict = Verdict(
-        add_finalizer=decision.add_finalizer,
-        proceed=decision.outcome.proceed and cp is not None,
-    )
+    # The gates go on only past a ControlPlane they read.
+    verdict = Verdict(add_finalizer=decision.add_finalizer, proceed=decision.outcome.proceed)
     return Admission(verdict, Gate(cp, decision))
 
 

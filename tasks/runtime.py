@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from celery import Task, current_app
 from celery.utils.time import get_exponential_backoff_interval
@@ -32,6 +33,8 @@ from tenantdb.adapters.workqueue import Lease, LeaseLostError, Release, WorkQueu
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import compute_timetable, plan_comebacks
 from tenantdb.settings import load_settings
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     AnyTask = Task[Any, Any]
@@ -64,6 +67,26 @@ def cluster_registry() -> ClusterRegistry:
         _CLUSTERS.clear()
         found = _CLUSTERS[stamp] = load_cluster_config(settings).registry
     return found
+
+
+class PerRegistry(Generic[T]):
+    """One object built on this process's cluster registry, built again when the registry is.
+
+    Compared by identity with the registry it was built on, so a registry read again (a
+    configuration file changed) never serves an object bound to the old one.
+    """
+
+    def __init__(self, build: Callable[[ClusterRegistry], T]) -> None:
+        """Remember how to build the object."""
+        self._build = build
+        self._built: tuple[ClusterRegistry, T] | None = None
+
+    def __call__(self) -> T:
+        """The object for the current registry."""
+        registry = cluster_registry()
+        if self._built is None or self._built[0] is not registry:
+            self._built = (registry, self._build(registry))
+        return self._built[1]
 
 
 def result(key: OrderKey | str, reason: str) -> dict[str, str]:

@@ -28,7 +28,7 @@ from redis import RedisError
 
 from tasks.chain import StepContext, StepResult, run_step
 from tasks.reconcile import PassContext, PassOutcome, register_pass
-from tasks.runtime import AnyTask, cluster_registry, handover_ms, workqueue
+from tasks.runtime import AnyTask, PerRegistry, handover_ms, workqueue
 from tenantdb.adapters.clusters import ClusterUnavailableError
 from tenantdb.adapters.metrics import PASSES
 from tenantdb.adapters.orders import OrderStore
@@ -130,17 +130,8 @@ class KindSpec(Generic[Order, Decision]):
 
 # -- what kinds share ----------------------------------------------------------------------------
 
-_STORE: dict[int, OrderStore] = {}
-
-
-def order_store() -> OrderStore:
-    """The order reads and writes of this worker process, on its current clusters."""
-    registry = cluster_registry()
-    found = _STORE.get(id(registry))
-    if found is None:
-        _STORE.clear()
-        found = _STORE[id(registry)] = OrderStore(registry)
-    return found
+order_store = PerRegistry(OrderStore)
+"""The order reads and writes of this worker process, on its current clusters."""
 
 
 def emit(key: OrderKey, events: Iterable[LogEvent]) -> None:

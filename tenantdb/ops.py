@@ -21,22 +21,23 @@ from tenantdb.adapters.kube import KindNotServedError, KubeError, resource_of
 from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.kinds import KindIdentity, identity_for, registered_identities
+from tenantdb.core.kinds import identity_for, register_identity, registered_identities
 from tenantdb.core.report import OrderReport, QueueView, build_report
 from tenantdb.core.schedule import Timetable
-from tenantdb.core.served import SERVED_KINDS as SERVED_KINDS  # registers tenantdb's own kinds
+from tenantdb.core.served import SERVED_KINDS
 from tenantdb.settings import Settings
 
 
-def load_kinds(settings: Settings) -> tuple[KindIdentity, ...]:
+def load_kinds(settings: Settings) -> None:
     """Make every kind known: tenantdb's own, and those the settings' kind modules declare.
 
     Raises:
         ImportError: a kind module does not import.
     """
+    for served in SERVED_KINDS:
+        register_identity(served.identity)
     for module in settings.kind_module_names:
         importlib.import_module(module)
-    return registered_identities()
 
 
 def build_workqueue(settings: Settings) -> WorkQueue:

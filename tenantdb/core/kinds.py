@@ -2,8 +2,9 @@
 
 A kind declares one ``KindIdentity``; order keys, task names, metric labels, watches, the CRD
 and the CLI all read it from there, so a kind's names are spelled once. The registry maps the
-kind part of an order key to its identity: tenantdb's own kinds are registered when this module
-loads, and a kind module loaded beside them registers its own with ``register_identity``.
+kind part of an order key to its identity: a worker registers each kind it declares
+(``tasks.scaffold.declare_kind``), and the CLI registers tenantdb's own kinds and those of the
+kind modules it is configured with (``tenantdb.ops.load_kinds``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The order kinds tenantdb serves: each kind's identity and the builder of its CRD. Pure.
 
 A kind joins by adding one entry here. ``make gen`` renders every CRD into the chart, and the
-identities are registered with ``tenantdb.core.kinds`` when this module loads, so the CLI and
-every process role know the kind from its keys.
+CLI registers the identities (``tenantdb.ops.load_kinds``) so it knows each kind from its keys.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tenantdb.core.kinds import KindIdentity, register_identity
+from tenantdb.core.kinds import KindIdentity
 from tenantdb.core.mariadbdatabase import crd as mariadbdatabase_crd
 from tenantdb.core.mariadbdatabase import naming as mariadbdatabase
 
@@ -27,9 +26,6 @@ class ServedKind:
 SERVED_KINDS: tuple[ServedKind, ...] = (
     ServedKind(mariadbdatabase.IDENTITY, mariadbdatabase_crd.build_crd),
 )
-
-for _served in SERVED_KINDS:
-    register_identity(_served.identity)
 
 
 def build_crds() -> dict[str, dict[str, Any]]:

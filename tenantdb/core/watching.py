@@ -38,6 +38,12 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _str_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): str(v) for k, v in value.items()}
+
+
 def _str_map_digest(value: Any) -> dict[str, str]:
     # The predicates compare these maps as str -> str; an empty map stays empty so that an absent
     # and an empty map compare equal, as they do in the predicate.
@@ -68,9 +74,9 @@ def should_enqueue_order_update(old: Mapping[str, Any], new: Mapping[str, Any]) 
     old_meta, new_meta = _meta(old), _meta(new)
     if old_meta.get("generation") != new_meta.get("generation"):
         return True
-    if _str_map_digest(old_meta.get("labels")) != _str_map_digest(new_meta.get("labels")):
+    if _str_map(old_meta.get("labels")) != _str_map(new_meta.get("labels")):
         return True
-    if _str_map_digest(old_meta.get("annotations")) != _str_map_digest(new_meta.get("annotations")):
+    if _str_map(old_meta.get("annotations")) != _str_map(new_meta.get("annotations")):
         return True
     return (
         old_meta.get("deletionTimestamp") is None and new_meta.get("deletionTimestamp") is not None

@@ -23,7 +23,7 @@ import tasks.mariadbdatabase as kind
 import tasks.scaffold as scaffold
 from tasks.chain import RetryStepError, StepContext
 from tasks.reconcile import PassContext
-from tenantdb.adapters.mariadb_orders import ActionError, FetchedOrder
+from tenantdb.adapters.mariadb_orders import ActionError
 from tenantdb.adapters.workqueue import Lease
 from tenantdb.core.actions import Action, ApplyObject, EnsureRole
 from tenantdb.core.keys import OrderKey
@@ -59,12 +59,11 @@ class WorldIO:
     def fetch(self, key: OrderKey) -> dict[str, Any]:
         return self.world.order.model_dump(mode="json", by_alias=True, exclude_none=True)
 
-    def set_finalizers(self, key: OrderKey, raw: Any, finalizers: list[str]) -> Any:
+    def set_finalizers(
+        self, key: OrderKey, raw: dict[str, Any], finalizers: list[str]
+    ) -> dict[str, Any]:
         self.finalizers.append(finalizers)
-        if isinstance(raw, FetchedOrder):
-            raw = raw.raw
-        written = {**raw, "metadata": {**raw["metadata"], "finalizers": finalizers}}
-        return written
+        return {**raw, "metadata": {**raw["metadata"], "finalizers": finalizers}}
 
     # -- the kind's adapter --------------------------------------------------------------------
 

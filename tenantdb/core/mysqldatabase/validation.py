@@ -50,19 +50,22 @@ class InvalidSpecError(ValueError):
     """A name or privilege list a MysqlDatabase may not use; the message says which and why."""
 
 
+def _check(field: str, value: str, grammar: re.Pattern[str], what: str, allowed: str) -> None:
+    if not value:
+        raise InvalidSpecError(f"{field} must not be empty")
+    if not grammar.fullmatch(value):
+        raise InvalidSpecError(
+            f'{field} "{value}" is not a valid MySQL {what} (allowed: {allowed})'
+        )
+
+
 def check_identifier(field: str, value: str) -> None:
     """A schema, character set or collation name: 1-64 characters of [A-Za-z0-9_].
 
     Raises:
         InvalidSpecError: the value is empty or not such a name.
     """
-    if not value:
-        raise InvalidSpecError(f"{field} must not be empty")
-    if not IDENTIFIER.fullmatch(value):
-        raise InvalidSpecError(
-            f'{field} "{value}" is not a valid MySQL identifier'
-            " (allowed: 1-64 characters matching [A-Za-z0-9_])"
-        )
+    _check(field, value, IDENTIFIER, "identifier", "1-64 characters matching [A-Za-z0-9_]")
 
 
 def check_database_name(value: str) -> None:
@@ -85,13 +88,8 @@ def check_username(field: str, value: str) -> None:
     Raises:
         InvalidSpecError: the value is empty or not such a name.
     """
-    if not value:
-        raise InvalidSpecError(f"{field} must not be empty")
-    if not USERNAME.fullmatch(value):
-        raise InvalidSpecError(
-            f'{field} "{value}" is not a valid MySQL username'
-            " (allowed: 1-32 characters matching [A-Za-z0-9_][A-Za-z0-9_.$-]*)"
-        )
+    allowed = "1-32 characters matching [A-Za-z0-9_][A-Za-z0-9_.$-]*"
+    _check(field, value, USERNAME, "username", allowed)
 
 
 def canonical_privileges(field: str, privileges: Sequence[str]) -> tuple[str, ...]:
