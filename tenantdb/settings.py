@@ -142,6 +142,34 @@ class Settings(BaseSettings):
     openbao_timeout_seconds: float = Field(
         default=30.0, gt=0, description="Timeout of one OpenBao request."
     )
+    address_map_file: str = Field(
+        default="",
+        description=(
+            "A JSON object mapping in-cluster host:port addresses to reachable ones, for a"
+            " tenantdb running outside the cluster; re-read when it changes."
+        ),
+    )
+    mysql_require_tls: bool = Field(
+        default=False,
+        description=(
+            "Refuse to connect to a MySQL failover group that sets no spec.tls, instead of"
+            " connecting in plaintext."
+        ),
+    )
+    mysql_connect_timeout_seconds: float = Field(
+        default=5.0, gt=0, description="Connect timeout of a MySQL admin connection."
+    )
+    mysql_read_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="Read and write timeout of a MySQL admin connection."
+    )
+    mysql_verify_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description=(
+            "How often a Ready MysqlDatabase is checked against its server (one read-only"
+            " query) and what drifted out of band is re-applied."
+        ),
+    )
     flower_basic_auth: str = Field(
         default="",
         description="Flower's basic-auth credentials, user:password (comma-separated pairs).",

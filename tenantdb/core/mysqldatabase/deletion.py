@@ -85,6 +85,8 @@ class DeletionPlan:
 
     step: DeletionStep
     events: tuple[Event, ...] = ()
+    database: str = ""
+    """The schema the drop is about."""
     drop_database: bool = False
     revoke: tuple[str, ...] = ()
     """Accounts whose privileges on the schema are revoked before it is dropped."""
@@ -168,6 +170,7 @@ def _plan_drop(obs: DeletionObservation) -> DeletionPlan:
     return DeletionPlan(
         DeletionStep.DROP,
         tuple(events),
+        database=obs.database_name,
         drop_database=drop_database,
         revoke=revoke,
         drop_users=tuple(drop_users),

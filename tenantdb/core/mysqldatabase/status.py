@@ -128,3 +128,16 @@ def compute_ready_status(
 def should_write_status(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether the new status differs from the stored one (a parked order writes nothing)."""
     return dict(old) != dict(new)
+
+
+def compute_deleting_status(
+    old: Mapping[str, Any], *, database: str, message: str = "", generation: int, now: datetime
+) -> dict[str, Any]:
+    """The status of an order whose drop runs or waits (status.observedGeneration is kept)."""
+    text = message or f"dropping database {database}"
+    return {
+        **old,
+        "phase": str(Phase.DELETING),
+        "message": text,
+        "conditions": [_ready_condition(old, False, Reason.DELETING, text, generation, now)],
+    }

@@ -1,0 +1,362 @@
+"""The admin connection to a failover group's primary: assembled in one place, pooled, bounded.
+
+Owns connecting as the group's operator credential (falling back to root with
+``MYSQL_ROOT_PASSWORD`` when the operator login is refused and that password is set), TLS when
+the group asks for it (verified against the CA of the group's TLS Secret, for the name
+``mysql-<group>-<site>.<namespace>.svc.cluster.local``, with one ``SSLContext`` per CA reused
+for every connect), plaintext otherwise unless ``TENANTDB_MYSQL_REQUIRE_TLS`` refuses it,
+never PyMySQL's unverified TLS; one pooled connection per group and site per worker process,
+with connect, read and write timeouts, and a short memory of a failed connect so one
+unreachable group costs each pass at most one timeout and never holds a worker for long; and
+running statements with their bound values, counting them, and turning driver errors into
+``AdminError`` whose text never holds a password.
+
+In-cluster addresses are dialled as they are unless ``TENANTDB_ADDRESS_MAP_FILE`` maps them (a
+JSON object of ``host:port`` to ``host:port``), for a tenantdb that runs outside the cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pymysql
+from prometheus_client import Counter
+
+from tenantdb.core.mysqldatabase.errors import is_transient as _is_transient
+from tenantdb.core.mysqldatabase.errors import may_have_run
+from tenantdb.core.mysqldatabase.sql import Dialect, Statement, detect_dialect
+from tenantdb.settings import load_settings
+
+log = logging.getLogger(__name__)
+
+ACCESS_DENIED = 1045
+FAILED_CONNECT_MEMORY = 5.0
+"""Seconds a failed connect is remembered: passes meanwhile fail at once instead of waiting."""
+MAX_CONNECTION_AGE = 300.0
+
+STATEMENTS = Counter(
+    "tenantdb_mysql_statements_total",
+    "Statements tenantdb sent to MySQL servers, by kind of statement (queries included).",
+    ["verb"],
+)
+
+
+class AdminError(Exception):
+    """A MySQL failure, worded without any credential.
+
+    ``transient`` means the order waits Pending and retries; ``ran`` means some statement of
+    the batch had run (or may have) before the failure.
+    """
+
+    def __init__(self, message: str, *, code: int | None, transient: bool, ran: bool) -> None:
+        super().__init__(message)
+        self.code = code
+        self.transient = transient
+        self.ran = ran
+
+
+class TLSRequiredError(Exception):
+    """The group asks for no TLS and tenantdb is set to refuse plaintext."""
+
+
+@dataclass(frozen=True)
+class AdminLogin:
+    """The group's admin credential, read from its operator Secret; never shown."""
+
+    user: str
+    password: str = field(repr=False)
+    root_password: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One site of one group, as the connection needs it."""
+
+    group: str
+    """namespace/name@uid: a recreated group gets new connections."""
+    site: str
+    address: str
+    """The in-cluster host:port."""
+    server_name: str
+    """The name the server's certificate must carry."""
+    ca_pem: bytes | None = None
+    """The CA of the group's TLS Secret; None when the group asks for no TLS."""
+
+
+def site_address(group: str, site: str, namespace: str) -> str:
+    """The in-cluster address of a group site's MySQL."""
+    return f"mysql-{group}-{site}-internal.{namespace}.svc.cluster.local:3306"
+
+
+def site_server_name(group: str, site: str, namespace: str) -> str:
+    """The name a group site's server certificate is issued for."""
+    return f"mysql-{group}-{site}.{namespace}.svc.cluster.local"
+
+
+def _address_map() -> Mapping[str, str]:
+    path = load_settings().address_map_file
+    if not path:
+        return {}
+    return _read_map(path, Path(path).stat().st_mtime)
+
+
+_MAPS: dict[tuple[str, float], Mapping[str, str]] = {}
+
+
+def _read_map(path: str, mtime: float) -> Mapping[str, str]:
+    found = _MAPS.get((path, mtime))
+    if found is None:
+        loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+        found = {str(k): str(v) for k, v in loaded.items()}
+        _MAPS.clear()
+        _MAPS[(path, mtime)] = found
+    return found
+
+
+def resolve(address: str) -> tuple[str, int]:
+    """Where to dial an in-cluster address (mapped when the address map names it)."""
+    real = _address_map().get(address, address)
+    host, _, port = real.rpartition(":")
+    return host, int(port)
+
+
+class _PinnedNameContext(ssl.SSLContext):
+    """A verifying context that checks the group's server name, whatever address is dialled."""
+
+    server_name = ""
+
+    def wrap_socket(self, sock: socket.socket, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
+        kwargs["server_hostname"] = self.server_name
+        return super().wrap_socket(sock, *args, **kwargs)
+
+
+_CONTEXTS: dict[tuple[str, str], ssl.SSLContext] = {}
+_CONTEXTS_LOCK = threading.Lock()
+
+
+def tls_context(ca_pem: bytes, server_name: str) -> ssl.SSLContext:
+    """The verifying context for one CA and server name, built once per process."""
+    key = (hashlib.sha256(ca_pem).hexdigest(), server_name)
+    with _CONTEXTS_LOCK:
+        found = _CONTEXTS.get(key)
+        if found is None:
+            context = _PinnedNameContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            context.load_verify_locations(cadata=ca_pem.decode("ascii"))
+            context.server_name = server_name
+            found = _CONTEXTS[key] = context
+    return found
+
+
+def _code(error: BaseException) -> int | None:
+    args = getattr(error, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def _scrub(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def describe_failure(error: BaseException, secrets: Sequence[str] = ()) -> str:
+    """A driver error as one line: its code and the server's words, passwords removed."""
+    code = _code(error)
+    args: tuple[Any, ...] = tuple(getattr(error, "args", ()))
+    words = str(args[1]) if len(args) > 1 else str(error) or type(error).__name__
+    return _scrub(f"({code}) {words}" if code is not None else words, secrets)
+
+
+def _failure(error: BaseException, label: str, *, ran: bool, secrets: Sequence[str]) -> AdminError:
+    code = _code(error)
+    connection = isinstance(error, (OSError, pymysql.err.OperationalError)) and (
+        code is None or code >= 2000
+    )
+    transient = _is_transient(code, connection_failed=connection)
+    return AdminError(
+        f"{label}: {describe_failure(error, secrets)}",
+        code=code,
+        transient=transient,
+        ran=ran or may_have_run(code, connection_failed=connection),
+    )
+
+
+@dataclass
+class _Pooled:
+    connection: pymysql.connections.Connection[Any]
+    dialect: Dialect
+    opened: float
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class AdminSession:
+    """One pass's use of a pooled connection."""
+
+    def __init__(self, pooled: _Pooled, site: str) -> None:
+        self._pooled = pooled
+        self.site = site
+        self.executed = 0
+        """How many writing statements ran in this session."""
+
+    @property
+    def dialect(self) -> Dialect:
+        """The server's dialect."""
+        return self._pooled.dialect
+
+    def query(self, statement: Statement) -> list[tuple[Any, ...]]:
+        """Run a read-only query; its rows."""
+        STATEMENTS.labels(verb="SELECT").inc()
+        try:
+            with self._pooled.connection.cursor() as cursor:
+                cursor.execute(statement.template, statement.params)
+                return [tuple(row) for row in cursor.fetchall()]
+        except (pymysql.err.MySQLError, OSError) as error:
+            raise _failure(error, f"query {statement.shown}", ran=False, secrets=()) from None
+
+    def execute(self, statements: Sequence[Statement], values: Mapping[str, str]) -> None:
+        """Run statements in order, each bound value looked up in ``values`` when it is a key.
+
+        Raises:
+            AdminError: a statement failed; the ones before it ran.
+        """
+        secrets = list(values.values())
+        for statement in statements:
+            params = tuple(values.get(p, p) for p in statement.params)
+            STATEMENTS.labels(verb=statement.template.split(" ", 1)[0]).inc()
+            try:
+                with self._pooled.connection.cursor() as cursor:
+                    cursor.execute(statement.template, params)
+            except (pymysql.err.MySQLError, OSError) as error:
+                raise _failure(
+                    error, f"exec {statement.shown}", ran=self.executed > 0, secrets=secrets
+                ) from None
+            self.executed += 1
+
+
+class AdminPool:
+    """The admin connections of one worker process, one per group site."""
+
+    def __init__(self) -> None:
+        self._pooled: dict[tuple[str, str, str], _Pooled] = {}
+        self._failed: dict[str, tuple[float, str]] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        with self._lock:
+            pooled, self._pooled = list(self._pooled.values()), {}
+        for entry in pooled:
+            _close(entry.connection)
+
+    @contextmanager
+    def session(self, target: Target, login: AdminLogin) -> Iterator[AdminSession]:
+        """A session on the target's pooled connection, opened on first use.
+
+        A connection that fails while in use is closed, so the next session reconnects.
+
+        Raises:
+            AdminError: the server cannot be reached or refuses the login.
+            TLSRequiredError: the group asks for no TLS and plaintext is refused.
+        """
+        key = (target.group, target.site, target.address)
+        with self._lock:
+            pooled = self._pooled.pop(key, None)
+        if pooled is not None and time.monotonic() - pooled.opened > MAX_CONNECTION_AGE:
+            _close(pooled.connection)
+            pooled = None
+        if pooled is None:
+            pooled = self._open(target, login)
+        broken = False
+        try:
+            with pooled.lock:
+                yield AdminSession(pooled, target.site)
+        except AdminError as failure:
+            broken = failure.transient
+            raise
+        except BaseException:
+            broken = True
+            raise
+        finally:
+            if broken:
+                _close(pooled.connection)
+            else:
+                with self._lock:
+                    replaced = self._pooled.setdefault(key, pooled)
+                if replaced is not pooled:
+                    _close(pooled.connection)
+
+    def _open(self, target: Target, login: AdminLogin) -> _Pooled:
+        remembered = self._failed.get(target.address)
+        if remembered is not None and time.monotonic() - remembered[0] < FAILED_CONNECT_MEMORY:
+            raise AdminError(remembered[1], code=None, transient=True, ran=False)
+        settings = load_settings()
+        if target.ca_pem is None and settings.mysql_require_tls:
+            raise TLSRequiredError(
+                "the group sets no spec.tls and TENANTDB_MYSQL_REQUIRE_TLS refuses plaintext"
+            )
+        host, port = resolve(target.address)
+        options: dict[str, Any] = {
+            "host": host,
+            "port": port,
+            "connect_timeout": settings.mysql_connect_timeout_seconds,
+            "read_timeout": settings.mysql_read_timeout_seconds,
+            "write_timeout": settings.mysql_read_timeout_seconds,
+            "autocommit": True,
+            "charset": "utf8mb4",
+        }
+        if target.ca_pem is not None:
+            options["ssl"] = tls_context(target.ca_pem, target.server_name)
+        secrets = [login.password, login.root_password]
+        try:
+            connection = self._login(options, login)
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT VERSION()")
+                row = cursor.fetchone()
+        except (pymysql.err.MySQLError, OSError) as error:
+            failure = _failure(error, f"connect to site {target.site}", ran=False, secrets=secrets)
+            if failure.transient:
+                self._failed[target.address] = (time.monotonic(), str(failure))
+            raise failure from None
+        self._failed.pop(target.address, None)
+        return _Pooled(connection, detect_dialect(str(row[0] if row else "")), time.monotonic())
+
+    @staticmethod
+    def _login(options: dict[str, Any], login: AdminLogin) -> pymysql.connections.Connection[Any]:
+        try:
+            return pymysql.connect(user=login.user, password=login.password.encode(), **options)
+        except pymysql.err.OperationalError as error:
+            if _code(error) != ACCESS_DENIED or not login.root_password:
+                raise
+        return pymysql.connect(user="root", password=login.root_password.encode(), **options)
+
+
+def _close(connection: pymysql.connections.Connection[Any]) -> None:
+    try:
+        connection.close()
+    except Exception:
+        log.debug("closing a MySQL connection failed", exc_info=True)
+
+
+_POOL: AdminPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def admin_pool() -> AdminPool:
+    """This worker process's pool."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = AdminPool()
+        return _POOL

@@ -1,0 +1,337 @@
+"""What one apply of a MysqlDatabase sends, decided from one read-only look at the server. Pure.
+
+The pass reads once (``sql.observe_query``: the schema and its defaults, which of the accounts
+it cares about exist, and every privilege held on the schema) and whether the server is
+read-only, then ``plan_apply`` decides, before any statement runs:
+
+- a refusal, when the server is read-only (Pending PrimaryUnavailable: a failover is under
+  way), when the schema exists and this order never recorded creating it (DatabasePreExists),
+  when the owner account exists and is not recorded as this order's (PreExistingOwnerUser), or
+  when a grants[] principal does not exist (GrantUserMissing). A refusal runs no SQL and writes
+  no record;
+- otherwise the statements, in order: the schema (created if absent; its defaults moved only
+  when they differ), the owner (created if absent, else its password re-asserted from the
+  Secret; the declared privileges granted when one is missing, then whatever else it holds on
+  the schema revoked, so a narrowing never leaves it without privileges), each grants[] entry
+  the same way (never created), grants[] entries the order dropped revoked, and last the
+  retirement of a previous owner (and of an abandoned rotation target): revoked, then dropped
+  unless it became a group account, is still declared here, or a sibling order claims it.
+
+``repair`` is the drift check of an unchanged order: only what the observation shows missing
+or surplus is sent, and the password is not re-asserted, so a server that matches issues no
+statement at all. Passwords never reach this module: a statement names the Secret whose
+password the executor binds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tenantdb.core.mysqldatabase import sql
+from tenantdb.core.mysqldatabase.deletion import DeletionPlan, Event, EventType
+from tenantdb.core.mysqldatabase.reasons import Phase, Reason
+from tenantdb.core.mysqldatabase.sql import Dialect, Statement
+from tenantdb.core.mysqldatabase.validation import ALL_PRIVILEGES, ValidSpec
+
+OWNER_PASSWORD = "\x00owner-password\x00"  # noqa: S105 - a placeholder the executor replaces
+"""The bound value an executor replaces with the owner Secret's password."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What the server showed before the apply."""
+
+    read_only: bool
+    schema: tuple[str, str] | None
+    """The schema's default character set and collation; None when it does not exist."""
+    users: frozenset[str]
+    """Which of the asked-for accounts exist on host '%'."""
+    held: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Privileges held on the schema, by username (host '%' only)."""
+
+
+def parse_observation(read_only: bool, rows: Iterable[Sequence[object]]) -> Observed:
+    """Read the rows of ``sql.observe_query`` (and the read-only flag) into an observation."""
+    schema: tuple[str, str] | None = None
+    users: set[str] = set()
+    held: dict[str, set[str]] = {}
+    for what, a, b in rows:
+        first, second = str(a), str(b)
+        if what == "schema":
+            schema = (first, second)
+        elif what == "user":
+            users.add(first)
+        elif what == "privilege" and first.endswith("@'%'") and first.startswith("'"):
+            held.setdefault(first[1 : -len("'@'%'")], set()).add(second)
+    return Observed(read_only, schema, frozenset(users), {u: frozenset(p) for u, p in held.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class Records:
+    """The write-ahead records of the order's status before this pass."""
+
+    database_created: bool = False
+    owner_user: str = ""
+    pending_owner_user: str = ""
+    applied_grants: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, status: Mapping[str, object]) -> Records:
+        """The records a stored status holds."""
+        grants = status.get("appliedGrants")
+        return cls(
+            database_created=status.get("databaseCreated") is True,
+            owner_user=str(status.get("ownerUser") or ""),
+            pending_owner_user=str(status.get("pendingOwnerUser") or ""),
+            applied_grants=tuple(str(g) for g in grants) if isinstance(grants, list) else (),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why the apply sends nothing: the phase it leaves the order in, and the reason."""
+
+    phase: Phase
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyPlan:
+    """The statements of one apply, in order, and the events once they all ran."""
+
+    statements: tuple[Statement, ...]
+    events: tuple[Event, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """Who else may hold a name this order would drop: the group and the sibling orders."""
+
+    reserved: frozenset[str]
+    siblings: Mapping[str, str] = field(default_factory=dict)
+    """A username a live sibling claims (as owner, pending owner or in its grants), to it."""
+
+
+def usernames_to_observe(spec: ValidSpec, records: Records) -> tuple[str, ...]:
+    """Every account the apply needs to know about, each once."""
+    names = [
+        spec.owner_username,
+        *(g.username for g in spec.grants),
+        records.owner_user,
+        records.pending_owner_user,
+        *records.applied_grants,
+    ]
+    return tuple(dict.fromkeys(n for n in names if n))
+
+
+def plan_apply(
+    spec: ValidSpec,
+    records: Records,
+    observed: Observed,
+    *,
+    dialect: Dialect,
+    group: str,
+    site: str,
+    claims: Claims,
+    repair: bool = False,
+) -> ApplyPlan | Refusal:
+    """Decide the apply (see the module); a refusal sends nothing."""
+    refusal = _refusal(spec, records, observed, group=group, site=site)
+    if refusal is not None:
+        return refusal
+    db = spec.database_name
+    out: list[Statement] = []
+    events: list[Event] = []
+    # An abandoned rotation target goes first: the write-ahead stamp replaces its record, and
+    # a batch that fails before its first statement keeps the old records.
+    _retire_abandoned(spec, records, observed, dialect, claims, out, events)
+    if observed.schema is None:
+        out.append(sql.create_database(db, spec.character_set, spec.collation))
+    elif observed.schema != (spec.character_set, spec.collation):
+        out.append(sql.alter_database(db, spec.character_set, spec.collation))
+    owner = spec.owner_username
+    if owner not in observed.users:
+        out.append(sql.create_user(owner, OWNER_PASSWORD))
+    elif not repair:
+        out.append(sql.alter_user(owner, OWNER_PASSWORD))
+    out += _privileges(owner, spec.owner_privileges, observed, db, dialect)
+    for entry in spec.grants:
+        out += _privileges(entry.username, entry.privileges, observed, db, dialect)
+    _retirements(spec, records, observed, dialect, claims, out, events)
+    return ApplyPlan(tuple(out), tuple(events))
+
+
+def _retirements(
+    spec: ValidSpec,
+    records: Records,
+    observed: Observed,
+    dialect: Dialect,
+    claims: Claims,
+    out: list[Statement],
+    events: list[Event],
+) -> None:
+    """Revoke the grants[] entries the order dropped, then retire the previous owner."""
+    db, owner = spec.database_name, spec.owner_username
+    current = {owner, *(g.username for g in spec.grants)}
+    retiring = {records.owner_user, records.pending_owner_user}
+    for name in records.applied_grants:
+        if name in current or name in retiring:
+            continue
+        held = observed.held.get(name, frozenset())
+        if held:
+            out.append(sql.revoke([ALL_PRIVILEGES], db, name, dialect))
+    previous = records.owner_user
+    if previous and previous != owner:
+        dropped = _retire(previous, spec, observed, dialect, claims, out, events)
+        if dropped:
+            events.append(
+                Event(
+                    EventType.NORMAL,
+                    "OwnerUserRotated",
+                    f'created and granted new owner user "{owner}", then dropped previous'
+                    f' owner user "{previous}"',
+                )
+            )
+
+
+def _retire_abandoned(
+    spec: ValidSpec,
+    records: Records,
+    observed: Observed,
+    dialect: Dialect,
+    claims: Claims,
+    out: list[Statement],
+    events: list[Event],
+) -> None:
+    owner, pending = spec.owner_username, records.pending_owner_user
+    if not pending or pending in (owner, records.owner_user):
+        return
+    if _retire(pending, spec, observed, dialect, claims, out, events):
+        events.append(
+            Event(
+                EventType.NORMAL,
+                "OwnerUserRotated",
+                f'dropped abandoned owner rotation target "{pending}" before rotating to "{owner}"',
+            )
+        )
+
+
+def _refusal(
+    spec: ValidSpec, records: Records, observed: Observed, *, group: str, site: str
+) -> Refusal | None:
+    if observed.read_only:
+        return Refusal(
+            Phase.PENDING,
+            Reason.PRIMARY_UNAVAILABLE,
+            f'transient MySQL error on group "{group}": site {site} is read-only; waiting for'
+            " the writable primary",
+        )
+    db = spec.database_name
+    if observed.schema is not None and not records.database_created:
+        return Refusal(
+            Phase.FAILED,
+            Reason.DATABASE_PRE_EXISTS,
+            f'database "{db}" already exists on the group and this CR did not create it'
+            " (status.databaseCreated is false); refusing to adopt a schema tenantdb does not"
+            " own",
+        )
+    owner = spec.owner_username
+    if owner in observed.users and owner not in (records.owner_user, records.pending_owner_user):
+        return Refusal(
+            Phase.FAILED,
+            Reason.PRE_EXISTING_OWNER_USER,
+            f"MySQL account '{owner}'@'%' already exists and is not recorded as this CR's"
+            " account (status.ownerUser/pendingOwnerUser); refusing to manage an account"
+            " tenantdb did not create",
+        )
+    for entry in spec.grants:
+        if entry.username not in observed.users:
+            return Refusal(
+                Phase.FAILED,
+                Reason.GRANT_USER_MISSING,
+                f"MySQL user \"{entry.username}\" does not exist at host '%' (grants[] matches"
+                " host '%' only, same as every account tenantdb creates); spec.grants[] never"
+                " creates users",
+            )
+    return None
+
+
+def _privileges(
+    username: str, wanted: Sequence[str], observed: Observed, db: str, dialect: Dialect
+) -> list[Statement]:
+    """Grant what is missing, then revoke what is held beyond it."""
+    out: list[Statement] = []
+    held = observed.held.get(username, frozenset())
+    desired = sql.concrete(wanted, dialect)
+    if not desired <= held:
+        out.append(sql.grant(wanted, db, username, dialect))
+    if ALL_PRIVILEGES not in wanted:
+        known = set(sql.SCHEMA_PRIVILEGES[dialect])
+        surplus = sql.in_order((held - desired) & known, dialect)
+        if surplus:
+            out.append(sql.revoke(surplus, db, username, dialect))
+    return out
+
+
+def _retire(
+    name: str,
+    spec: ValidSpec,
+    observed: Observed,
+    dialect: Dialect,
+    claims: Claims,
+    out: list[Statement],
+    events: list[Event],
+) -> bool:
+    """Revoke a former owner's privileges on the schema, then drop it unless vetoed."""
+    if name in {g.username for g in spec.grants}:
+        events.append(
+            Event(
+                EventType.WARNING,
+                "OwnerUserDropSkipped",
+                f'previous owner user "{name}" is declared in this MysqlDatabase\'s'
+                " spec.grants[]; it is not dropped",
+            )
+        )
+        return False
+    if observed.held.get(name):
+        out.append(sql.revoke([ALL_PRIVILEGES], spec.database_name, name, dialect))
+    if name in claims.reserved:
+        events.append(
+            Event(
+                EventType.WARNING,
+                "OwnerUserReservedSkipped",
+                f'previous owner user "{name}" is now a group credential; it is not dropped',
+            )
+        )
+        return False
+    sibling = claims.siblings.get(name)
+    if sibling is not None:
+        events.append(
+            Event(
+                EventType.WARNING,
+                "OwnerUserDropSkipped",
+                f'MysqlDatabase "{sibling}" still claims user "{name}"; it is not dropped',
+            )
+        )
+        return False
+    out.append(sql.drop_user(name))
+    return True
+
+
+def render_drop(plan: DeletionPlan, observed: Observed, dialect: Dialect) -> tuple[Statement, ...]:
+    """The statements of a drop, in order: the revokes, the schema, then the owner accounts.
+
+    The revokes come first because the server keeps schema-level grant rows across DROP
+    DATABASE, and they would come back to life if the name were created again. Only accounts
+    the observation shows holding a privilege on the schema are revoked.
+    """
+    out: list[Statement] = []
+    if plan.drop_database:
+        for username in plan.revoke:
+            if observed.held.get(username):
+                out.append(sql.revoke([ALL_PRIVILEGES], plan.database, username, dialect))
+        out.append(sql.drop_database(plan.database))
+    out.extend(sql.drop_user(username) for username in plan.drop_users)
+    return tuple(out)

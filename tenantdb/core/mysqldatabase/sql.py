@@ -1,0 +1,236 @@
+"""The SQL a MysqlDatabase pass sends, rendered per server dialect. Pure.
+
+Every statement is a template for PyMySQL's client-side binding: names are validated and quoted
+by ``tenantdb.core.mysqldatabase.validation`` (never taken raw from an order), privileges come
+from fixed tables, and values (passwords, names compared in queries) are bound parameters, so
+the driver escapes them the way the session's sql_mode wants (NO_BACKSLASH_ESCAPES included).
+A template's literal ``%`` is written ``%%``. A statement that carries a password is marked
+``secret`` and is never shown: its label names the order and says "credential statement".
+
+Dialects differ where the servers do. MySQL (8.0.30 and later) has ``REVOKE IF EXISTS ...
+IGNORE UNKNOWN USER`` and ``super_read_only``; MariaDB has neither, so on MariaDB a revoke is
+only issued for privileges the account is seen to hold, and the read-only check reads
+``read_only``. Both dialects narrow for real: the privileges a schema-level ALL PRIVILEGES
+confers beyond the allowlist (CREATE ROUTINE, ALTER ROUTINE, CREATE VIEW, CREATE TEMPORARY
+TABLES and, on MariaDB, DELETE HISTORY) are revoked when an order narrows away from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from tenantdb.core.mysqldatabase.validation import (
+    ALL_PRIVILEGES,
+    PRIVILEGES,
+    check_identifier,
+    check_username,
+    quote_identifier,
+)
+
+ANY_HOST = "%"
+
+
+class Dialect(StrEnum):
+    """The server family a group runs, read from ``SELECT VERSION()``."""
+
+    MYSQL = "mysql"
+    MARIADB = "mariadb"
+
+
+def detect_dialect(version: str) -> Dialect:
+    """The dialect of a server from its version string (MariaDB says so in it)."""
+    return Dialect.MARIADB if "mariadb" in version.lower() else Dialect.MYSQL
+
+
+SCHEMA_PRIVILEGES: dict[Dialect, tuple[str, ...]] = {
+    Dialect.MYSQL: (
+        "SELECT",
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "CREATE",
+        "DROP",
+        "REFERENCES",
+        "INDEX",
+        "ALTER",
+        "CREATE TEMPORARY TABLES",
+        "LOCK TABLES",
+        "EXECUTE",
+        "CREATE VIEW",
+        "SHOW VIEW",
+        "CREATE ROUTINE",
+        "ALTER ROUTINE",
+        "EVENT",
+        "TRIGGER",
+    ),
+    Dialect.MARIADB: (
+        "SELECT",
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "CREATE",
+        "DROP",
+        "REFERENCES",
+        "INDEX",
+        "ALTER",
+        "CREATE TEMPORARY TABLES",
+        "LOCK TABLES",
+        "EXECUTE",
+        "CREATE VIEW",
+        "SHOW VIEW",
+        "CREATE ROUTINE",
+        "ALTER ROUTINE",
+        "EVENT",
+        "TRIGGER",
+        "DELETE HISTORY",
+    ),
+}
+"""Every privilege a schema-level ALL PRIVILEGES confers, per dialect, in emission order."""
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement: a template, its bound values, and what it is called in an error."""
+
+    template: str
+    params: tuple[str, ...] = ()
+    secret: bool = False
+    """Whether a bound value is a password: the statement is then never shown."""
+
+    @property
+    def shown(self) -> str:
+        """The statement as a log line or an error may show it: values as ``?``."""
+        if self.secret:
+            return "credential statement"
+        text = self.template % tuple("?" for _ in self.params)
+        return text if len(text) <= 80 else f"{text[:80]}..."
+
+
+def account(username: str) -> str:
+    """A validated account on every host, as template text: 'user'@'%%'.
+
+    Raises:
+        InvalidSpecError: the username is not valid; nothing is rendered.
+    """
+    check_username("username", username)
+    return f"'{username}'@'%%'"
+
+
+def grantee(username: str) -> str:
+    """An account as information_schema spells GRANTEE (a value, bound, never rendered)."""
+    return f"'{username}'@'{ANY_HOST}'"
+
+
+def _privileges(privileges: Iterable[str], dialect: Dialect) -> str:
+    wanted = set(privileges)
+    if not wanted:
+        raise ValueError("a GRANT or REVOKE needs at least one privilege")
+    known = (ALL_PRIVILEGES, *SCHEMA_PRIVILEGES[dialect])
+    unknown = wanted.difference(known)
+    if unknown:
+        raise ValueError(f"not a schema privilege: {sorted(unknown)}")
+    return ", ".join(p for p in known if p in wanted)
+
+
+def _defaults(database: str, character_set: str, collation: str) -> str:
+    check_identifier("character set", character_set)
+    check_identifier("collation", collation)
+    return f"{quote_identifier(database)} CHARACTER SET {character_set} COLLATE {collation}"
+
+
+def create_database(database: str, character_set: str, collation: str) -> Statement:
+    """Create the schema (only ever issued once the preflight saw it absent)."""
+    return Statement(
+        f"CREATE DATABASE IF NOT EXISTS {_defaults(database, character_set, collation)}"
+    )
+
+
+def alter_database(database: str, character_set: str, collation: str) -> Statement:
+    """Move the schema's defaults (existing tables keep theirs)."""
+    return Statement(f"ALTER DATABASE {_defaults(database, character_set, collation)}")
+
+
+def create_user(username: str, password: str) -> Statement:
+    """Create an account with its password (a bound value)."""
+    return Statement(
+        f"CREATE USER IF NOT EXISTS {account(username)} IDENTIFIED BY %s", (password,), True
+    )
+
+
+def alter_user(username: str, password: str) -> Statement:
+    """Set an account's password from its Secret: the whole of a password rotation."""
+    return Statement(f"ALTER USER {account(username)} IDENTIFIED BY %s", (password,), True)
+
+
+def grant(privileges: Sequence[str], database: str, username: str, dialect: Dialect) -> Statement:
+    """Grant privileges on the schema only; never WITH GRANT OPTION."""
+    text = _privileges(privileges, dialect)
+    return Statement(f"GRANT {text} ON {quote_identifier(database)}.* TO {account(username)}")
+
+
+def revoke(privileges: Sequence[str], database: str, username: str, dialect: Dialect) -> Statement:
+    """Revoke privileges on the schema; MySQL's form tolerates a missing grant or account.
+
+    On MariaDB the caller issues it only for privileges it saw the account hold.
+    """
+    text = _privileges(privileges, dialect)
+    db, who = quote_identifier(database), account(username)
+    if dialect is Dialect.MYSQL:
+        return Statement(f"REVOKE IF EXISTS {text} ON {db}.* FROM {who} IGNORE UNKNOWN USER")
+    return Statement(f"REVOKE {text} ON {db}.* FROM {who}")
+
+
+def drop_database(database: str) -> Statement:
+    """Drop the schema."""
+    return Statement(f"DROP DATABASE IF EXISTS {quote_identifier(database)}")
+
+
+def drop_user(username: str) -> Statement:
+    """Drop an account on every host it was created for."""
+    return Statement(f"DROP USER IF EXISTS {account(username)}")
+
+
+def read_only_query(dialect: Dialect) -> Statement:
+    """Whether the server refuses ordinary writes (a replica, or a primary being demoted)."""
+    if dialect is Dialect.MYSQL:
+        return Statement("SELECT @@GLOBAL.read_only OR @@GLOBAL.super_read_only")
+    return Statement("SELECT @@GLOBAL.read_only")
+
+
+def observe_query(database: str, usernames: Sequence[str]) -> Statement:
+    """One read-only query for all an apply needs to know about the schema and the accounts.
+
+    Rows are ``(what, a, b)``: ``('schema', character set, collation)`` when the schema exists,
+    ``('user', name, '')`` for each of ``usernames`` that exists on host '%', and
+    ``('privilege', grantee, privilege)`` for each privilege held on the schema.
+    """
+    for name in usernames:
+        check_username("username", name)
+    names = ", ".join("%s" for _ in usernames) or "NULL"
+    # Only %s placeholders are formatted into the text; every value is bound.
+    template = (
+        "SELECT 'schema', DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME"  # noqa: S608
+        " FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s"
+        " UNION ALL SELECT 'user', User, '' FROM mysql.user"
+        f" WHERE Host = '%%' AND User IN ({names})"
+        " UNION ALL SELECT 'privilege', GRANTEE, PRIVILEGE_TYPE"
+        " FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = %s"
+    )
+    return Statement(template, (database, *usernames, database))
+
+
+def concrete(privileges: Iterable[str], dialect: Dialect) -> frozenset[str]:
+    """The privileges a granted list amounts to on the schema (ALL PRIVILEGES expanded)."""
+    wanted = set(privileges)
+    if ALL_PRIVILEGES in wanted:
+        return frozenset(SCHEMA_PRIVILEGES[dialect])
+    return frozenset(wanted)
+
+
+def in_order(privileges: Iterable[str], dialect: Dialect) -> tuple[str, ...]:
+    """Privileges in emission order (the allowlist's, then the rest of the dialect's)."""
+    wanted = set(privileges)
+    order = dict.fromkeys((*PRIVILEGES, *SCHEMA_PRIVILEGES[dialect]))
+    return tuple(p for p in order if p in wanted)

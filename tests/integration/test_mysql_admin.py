@@ -1,0 +1,219 @@
+"""The admin connection and the apply it runs, against the real MariaDB.
+
+Each test makes its own schema and accounts (random names) and drops them afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+
+from tenantdb.adapters.mysqladmin import AdminError, AdminLogin, AdminPool, AdminSession, Target
+from tenantdb.core.mysqldatabase import sql
+from tenantdb.core.mysqldatabase.apply import (
+    OWNER_PASSWORD,
+    ApplyPlan,
+    Claims,
+    Records,
+    parse_observation,
+    plan_apply,
+    usernames_to_observe,
+)
+from tenantdb.core.mysqldatabase.sql import Dialect
+from tenantdb.core.mysqldatabase.validation import GrantSpec, ValidSpec
+from tenantdb.settings import load_settings
+
+ADDRESS = "mysql-main-dc1-internal.bloodraven.svc.cluster.local:3306"
+PASSWORDS = ["back\\slash\\", "it's", 'say "hi"', "zürich-日本-ß", "p'; DROP DATABASE x; --"]
+
+
+def _root() -> pymysql.connections.Connection[Any]:
+    return pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
+
+
+@pytest.fixture
+def names() -> Iterator[dict[str, str]]:
+    """A schema, an owner and an existing grant user of this test's own; dropped afterwards."""
+    tag = secrets.token_hex(3)
+    made = {"db": f"tdb_{tag}", "owner": f"tdbo_{tag}", "grantee": f"tdbg_{tag}"}
+    with _root() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE USER '{made['grantee']}'@'%' IDENTIFIED BY 'x'")
+    yield made
+    with _root() as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{made['db']}`")
+        for user in (made["owner"], f"{made['owner']}2", made["grantee"]):
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+
+
+@pytest.fixture
+def address_map(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    path = tmp_path / "services.json"
+    path.write_text(json.dumps({ADDRESS: "127.0.0.1:3306"}))
+    monkeypatch.setenv("TENANTDB_ADDRESS_MAP_FILE", str(path))
+    load_settings.cache_clear()
+    yield
+    load_settings.cache_clear()
+
+
+@pytest.fixture
+def pool(address_map: None) -> Iterator[AdminPool]:
+    made = AdminPool()
+    yield made
+    made.close()
+
+
+TARGET = Target("bloodraven/main@uid-1", "dc1", ADDRESS, "mysql-main-dc1.bloodraven.svc")
+ROOT = AdminLogin("root", "")
+
+
+def _spec(names: dict[str, str], privileges: tuple[str, ...], owner: str = "") -> ValidSpec:
+    grants = (GrantSpec(names["grantee"], ("SELECT",)),)
+    return ValidSpec(
+        names["db"], "utf8mb4", "utf8mb4_unicode_ci", owner or names["owner"], privileges, grants
+    )
+
+
+def _apply(
+    session: AdminSession, spec: ValidSpec, records: Records, password: str, *, repair: bool = False
+) -> ApplyPlan:
+    read_only = session.query(sql.read_only_query(session.dialect))[0][0]
+    rows = session.query(sql.observe_query(spec.database_name, usernames_to_observe(spec, records)))
+    decided = plan_apply(
+        spec,
+        records,
+        parse_observation(bool(read_only), rows),
+        dialect=session.dialect,
+        group="main",
+        site="dc1",
+        claims=Claims(frozenset({"root"})),
+        repair=repair,
+    )
+    assert isinstance(decided, ApplyPlan), decided
+    session.execute(decided.statements, {OWNER_PASSWORD: password})
+    return decided
+
+
+def _grants(user: str) -> set[str]:
+    with _root() as conn, conn.cursor() as cur:
+        cur.execute(f"SHOW GRANTS FOR '{user}'@'%'")
+        return {row[0] for row in cur.fetchall() if "USAGE" not in row[0]}
+
+
+def _logs_in(user: str, password: str) -> bool:
+    try:
+        pymysql.connect(
+            host="127.0.0.1", port=3306, user=user, password=password.encode(), connect_timeout=3
+        ).close()
+    except pymysql.err.OperationalError:
+        return False
+    return True
+
+
+def _applied(names: dict[str, str]) -> Records:
+    return Records(True, names["owner"], "", (names["owner"], names["grantee"]))
+
+
+def test_the_pool_detects_mariadb_and_reuses_its_connection(pool: AdminPool) -> None:
+    with pool.session(TARGET, ROOT) as first:
+        assert first.dialect is Dialect.MARIADB
+        before = first.query(sql.Statement("SELECT CONNECTION_ID()"))[0][0]
+    with pool.session(TARGET, ROOT) as second:
+        assert second.query(sql.Statement("SELECT CONNECTION_ID()"))[0][0] == before
+
+
+@pytest.mark.parametrize("mode", ["", "NO_BACKSLASH_ESCAPES"])
+def test_awkward_passwords_work_in_both_escaping_modes(
+    pool: AdminPool, names: dict[str, str], mode: str
+) -> None:
+    spec = _spec(names, ("ALL PRIVILEGES",))
+    with pool.session(TARGET, ROOT) as session:
+        session.query(sql.Statement("SET SESSION sql_mode = %s", (mode,)))
+        _apply(session, spec, Records(), PASSWORDS[0])
+        assert _logs_in(names["owner"], PASSWORDS[0])
+        for password in PASSWORDS[1:]:
+            _apply(session, spec, _applied(names), password)
+            assert _logs_in(names["owner"], password), password
+        session.query(sql.Statement("SET SESSION sql_mode = DEFAULT"))
+
+
+def test_narrowing_from_all_privileges_really_narrows(
+    pool: AdminPool, names: dict[str, str]
+) -> None:
+    owner, db = names["owner"], names["db"]
+    with pool.session(TARGET, ROOT) as session:
+        _apply(session, _spec(names, ("ALL PRIVILEGES",)), Records(), "pw")
+        assert _grants(owner) == {f"GRANT ALL PRIVILEGES ON `{db}`.* TO `{owner}`@`%`"}
+        _apply(session, _spec(names, ("SELECT", "INSERT")), _applied(names), "pw")
+    assert _grants(owner) == {f"GRANT SELECT, INSERT ON `{db}`.* TO `{owner}`@`%`"}
+
+
+def test_an_unchanged_server_gets_no_statement_and_drift_is_repaired(
+    pool: AdminPool, names: dict[str, str]
+) -> None:
+    spec = _spec(names, ("ALL PRIVILEGES",))
+    with pool.session(TARGET, ROOT) as session:
+        _apply(session, spec, Records(), "pw")
+    with pool.session(TARGET, ROOT) as session:
+        assert _apply(session, spec, _applied(names), "pw", repair=True).statements == ()
+        assert session.executed == 0
+    with _root() as conn, conn.cursor() as cur:
+        cur.execute(f"REVOKE SELECT ON `{names['db']}`.* FROM '{names['grantee']}'@'%'")  # noqa: S608 - names the test made
+        cur.execute(f"DROP DATABASE `{names['db']}`")
+    with pool.session(TARGET, ROOT) as session:
+        repaired = _apply(session, spec, _applied(names), "pw", repair=True)
+    # The server keeps the owner's schema grant rows across DROP DATABASE: only the schema and
+    # the revoked grant are sent again.
+    assert [s.template.split(" ")[0] for s in repaired.statements] == ["CREATE", "GRANT"]
+    assert _grants(names["grantee"]) == {
+        f"GRANT SELECT ON `{names['db']}`.* TO `{names['grantee']}`@`%`"
+    }
+    assert _logs_in(names["owner"], "pw")
+
+
+def test_a_username_rotation_leaves_the_new_owner_and_drops_the_old(
+    pool: AdminPool, names: dict[str, str]
+) -> None:
+    rotated = f"{names['owner']}2"
+    with pool.session(TARGET, ROOT) as session:
+        _apply(session, _spec(names, ("ALL PRIVILEGES",)), Records(), "pw")
+        _apply(session, _spec(names, ("ALL PRIVILEGES",), owner=rotated), _applied(names), "pw2")
+    assert _logs_in(rotated, "pw2")
+    assert not _logs_in(names["owner"], "pw")
+
+
+def test_an_unreachable_group_fails_fast_and_transiently(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "services.json"
+    path.write_text(json.dumps({ADDRESS: "127.0.0.1:9"}))
+    monkeypatch.setenv("TENANTDB_ADDRESS_MAP_FILE", str(path))
+    load_settings.cache_clear()
+    pool = AdminPool()
+    try:
+        with pytest.raises(AdminError) as first, pool.session(TARGET, ROOT):
+            pass
+        assert first.value.transient
+        started = time.monotonic()
+        with pytest.raises(AdminError) as second, pool.session(TARGET, ROOT):
+            pass
+        assert time.monotonic() - started < 0.5, "a remembered failure waits no timeout"
+        assert second.value.transient
+    finally:
+        load_settings.cache_clear()
+
+
+def test_a_refused_login_names_no_password(pool: AdminPool) -> None:
+    login = AdminLogin("tdb_nobody", "hunter2-secret", root_password="root-secret-xyz")
+    with pytest.raises(AdminError) as failed, pool.session(TARGET, login):
+        pass
+    text = str(failed.value)
+    assert "hunter2-secret" not in text
+    assert "root-secret-xyz" not in text
+    assert not failed.value.transient

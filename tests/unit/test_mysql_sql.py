@@ -1,0 +1,157 @@
+"""The SQL of a MysqlDatabase, pinned in both dialects, and names fuzzed before they reach it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tenantdb.core.mysqldatabase import sql
+from tenantdb.core.mysqldatabase.sql import Dialect, detect_dialect
+from tenantdb.core.mysqldatabase.validation import IDENTIFIER, USERNAME, InvalidSpecError
+
+MYSQL, MARIADB = Dialect.MYSQL, Dialect.MARIADB
+
+
+def shown(statement: sql.Statement) -> str:
+    """The statement as the server receives it with ``?`` for each bound value."""
+    return statement.template % tuple("?" for _ in statement.params)
+
+
+@pytest.mark.parametrize(
+    ("version", "dialect"),
+    [
+        ("10.11.19-MariaDB-0+deb12u1", MARIADB),
+        ("11.4.2-MariaDB", MARIADB),
+        ("8.0.36", MYSQL),
+        ("9.7.0-commercial", MYSQL),
+    ],
+)
+def test_the_dialect_is_read_from_the_version(version: str, dialect: Dialect) -> None:
+    assert detect_dialect(version) is dialect
+
+
+def test_schema_statements_carry_their_defaults() -> None:
+    create = sql.create_database("acme_wms", "utf8mb4", "utf8mb4_unicode_ci")
+    assert shown(create) == (
+        "CREATE DATABASE IF NOT EXISTS `acme_wms` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+    )
+    alter = sql.alter_database("acme_wms", "utf8mb3", "utf8mb3_general_ci")
+    assert (
+        shown(alter) == "ALTER DATABASE `acme_wms` CHARACTER SET utf8mb3 COLLATE utf8mb3_general_ci"
+    )
+    assert shown(sql.drop_database("acme_wms")) == "DROP DATABASE IF EXISTS `acme_wms`"
+
+
+def test_a_password_is_a_bound_value_and_the_statement_is_never_shown() -> None:
+    create = sql.create_user("acme_app", "p'; DROP DATABASE x; --")
+    assert create.template == "CREATE USER IF NOT EXISTS 'acme_app'@'%%' IDENTIFIED BY %s"
+    assert create.params == ("p'; DROP DATABASE x; --",)
+    assert create.secret
+    assert create.shown == "credential statement"
+    alter = sql.alter_user("acme_app", "s3cr3t")
+    assert shown(alter) == "ALTER USER 'acme_app'@'%' IDENTIFIED BY ?"
+    assert "s3cr3t" not in alter.shown
+
+
+def test_grants_are_emitted_in_canonical_order_and_never_with_grant_option() -> None:
+    for dialect in Dialect:
+        statement = sql.grant(["DELETE", "SELECT"], "acme_wms", "maester", dialect)
+        assert shown(statement) == "GRANT SELECT, DELETE ON `acme_wms`.* TO 'maester'@'%'"
+        assert "GRANT OPTION" not in statement.template
+
+
+def test_mysql_keeps_the_tolerant_revoke_and_mariadb_the_plain_one() -> None:
+    revoke = ["INSERT", "UPDATE", "ALTER ROUTINE"]
+    assert shown(sql.revoke(revoke, "acme_wms", "acme_app", MYSQL)) == (
+        "REVOKE IF EXISTS INSERT, UPDATE, ALTER ROUTINE ON `acme_wms`.* FROM 'acme_app'@'%'"
+        " IGNORE UNKNOWN USER"
+    )
+    assert shown(sql.revoke(revoke, "acme_wms", "acme_app", MARIADB)) == (
+        "REVOKE INSERT, UPDATE, ALTER ROUTINE ON `acme_wms`.* FROM 'acme_app'@'%'"
+    )
+    assert shown(sql.revoke(["ALL PRIVILEGES"], "acme_wms", "maester", MYSQL)) == (
+        "REVOKE IF EXISTS ALL PRIVILEGES ON `acme_wms`.* FROM 'maester'@'%' IGNORE UNKNOWN USER"
+    )
+
+
+def test_the_read_only_check_reads_what_each_server_has() -> None:
+    assert "super_read_only" in shown(sql.read_only_query(MYSQL))
+    assert shown(sql.read_only_query(MARIADB)) == "SELECT @@GLOBAL.read_only"
+
+
+def test_delete_history_is_a_mariadb_privilege_only() -> None:
+    with pytest.raises(ValueError, match="not a schema privilege"):
+        sql.revoke(["DELETE HISTORY"], "acme_wms", "acme_app", MYSQL)
+    assert "DELETE HISTORY" in shown(sql.revoke(["DELETE HISTORY"], "acme_wms", "u", MARIADB))
+
+
+def test_all_privileges_amounts_to_every_schema_privilege_of_the_dialect() -> None:
+    mariadb = sql.concrete(["ALL PRIVILEGES"], MARIADB)
+    assert {"CREATE ROUTINE", "ALTER ROUTINE", "CREATE VIEW", "DELETE HISTORY"} <= mariadb
+    assert "DELETE HISTORY" not in sql.concrete(["ALL PRIVILEGES"], MYSQL)
+    assert sql.concrete(["SELECT"], MARIADB) == {"SELECT"}
+
+
+def test_the_observation_binds_every_value() -> None:
+    query = sql.observe_query("acme_wms", ["acme_app", "maester"])
+    assert query.params == ("acme_wms", "acme_app", "maester", "acme_wms")
+    assert "acme" not in query.template
+    assert shown(query).count("?") == 4
+
+
+# -- fuzzing: nothing unvalidated reaches a statement ---------------------------------------------
+
+_QUOTED_NAME = re.compile(r"`([^`]*)`")
+_ACCOUNT = re.compile(r"'([^']*)'@'%%'")
+
+
+def _names_in(template: str) -> tuple[list[str], list[str]]:
+    return _QUOTED_NAME.findall(template), _ACCOUNT.findall(template)
+
+
+@given(st.text(max_size=80), st.text(max_size=80), st.text(max_size=80), st.text(max_size=40))
+def test_any_name_either_is_refused_or_renders_as_a_valid_identifier(
+    database: str, charset: str, collation: str, username: str
+) -> None:
+    renderers: list[Callable[[], sql.Statement]] = [
+        lambda: sql.create_database(database, charset, collation),
+        lambda: sql.alter_database(database, charset, collation),
+        lambda: sql.drop_database(database),
+        lambda: sql.create_user(username, "pw"),
+        lambda: sql.alter_user(username, "pw"),
+        lambda: sql.drop_user(username),
+        lambda: sql.grant(["SELECT"], database, username, MARIADB),
+        lambda: sql.revoke(["SELECT"], database, username, MYSQL),
+        lambda: sql.observe_query(database, [username]),
+    ]
+    for render in renderers:
+        try:
+            statement = render()
+        except InvalidSpecError:
+            continue
+        schemas, accounts = _names_in(statement.template)
+        assert all(IDENTIFIER.fullmatch(s) for s in schemas)
+        assert all(USERNAME.fullmatch(a) for a in accounts)
+        words = statement.template.split()
+        if "CHARACTER" in words:
+            assert IDENTIFIER.fullmatch(words[words.index("SET") + 1])
+            assert IDENTIFIER.fullmatch(words[words.index("COLLATE") + 1])
+        # Values never reach the text: only the name parts above are formatted in.
+        for value in statement.params:
+            if value and not (IDENTIFIER.fullmatch(value) or USERNAME.fullmatch(value)):
+                assert value not in statement.template
+
+
+@given(st.lists(st.text(max_size=30), max_size=5))
+def test_privilege_text_only_ever_comes_from_the_fixed_tables(privileges: list[str]) -> None:
+    try:
+        statement = sql.grant(privileges, "acme_wms", "acme_app", MARIADB)
+    except (ValueError, InvalidSpecError):
+        return
+    text = statement.template.removeprefix("GRANT ").split(" ON ")[0]
+    allowed = {"ALL PRIVILEGES", *sql.SCHEMA_PRIVILEGES[MARIADB]}
+    assert set(text.split(", ")) <= allowed
