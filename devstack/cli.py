@@ -1,12 +1,15 @@
 """The `devstack` command: run a simulated platform in the foreground for tests and the demo.
 
 Owns `python -m devstack up --state-dir DIR [--clusters management,edge-1] [--bare]
-[--time-scale N]`: start the platform (`devstack.platform.start_platform`: one API server per
-cluster with the CRDs, and unless `--bare` OpenBao, the stand-in operators and the seed objects),
-write `DIR/kubeconfig` (one context per cluster, named like it), `DIR/env` and the other state
-files, print one line beginning `devstack ready`, and stop cleanly on SIGINT or SIGTERM (which
-drops the SQL users and schemas the platform created, see `devstack.platform`). It must never
-print a token, and prints nothing on stdout before the ready line.
+[--time-scale N] [--no-mysql-group]`: start the platform (`devstack.platform.start_platform`: one
+API server per cluster with the CRDs, and unless `--bare` OpenBao, the stand-in operators, the
+seed objects and the MySQL failover group on two real MariaDB servers; the group is left out
+with `--no-mysql-group`, and with a warning on stderr where the MariaDB server binaries are not
+installed), write `DIR/kubeconfig` (one context per cluster, named like it), `DIR/env` and the
+other state files, print one line beginning `devstack ready`, and stop cleanly on SIGINT or
+SIGTERM (which drops the SQL users and schemas the platform created and stops the group's
+servers, see `devstack.platform`). It must never print a token, and prints nothing on stdout
+before the ready line.
 
 `python -m devstack demo --state-dir DIR [--until-ready] [--timeout S]` runs tenantdb's demo
 (`devstack.demo`); `tenantdb demo` hands over to it.
@@ -22,6 +25,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from devstack.mysql_group import binaries_present
 from devstack.platform import start_platform
 
 
@@ -43,6 +47,11 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=1.0,
         help="simulated seconds per real second (TTLs, refreshes, renewals)",
+    )
+    up.add_argument(
+        "--no-mysql-group",
+        action="store_true",
+        help="no MySQL failover group (it starts two real MariaDB servers)",
     )
     demo = commands.add_parser("demo", help="tenantdb on the devstack with three example orders")
     demo.add_argument("--state-dir", required=True, type=Path, help="where the demo keeps files")
@@ -79,14 +88,32 @@ def demo(state_dir: Path, *, until_ready: bool, timeout: float) -> int:
 
 
 def up(
-    state_dir: Path, cluster_names: list[str], *, bare: bool = False, time_scale: float = 1.0
+    state_dir: Path,
+    cluster_names: list[str],
+    *,
+    bare: bool = False,
+    time_scale: float = 1.0,
+    mysql_group: bool = True,
 ) -> int:
     """Serve the platform until SIGINT or SIGTERM."""
     stop = _stop_on_signals()
-    platform = start_platform(state_dir, cluster_names, time_scale=time_scale, bare=bare)
+    with_group = mysql_group and not bare
+    if with_group and not binaries_present():
+        print(
+            "devstack: no MariaDB server binaries here; starting without the MySQL failover group",
+            file=sys.stderr,
+        )
+        with_group = False
+    platform = start_platform(
+        state_dir, cluster_names, time_scale=time_scale, bare=bare, mysql_group=with_group
+    )
     try:
         urls = " ".join(f"{name}={server.url}" for name, server in platform.servers.items())
         extra = "" if platform.openbao is None else f" openbao={platform.openbao.url}"
+        if platform.mysql_group is not None:
+            for site in platform.mysql_group.sites:
+                host, port = platform.mysql_group.address(site)
+                extra += f" mysql-{site}={host}:{port}"
         print(
             f"devstack ready kubeconfig={platform.kubeconfig_path} env={platform.env_path} "
             f"{urls}{extra}",
@@ -116,4 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         print("devstack: --time-scale must be positive", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    return up(args.state_dir, names, bare=args.bare, time_scale=args.time_scale)
+    return up(
+        args.state_dir,
+        names,
+        bare=args.bare,
+        time_scale=args.time_scale,
+        mysql_group=not args.no_mysql_group,
+    )

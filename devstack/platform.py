@@ -11,15 +11,26 @@ ServiceAccount `c5c3-operator`, the ClusterIssuer `openbao-ca-issuer` backed by 
 the MariaDB `openstack/openstack-db`, the SecretStore `openbao-tenant-store` and ClusterSecretStore
 `openbao-cluster-store`, and the ControlPlane `openstack/cp` with DBCredentialsReady True.
 
+With `mysql_group` (off unless asked for: it starts two real MariaDB servers, see
+`devstack.mysql_group`), it also runs a MySQL failover group and the Bloodraven stand-in that
+fails it over, and seeds namespace `bloodraven` with the group's credential Secrets (`main-operator`
+with `username`, `password`, `MYSQL_ROOT_PASSWORD`, `MYSQL_REPLICATION_USER` and
+`MYSQL_REPLICATION_PASSWORD`; `main-app`, `main-readonly`, `main-monitor` and `main-backup` with
+`username` and `password`), a Service per site, and the MysqlFailoverGroup `bloodraven/main`
+(sites dc1 and dc2, `spec.credentials` naming those Secrets, status.activeSite dc1). A group
+passed in running is reset to its initial topology and reused, and left running at stop.
+
 It writes into the state directory: `kubeconfig` (one context per cluster), `env` (KEY=VALUE
 lines; `set -a; . DIR/env` configures `tenantdb`), `services.json` (in-cluster Service addresses
-to real ones), `c5c3-operator.token`, `ca.crt` and the OpenBao listener's and an admin client's
+to real ones, each group site's `mysql-main-<site>-internal.bloodraven.svc.cluster.local:3306`
+among them), `c5c3-operator.token`, `ca.crt` and the OpenBao listener's and an admin client's
 keypairs. Secrets go into 0600 files only, never to stdout or a log line.
 
 Stopping (`Platform.stop()`) stops the controllers, stops OpenBao (which revokes every lease and so
 drops every SQL user it created), drops the schemas the devstack's Database CRs created unless
-their cleanupPolicy is Skip (an order with deletionPolicy Retain owns those, so they stay), and
-stops the API servers. Nothing else is created on MariaDB.
+their cleanupPolicy is Skip (an order with deletionPolicy Retain owns those, so they stay), stops
+the failover group's servers if the platform started them, and stops the API servers. Nothing
+else is created on the machine's MariaDB.
 """
 
 from __future__ import annotations
@@ -46,6 +57,7 @@ from devstack.certmanager.ca import Request
 from devstack.eso import ExternalSecrets
 from devstack.kube import Cluster, ClusterServer, kubeconfig, start_clusters
 from devstack.mariadb_operator import MariaDBOperator, Server
+from devstack.mysql_group import BloodravenOperator, MysqlGroup
 from devstack.openbao import KubeTokenReviewer, MariaDBEndpoint, OpenBaoServer, TLSConfig
 from devstack.openbao.bootstrap import KUBE_MOUNT, TenantDatabase, bootstrap_platform
 from devstack.reconciler import get_or_none, stop_all
@@ -68,6 +80,23 @@ ORDER_DB_ROLE = "order-db"
 ORDER_DB_SERVICE_ACCOUNT = "order-db-creds"
 OPENBAO_SERVICE = "openbao.shared-services.svc:8200"
 OPERATOR_TOKEN_SECONDS = 48 * 3600
+BLOODRAVEN_NAMESPACE = "bloodraven"
+MYSQL_GROUP_NAME = "main"
+MYSQL_PORT = 3306
+GROUP_SECRETS = {
+    "operator": f"{MYSQL_GROUP_NAME}-operator",
+    "app": f"{MYSQL_GROUP_NAME}-app",
+    "readonly": f"{MYSQL_GROUP_NAME}-readonly",
+    "monitor": f"{MYSQL_GROUP_NAME}-monitor",
+    "backup": f"{MYSQL_GROUP_NAME}-backup",
+}
+_CREDENTIAL_FIELDS = {
+    "operator": "operatorSecret",
+    "app": "appSecret",
+    "readonly": "readOnlySecret",
+    "monitor": "monitorSecret",
+    "backup": "backupSecret",
+}
 _MANAGER = "devstack"
 _READY_TIMEOUT = 10.0
 
@@ -85,7 +114,10 @@ class Platform:
     cert_manager: CertManager | None = None
     external_secrets: ExternalSecrets | None = None
     mariadb_operator: MariaDBOperator | None = None
+    mysql_group: MysqlGroup | None = None
+    bloodraven: BloodravenOperator | None = None
     env: dict[str, str] = field(default_factory=dict)
+    _owns_mysql_group: bool = False
     _stopped: bool = False
 
     # ------------------------------------------------------------ accessors
@@ -125,6 +157,13 @@ class Platform:
             raise RuntimeError("a bare platform runs no OpenBao")
         return self.openbao.url
 
+    def mysql_service(self, site: str) -> str:
+        """The in-cluster address of a group site (`mysql-main-<site>-internal…:3306`)."""
+        return (
+            f"mysql-{MYSQL_GROUP_NAME}-{site}-internal.{BLOODRAVEN_NAMESPACE}.svc.cluster.local"
+            f":{MYSQL_PORT}"
+        )
+
     def cluster(self, name: str = MANAGEMENT) -> Cluster:
         """The in-process API of one cluster."""
         return self.servers[name].cluster
@@ -149,16 +188,25 @@ class Platform:
         self._stopped = True
         stop_all(
             controller
-            for stand_in in (self.external_secrets, self.cert_manager, self.mariadb_operator)
+            for stand_in in (
+                self.external_secrets,
+                self.cert_manager,
+                self.mariadb_operator,
+                self.bloodraven,
+            )
             if stand_in is not None
             for controller in stand_in.controllers
         )
+        if self.bloodraven is not None:
+            self.bloodraven.unbind()
         if self.openbao is not None:
             leftovers = self.openbao.stop()
             if leftovers:
                 log.warning("%d OpenBao leases could not be revoked", len(leftovers))
         if self.mariadb_operator is not None:
             self.mariadb_operator.cleanup()
+        if self.mysql_group is not None and self._owns_mysql_group:
+            self.mysql_group.stop()
         for server in self.servers.values():
             server.stop()
 
@@ -187,6 +235,7 @@ def start_platform(
     time_scale: float = 1.0,
     bare: bool = False,
     mariadb: Server | None = None,
+    mysql_group: bool | MysqlGroup = False,
 ) -> Platform:
     """Start a platform and write its state directory.
 
@@ -198,16 +247,22 @@ def start_platform(
             renewals).
         bare: Only the API servers with the CRDs installed: no OpenBao, no controllers, no seed.
         mariadb: The real MariaDB and its root login (default 127.0.0.1:3306, root, no password).
+        mysql_group: True to start a MySQL failover group (two MariaDB servers, stopped with the
+            platform), a running `MysqlGroup` to reset and reuse (left running at stop), or
+            False for none.
 
     Returns:
         The running platform.
 
     Raises:
-        ValueError: `management` is missing from `clusters` for a full platform.
+        ValueError: `management` is missing from `clusters` for a full platform, or a bare
+            platform was asked for a failover group.
     """
     names = list(dict.fromkeys(clusters))
     if not bare and MANAGEMENT not in names:
         raise ValueError(f"a platform needs a cluster named {MANAGEMENT!r}")
+    if bare and mysql_group is not False:
+        raise ValueError("a bare platform runs no MySQL failover group")
     directory = Path(state_dir)
     directory.mkdir(parents=True, exist_ok=True)
     platform = Platform(
@@ -220,6 +275,8 @@ def start_platform(
         _write_private(platform.kubeconfig_path, yaml.safe_dump(kubeconfig(platform.servers)))
         if not bare:
             _start_full(platform)
+            if mysql_group is not False:
+                _start_mysql_group(platform, mysql_group)
         _write_env(platform)
     except BaseException:
         platform.stop()
@@ -518,6 +575,96 @@ def _seed(platform: Platform) -> None:
     _seed_control_plane(platform, cluster)
 
 
+# ------------------------------------------------------------ the MySQL failover group
+
+
+def _start_mysql_group(platform: Platform, requested: bool | MysqlGroup) -> None:
+    if isinstance(requested, MysqlGroup):
+        group = requested
+        group.bind(None)
+        group.reset()
+    else:
+        group = MysqlGroup.start()
+        platform._owns_mysql_group = True
+    platform.mysql_group = group
+    cluster = platform.cluster(MANAGEMENT)
+    _seed_mysql_group(cluster, group)
+    platform.bloodraven = BloodravenOperator(
+        cluster, {(BLOODRAVEN_NAMESPACE, MYSQL_GROUP_NAME): group}, time_scale=platform.time_scale
+    )
+    platform.bloodraven.start()
+
+
+def _group_secret_data(group: MysqlGroup, role: str) -> dict[str, str]:
+    account = group.account(role)
+    data = {"username": account.username, "password": account.password}
+    if role == "operator":
+        data |= {
+            "MYSQL_ROOT_PASSWORD": group.root_password,
+            "MYSQL_REPLICATION_USER": group.replicator.username,
+            "MYSQL_REPLICATION_PASSWORD": group.replicator.password,
+        }
+    return {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+
+
+def _seed_mysql_group(cluster: Cluster, group: MysqlGroup) -> None:
+    ns = BLOODRAVEN_NAMESPACE
+    _namespace(cluster, ns)
+    for role, name in GROUP_SECRETS.items():
+        cluster.apply(
+            "secrets",
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name, "namespace": ns},
+                "type": "Opaque",
+                "data": _group_secret_data(group, role),
+            },
+            ns,
+            manager=_MANAGER,
+        )
+    for site in group.sites:
+        cluster.apply(
+            "services",
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": f"mysql-{MYSQL_GROUP_NAME}-{site}-internal", "namespace": ns},
+                "spec": {"ports": [{"name": "mysql", "port": MYSQL_PORT}]},
+            },
+            ns,
+            manager=_MANAGER,
+        )
+    host = group.address(group.sites[0])[0]
+    cluster.apply(
+        "mysqlfailovergroups.shipstream.io",
+        {
+            "apiVersion": "shipstream.io/v1alpha1",
+            "kind": "MysqlFailoverGroup",
+            "metadata": {"name": MYSQL_GROUP_NAME, "namespace": ns},
+            "spec": {
+                "sites": [
+                    {"name": site, "role": "primary-candidate", "zone": site, "lbIP": host}
+                    for site in group.sites
+                ],
+                "credentials": {
+                    _CREDENTIAL_FIELDS[role]: name for role, name in GROUP_SECRETS.items()
+                },
+            },
+        },
+        ns,
+        manager=_MANAGER,
+    )
+    cluster.patch(
+        "mysqlfailovergroups.shipstream.io",
+        MYSQL_GROUP_NAME,
+        {"status": {"activeSite": group.primary}},
+        ns,
+        subresource="status",
+        manager=_MANAGER,
+    )
+
+
 # ------------------------------------------------------------ state files
 
 
@@ -541,6 +688,10 @@ def _write_env(platform: Platform) -> None:
             "DEVSTACK_OPENBAO_ROOT_TOKEN": platform.openbao.root_token,
         }
         services[OPENBAO_SERVICE] = platform.openbao.url.removeprefix("https://")
+    if platform.mysql_group is not None:
+        for site in platform.mysql_group.sites:
+            host, port = platform.mysql_group.address(site)
+            services[platform.mysql_service(site)] = f"{host}:{port}"
     platform.env = env
     lines = "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items())
     _write_private(platform.env_path, lines)

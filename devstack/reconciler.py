@@ -4,7 +4,7 @@ Owns the loop every stand-in controller (ESO, mariadb-operator, cert-manager) ru
 process: watch threads on the in-process `Cluster` API that map events to object keys, one worker
 thread that reconciles keys level-based (re-reading the object each time) with deduplication,
 delayed come-backs and a capped back-off after errors, and a clean stop. Also the helpers those
-controllers share: Kubernetes timestamps, Go durations and status conditions.
+controllers share: Kubernetes timestamps, Go durations, status conditions and core v1 Events.
 
 It must never hold a lock while calling into a reconciler, never log an object body, and never
 let one failing key stop the loop. Deliberately left out compared with controller-runtime:
@@ -116,6 +116,45 @@ def condition(
     if generation is not None:
         built["observedGeneration"] = generation
     return built
+
+
+def record_event(
+    cluster: Cluster,
+    obj: Obj,
+    reason: str,
+    message: str,
+    *,
+    component: str,
+    warning: bool = False,
+) -> Obj:
+    """Create a core v1 Event about an object, named `<object>.<hex nanoseconds>` like
+    client-go's recorder names them."""
+    m = meta(obj)
+    stamp = now_text()
+    namespace = str(m.get("namespace") or "default")
+    body: Obj = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{m.get('name', '')}.{time.time_ns():x}", "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": obj.get("apiVersion", ""),
+            "kind": obj.get("kind", ""),
+            "name": m.get("name", ""),
+            "namespace": namespace,
+            "uid": m.get("uid", ""),
+            "resourceVersion": m.get("resourceVersion", ""),
+        },
+        "reason": reason,
+        "message": message,
+        "type": "Warning" if warning else "Normal",
+        "source": {"component": component},
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "reportingComponent": component,
+        "reportingInstance": f"{component}-devstack",
+    }
+    return cluster.create("events", body, namespace, manager=component)
 
 
 def get_or_none(cluster: Cluster, resource: str, name: str, namespace: str = "") -> Obj | None:

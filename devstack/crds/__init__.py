@@ -2,8 +2,9 @@
 
 Owns, as data: the MariaDBDatabase CRD (read as is from the chart, `charts/tenantdb/crds/`), the
 ControlPlane CRD, and the CRDs of the third-party kinds tenantdb writes or reads (cert-manager,
-External Secrets Operator, mariadb-operator). `install` creates them on a simulated cluster. It
-must never alter the chart's CRD: the devstack serves exactly what the chart ships.
+External Secrets Operator, mariadb-operator, Bloodraven's MysqlFailoverGroup). `install` creates
+them on a simulated cluster. It must never alter the chart's CRD: the devstack serves exactly
+what the chart ships.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from devstack.crds import certmanager, controlplane, externalsecrets, mariadb
+from devstack.crds import bloodraven, certmanager, controlplane, externalsecrets, mariadb
 from devstack.kube import Cluster
 
 CHART_CRD = (
@@ -40,6 +41,7 @@ def management_crds() -> list[dict[str, Any]]:
         *_build(certmanager.CRDS),
         *_build(externalsecrets.CRDS),
         *_build(mariadb.CRDS),
+        *_build(bloodraven.CRDS),
     ]
 
 

@@ -5,12 +5,13 @@ throwaway CA because client-go only sends bearer tokens over TLS), built on a `C
 stand-ins can drive from Python: `get`/`list`/`watch`/`create`/`apply`/`patch`/`delete`, issuing
 ServiceAccount tokens, request counters, an audit log, the watch-history window and killing open
 watches. Served: discovery and OpenAPI v2/v3 for kubectl, Namespace, Secret, ConfigMap,
-ServiceAccount (+ TokenRequest), Service, Lease, TokenReview, CustomResourceDefinition and the
-kinds CRDs install (with printer columns); uid, resourceVersion, generation, 201/404/409/410/415/
-422 with the real wording; label and field selectors; chunked lists; watches with bookmarks,
-timeouts and 410; merge, JSON, strategic merge and server-side apply with managedFields; the
-status subresource; finalizers; background, foreground and orphan garbage collection; namespace
-and CRD cleanup; CRD pruning, defaults, structural validation and CEL rules; bearer tokens.
+ServiceAccount (+ TokenRequest), Service, Event (core v1, with its field selectors), Lease,
+TokenReview, CustomResourceDefinition and the kinds CRDs install (with printer columns); uid,
+resourceVersion, generation, 201/404/409/410/415/422 with the real wording; label and field
+selectors; chunked lists; watches with bookmarks, timeouts and 410; merge, JSON, strategic merge
+and server-side apply with managedFields; the status subresource; finalizers; background,
+foreground and orphan garbage collection; namespace and CRD cleanup; CRD pruning, defaults,
+structural validation and CEL rules; bearer tokens.
 Production code must never import this package.
 
 Deliberately left out versus the real kube-apiserver:
@@ -25,7 +26,8 @@ Deliberately left out versus the real kube-apiserver:
   full built-in schemas (built-ins keep their top-level fields and are not validated field by
   field beyond names, keys, Secret data and the immutability rules tenantdb meets).
 - Graceful deletion periods (deletion is immediate once finalizers are gone), Pods and every
-  kind not listed above, and persistence (state lives in memory for the life of the process).
+  kind not listed above (`events.k8s.io` included), the expiry of Events, and persistence
+  (state lives in memory for the life of the process).
 """
 
 from devstack.kube.cluster import Cluster

@@ -927,6 +927,16 @@ def _validate_configmap(new: Obj, old: Obj | None) -> builtins.list[FieldError]:
     return config_key_errors(new.get("data") or {}, "data")
 
 
+def _validate_event(new: Obj, old: Obj | None) -> builtins.list[FieldError]:
+    ref = new.get("involvedObject")
+    if not isinstance(ref, dict):
+        return [errors.required("involvedObject")]
+    ns = ref.get("namespace")
+    if ns and ns != new["metadata"].get("namespace"):
+        return [errors.invalid("involvedObject.namespace", ns, "does not match event.namespace")]
+    return []
+
+
 def _prepare_namespace(api: Api, new: Obj, old: Obj | None) -> None:
     if old is None:
         new["spec"] = {"finalizers": ["kubernetes"]}
@@ -1052,5 +1062,6 @@ _PREPARE: dict[str, Callable[[Api, Obj, Obj | None], None]] = {
 _VALIDATE: dict[str, Callable[[Obj, Obj | None], builtins.list[FieldError]]] = {
     "/secrets": _validate_secret,
     "/configmaps": _validate_configmap,
+    "/events": _validate_event,
     "apiextensions.k8s.io/customresourcedefinitions": _validate_crd,
 }

@@ -300,6 +300,25 @@ SERVICE_SCHEMA = _top(
 )
 LEASE_SCHEMA = _top("Lease defines a lease concept.", spec=_OPEN)
 TOKENREVIEW_SCHEMA = _top("TokenReview attempts to authenticate a token.", spec=_OPEN, status=_OPEN)
+_STRING: Schema = {"type": "string"}
+_TIME: Schema = {"type": "string", "format": "date-time"}
+EVENT_SCHEMA = _top(
+    "Event is a report of an event somewhere in the cluster.",
+    involvedObject={**_OPEN, "description": "The object that this event is about."},
+    reason={**_STRING, "description": "A short, machine understandable string for the cause."},
+    message={**_STRING, "description": "A human-readable description of the status."},
+    source={**_OPEN, "description": "The component reporting this event."},
+    firstTimestamp={**_TIME, "description": "The time at which the event was first recorded."},
+    lastTimestamp={**_TIME, "description": "The time of the most recent occurrence."},
+    count={"type": "integer", "description": "The number of times this event has occurred."},
+    type={**_STRING, "description": "Type of this event (Normal, Warning)."},
+    eventTime={**_STRING, "format": "date-time", "description": "When it was first observed."},
+    series=_OPEN,
+    action={**_STRING, "description": "What action was taken/failed regarding the object."},
+    related=_OPEN,
+    reportingComponent={**_STRING, "description": "Name of the controller that emitted it."},
+    reportingInstance={**_STRING, "description": "ID of the controller instance."},
+)
 CRD_SCHEMA = _top(
     "CustomResourceDefinition represents a resource that should be exposed on the API server.",
     spec=_OPEN,
@@ -309,6 +328,87 @@ CRD_SCHEMA = _top(
 
 def _secret_type(o: Mapping[str, Any]) -> str:
     return str(o.get("type", "Opaque"))
+
+
+def _event_field(*path: str) -> FieldGetter:
+    def get(o: Mapping[str, Any]) -> str:
+        node: Any = o
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        return "" if node is None else str(node)
+
+    return get
+
+
+def _event_last_seen(o: Mapping[str, Any]) -> str:
+    series = o.get("series") or {}
+    stamp = (
+        series.get("lastObservedTime")
+        or o.get("lastTimestamp")
+        or o.get("eventTime")
+        or _meta(o, "creationTimestamp")
+    )
+    return human_age(str(stamp)) if stamp else "<unknown>"
+
+
+def _event_first_seen(o: Mapping[str, Any]) -> str:
+    stamp = o.get("firstTimestamp") or o.get("eventTime") or _meta(o, "creationTimestamp")
+    return human_age(str(stamp)) if stamp else "<unknown>"
+
+
+def _event_object(o: Mapping[str, Any]) -> str:
+    ref = o.get("involvedObject") or {}
+    return f"{str(ref.get('kind', '')).lower()}/{ref.get('name', '')}"
+
+
+def _event_source(o: Mapping[str, Any]) -> str:
+    source = o.get("source") or {}
+    component = str(source.get("component") or o.get("reportingComponent") or "")
+    host = str(source.get("host") or "")
+    return f"{component}, {host}" if host else component
+
+
+def _event_count(o: Mapping[str, Any]) -> int:
+    series = o.get("series") or {}
+    return int(series.get("count") or o.get("count") or 1)
+
+
+EVENT_FIELDS: Mapping[str, FieldGetter] = {
+    **{
+        f"involvedObject.{key}": _event_field("involvedObject", key)
+        for key in (
+            "kind",
+            "namespace",
+            "name",
+            "uid",
+            "apiVersion",
+            "resourceVersion",
+            "fieldPath",
+        )
+    },
+    "reason": _event_field("reason"),
+    "reportingComponent": _event_field("reportingComponent"),
+    "source": _event_field("source", "component"),
+    "type": _event_field("type"),
+}
+EVENT_COLUMNS = (
+    Column("Last Seen", "string", _event_last_seen, "The time of the most recent occurrence."),
+    Column("Type", "string", lambda o: o.get("type", ""), "Type of this event."),
+    Column("Reason", "string", lambda o: o.get("reason", ""), "Why the event happened."),
+    Column("Object", "string", _event_object, "The object this event is about."),
+    Column(
+        "Subobject",
+        "string",
+        lambda o: (o.get("involvedObject") or {}).get("fieldPath", ""),
+        "The part of the object this event is about.",
+        1,
+    ),
+    Column("Source", "string", _event_source, "The component reporting this event.", 1),
+    Column("Message", "string", lambda o: o.get("message", ""), "A human-readable description."),
+    Column("First Seen", "string", _event_first_seen, "When the event was first recorded.", 1),
+    Column("Count", "string", _event_count, "How often the event occurred.", 1),
+    Column("Name", "string", lambda o: _meta(o, "name"), "The event's name.", 1, "name"),
+)
 
 
 def builtin_kinds() -> list[Kind]:
@@ -418,6 +518,18 @@ def builtin_kinds() -> list[Kind]:
                     AGE,
                 )
             },
+        ),
+        Kind(
+            **core,
+            plural="events",
+            singular="event",
+            kind="Event",
+            namespaced=True,
+            schemas={"v1": EVENT_SCHEMA},
+            short_names=("ev",),
+            smp=COMMON_SMP,
+            columns={"v1": EVENT_COLUMNS},
+            field_selectors=EVENT_FIELDS,
         ),
         Kind(
             group="coordination.k8s.io",

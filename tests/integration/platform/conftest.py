@@ -3,7 +3,9 @@
 The platform (clusters, OpenBao, the stand-in operators) is shared by the module's tests, and
 every test makes its own names (schemas, roles, namespaces, objects) with a random suffix and
 removes them, so no test depends on another's leftovers and runs never collide on the shared
-MariaDB. Tests drive the platform through the official Kubernetes client and hvac only.
+MariaDB. Tests drive the platform through the official Kubernetes client and hvac only. The two
+MariaDB servers of the MySQL failover group start once per session (`mysql_servers`); a module
+that needs them starts its platform with them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pymysql
 import pytest
 from kubernetes import client, config
 
+from devstack.mysql_group import MysqlGroup
 from devstack.platform import Platform, start_platform
 from tenantdb.core.mariadbdatabase.manifests import build_client_certificate, build_service_account
 
@@ -109,6 +112,14 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     running = start_platform(tmp_path_factory.mktemp("platform"), ("management", "edge-1"))
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="session")
+def mysql_servers() -> Iterator[MysqlGroup]:
+    """The failover group's two real MariaDB servers, started once for the session."""
+    group = MysqlGroup.start()
+    yield group
+    group.stop()
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -234,6 +235,16 @@ def _provision_through_the_api(state: Path, names: dict[str, str]) -> str:
     return username
 
 
+def _answers(address: str) -> bool:
+    """Whether something accepts TCP connections at host:port."""
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
 @pytest.mark.slow
 def test_devstack_up_is_ready_fast_and_cleans_up_on_sigint(
     devstack_up: tuple[subprocess.Popen[str], float, Path],
@@ -244,6 +255,12 @@ def test_devstack_up_is_ready_fast_and_cleans_up_on_sigint(
     env = _env(state)
     assert env["TENANTDB_KUBECONFIG"] == str(state / "kubeconfig")
     assert env["DEVSTACK_MARIADB_ADDR"] == "127.0.0.1:3306"
+    services = json.loads((state / "services.json").read_text())
+    group_sites = [
+        services[f"mysql-main-{site}-internal.bloodraven.svc.cluster.local:3306"]
+        for site in ("dc1", "dc2")
+    ]
+    assert all(_answers(address) for address in group_sites)
     tag = suffix()
     names = {policy: f"up_{tag}_{policy.lower()}" for policy in ("Delete", "Skip", "unset")}
     try:
@@ -256,6 +273,7 @@ def test_devstack_up_is_ready_fast_and_cleans_up_on_sigint(
         assert not schema_exists(names["Delete"])
         assert not schema_exists(names["unset"])
         assert schema_exists(names["Skip"])
+        assert not any(_answers(address) for address in group_sites)
     finally:
         session = root_sql()
         with session.cursor() as cursor:
