@@ -672,6 +672,7 @@ def _write_env(platform: Platform) -> None:
     directory = platform.state_dir
     env = {
         "TENANTDB_KUBECONFIG": str(platform.kubeconfig_path),
+        "TENANTDB_ADDRESS_MAP_FILE": str(directory / "services.json"),
         "TENANTDB_MANAGEMENT_CONTEXT": MANAGEMENT,
         "DEVSTACK_KUBECONFIG": str(platform.kubeconfig_path),
         "DEVSTACK_MARIADB_ADDR": f"{platform.mariadb.host}:{platform.mariadb.port}",

@@ -11,9 +11,9 @@ term starts empty. It must never hold an object's body (Secrets!), list anything
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mariadbdatabase.mappers import compute_control_plane_index_key
@@ -23,6 +23,8 @@ from tenantdb.core.watching import (
     compute_keystone_placement,
     compute_order_index_entry,
 )
+
+T = TypeVar("T")
 
 ObjectName = tuple[str, str]
 """An object's (namespace, name) within one watch."""
@@ -46,6 +48,15 @@ class SharedIndex:
         self._placements: dict[ObjectName, ControlPlane] = {}
         self.orders_synced = threading.Event()
         self.control_planes_synced = threading.Event()
+        self._extensions: dict[str, object] = {}
+
+    def extension(self, name: str, build: Callable[[], T]) -> T:
+        """The index a kind's routes keep of their own in this term, built on first use."""
+        with self._lock:
+            found = self._extensions.get(name)
+            if found is None:
+                found = self._extensions[name] = build()
+        return found  # type: ignore[return-value]
 
     # -- management-cluster orders ---------------------------------------------------------------
 

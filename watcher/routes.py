@@ -47,7 +47,7 @@ LISTED = "LISTED"
 OWN_WRITE = "OWN_WRITE"
 """Counted for an event that is the echo of tenantdb's own write, and so names no order."""
 
-ROUTE_MODULES = ("watcher.mariadbdatabase",)
+ROUTE_MODULES = ("watcher.mariadbdatabase", "watcher.mysqldatabase")
 """The modules declaring the routes of tenantdb's own kinds."""
 
 

@@ -18,7 +18,12 @@ from tenantdb.adapters.metrics import mark_process_dead, serve
 from tenantdb.logs import configure_logging
 from tenantdb.settings import load_settings
 
-TASK_MODULES = ("tasks.reconcile", "tasks.chain", "tasks.mariadbdatabase")
+TASK_MODULES = (
+    "tasks.reconcile",
+    "tasks.chain",
+    "tasks.mariadbdatabase",
+    "tasks.mysqldatabase",
+)
 """The task modules of every worker: the entry, the chain protocol, and each kind's declaration."""
 
 app = build_celery_app(load_settings(), include=(*TASK_MODULES, *load_settings().kind_module_names))

@@ -83,6 +83,11 @@ SECRET_STORE = Resource("external-secrets.io", "v1", "secretstores", "SecretStor
 CLUSTER_SECRET_STORE = Resource(
     "external-secrets.io", "v1", "clustersecretstores", "ClusterSecretStore", namespaced=False
 )
+EVENT = Resource("", "v1", "events", "Event")
+MYSQL_DATABASE = Resource("shipstream.io", "v1alpha1", "mysqldatabases", "MysqlDatabase")
+MYSQL_FAILOVER_GROUP = Resource(
+    "shipstream.io", "v1alpha1", "mysqlfailovergroups", "MysqlFailoverGroup"
+)
 CUSTOM_RESOURCE_DEFINITION = Resource(
     "apiextensions.k8s.io",
     "v1",
@@ -106,6 +111,9 @@ KNOWN_RESOURCES: tuple[Resource, ...] = (
     VAULT_DYNAMIC_SECRET,
     SECRET_STORE,
     CLUSTER_SECRET_STORE,
+    EVENT,
+    MYSQL_DATABASE,
+    MYSQL_FAILOVER_GROUP,
     CUSTOM_RESOURCE_DEFINITION,
 )
 _BY_KIND = {(r.api_version, r.kind): r for r in KNOWN_RESOURCES}

@@ -318,6 +318,9 @@ class AdminPool:
         }
         if target.ca_pem is not None:
             options["ssl"] = tls_context(target.ca_pem, target.server_name)
+        else:
+            # Without it PyMySQL "prefers" TLS: unverified, on a new SSLContext per connect.
+            options["ssl_disabled"] = True
         secrets = [login.password, login.root_password]
         try:
             connection = self._login(options, login)

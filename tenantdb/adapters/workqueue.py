@@ -288,6 +288,10 @@ class WorkQueueKeys:
         """The resourceVersion of tenantdb's last write of one object."""
         return f"{self.prefix}written:{cluster}/{kind}/{namespace}/{name}"
 
+    def period(self, name: str, key: OrderKey) -> str:
+        """The claim of an order's periodic work ``name`` (e.g. a drift check)."""
+        return f"{self.prefix}period:{name}:{key}"
+
     @property
     def lock_prefix(self) -> str:
         """What the lock names start with (the scripts append the key)."""
@@ -496,6 +500,17 @@ class WorkQueue:
             cluster, str(obj.get("kind", "")), str(meta.get("namespace", "")), str(meta.get("name"))
         )
         return _text(self.redis.get(key)) == str(version)
+
+    def claim_period(self, name: str, key: OrderKey, period_ms: int) -> bool:
+        """Whether the periodic work ``name`` of an order is due; claim it for a period if so.
+
+        A claim lasts ``period_ms``; ``release_period`` gives it back early (the work failed).
+        """
+        return bool(self.redis.set(self.keys.period(name, key), "1", nx=True, px=period_ms))
+
+    def release_period(self, name: str, key: OrderKey) -> None:
+        """Give back a claim of ``claim_period``: the work is due again at once."""
+        self.redis.delete(self.keys.period(name, key))
 
     def holds(self, lease: Lease) -> bool:
         """Whether the lease is still ours, without renewing it."""

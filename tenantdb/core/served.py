@@ -13,6 +13,8 @@ from typing import Any
 from tenantdb.core.kinds import KindIdentity
 from tenantdb.core.mariadbdatabase import crd as mariadbdatabase_crd
 from tenantdb.core.mariadbdatabase import naming as mariadbdatabase
+from tenantdb.core.mysqldatabase import crd as mysqldatabase_crd
+from tenantdb.core.mysqldatabase import naming as mysqldatabase
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +27,7 @@ class ServedKind:
 
 SERVED_KINDS: tuple[ServedKind, ...] = (
     ServedKind(mariadbdatabase.IDENTITY, mariadbdatabase_crd.build_crd),
+    ServedKind(mysqldatabase.IDENTITY, mysqldatabase_crd.build_crd),
 )
 
 

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -31,6 +32,7 @@ import pymysql
 import pytest
 import redis
 
+from devstack.mysql_group import MysqlGroup
 from devstack.platform import Platform, start_platform
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import (
@@ -274,6 +276,23 @@ def stack_env() -> dict[str, str]:
     return {}
 
 
+@pytest.fixture(scope="session")
+def mysql_group() -> Iterator[MysqlGroup]:
+    """The two MariaDB servers every test of the session shares (reset per platform)."""
+    with tempfile.TemporaryDirectory(prefix="tenantdb-e2e-mysql-") as directory:
+        group = MysqlGroup.start(Path(directory))
+        try:
+            yield group
+        finally:
+            group.stop()
+
+
+@pytest.fixture
+def platform_options() -> dict[str, Any]:
+    """Keyword arguments of ``start_platform`` for ``stack``; a test module may override it."""
+    return {}
+
+
 @pytest.fixture
 def stack(
     request: pytest.FixtureRequest,
@@ -281,13 +300,16 @@ def stack(
     key_prefix: str,
     real_redis: redis.Redis,
     stack_env: dict[str, str],
+    platform_options: dict[str, Any],
 ) -> Iterator[Stack]:
     """A fresh platform with tenantdb's watcher, two workers and beat running on it.
 
     Its target clusters are ``edge-1``, or the names a test passes as the fixture's parameter.
     """
     targets = tuple(getattr(request, "param", ("edge-1",)))
-    platform = start_platform(tmp_path / "devstack", clusters=("management", *targets))
+    platform = start_platform(
+        tmp_path / "devstack", clusters=("management", *targets), **platform_options
+    )
     logs = tmp_path / "logs"
     logs.mkdir()
     running = Stack(platform, key_prefix, logs, extra_env=stack_env)

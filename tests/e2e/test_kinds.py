@@ -78,7 +78,7 @@ def test_the_cli_refuses_a_key_of_a_kind_nothing_serves(stack: Stack) -> None:
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [
         "tenantdb: order key 'gadget/tenant-a/x': kind 'gadget' is not served"
-        " (known kinds: mariadbdatabase, widget)"
+        " (known kinds: mariadbdatabase, mysqldatabase, widget)"
     ]
 
 

@@ -114,7 +114,15 @@ def test_a_target_cluster_order_picks_up_a_new_endpoint_at_its_refresh(
         15,
         "the refresh to deliver the new endpoint",
     )
-    assert (stack.order(name, cluster="edge-1") or {})["status"]["host"] == "localhost"
+    # The step writes the Secret first and the order's status right after it.
+    wait_for(
+        lambda: (
+            ((stack.order(name, cluster="edge-1") or {}).get("status") or {}).get("host")
+            == "localhost"
+        ),
+        10,
+        "the order's status to show the new endpoint",
+    )
 
 
 def test_reconcile_from_a_shell_waits_and_reports(stack: Stack) -> None:

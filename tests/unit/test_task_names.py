@@ -23,6 +23,8 @@ MARIADB_TASKS = {
     "tenantdb.mariadbdatabase.teardown.database",
     "tenantdb.mariadbdatabase.teardown.secret",
     "tenantdb.mariadbdatabase.teardown.finalize",
+    "tenantdb.mysqldatabase.provision.apply",
+    "tenantdb.mysqldatabase.teardown.drop",
 }
 
 
@@ -30,7 +32,11 @@ def test_a_worker_registers_exactly_the_documented_tasks() -> None:
     app.loader.import_default_modules()
     # Other kinds' modules a test process imported register beside these; only ours are pinned.
     ours = {
-        n for n in app.tasks if n.startswith(("tenantdb.reconcile.", "tenantdb.mariadbdatabase."))
+        n
+        for n in app.tasks
+        if n.startswith(
+            ("tenantdb.reconcile.", "tenantdb.mariadbdatabase.", "tenantdb.mysqldatabase.")
+        )
     }
     assert ours == MARIADB_TASKS
 

@@ -335,3 +335,13 @@ def render_drop(plan: DeletionPlan, observed: Observed, dialect: Dialect) -> tup
         out.append(sql.drop_database(plan.database))
     out.extend(sql.drop_user(username) for username in plan.drop_users)
     return tuple(out)
+
+
+def drift_repaired_event(plan: ApplyPlan, site: str) -> Event:
+    """The Event of a drift check that sent something: what it sent again, values hidden."""
+    shown = "; ".join(s.shown for s in plan.statements)
+    return Event(
+        EventType.NORMAL,
+        "DriftRepaired",
+        f"re-applied what changed on site {site} out of band: {shown}",
+    )

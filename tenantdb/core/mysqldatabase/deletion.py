@@ -204,3 +204,15 @@ def _unique(names: Iterable[str]) -> tuple[str, ...]:
     for name in names:
         seen.setdefault(name, None)
     return tuple(seen)
+
+
+def dropped_event(plan: DeletionPlan, site: str) -> Event:
+    """The Event of a drop that ran: what it dropped, and on which site."""
+    db, users = plan.database, ", ".join(plan.drop_users)
+    if plan.drop_database and users:
+        text = f'dropped database "{db}" and user(s) "{users}" on site {site}'
+    elif plan.drop_database:
+        text = f'dropped database "{db}" on site {site} (owner user left untouched)'
+    else:
+        text = f'dropped user(s) "{users}" on site {site} (database left untouched)'
+    return Event(EventType.NORMAL, "DatabaseDropped", f"deletionPolicy=Delete: {text}")

@@ -35,6 +35,21 @@ from tenantdb.core.mysqldatabase.validation import (
     validate_spec,
 )
 
+EARLY_REASONS = frozenset(
+    {
+        Reason.GROUP_NOT_FOUND,
+        Reason.GROUP_TERMINATING,
+        Reason.NO_ACTIVE_SITE,
+        Reason.RESTORE_IN_PROGRESS,
+        Reason.PLANNED_FAILOVER_IN_PROGRESS,
+        Reason.OWNER_SECRET_MISSING,
+        Reason.OWNER_SECRET_INCOMPLETE,
+        Reason.INVALID_SPEC,
+    }
+)
+"""The gates decided from the group and the owner Secret alone: a pass stopped by one of them
+needs neither the group's credential Secrets nor the peer orders read."""
+
 PENDING_REQUEUE_BASE = timedelta(seconds=15)
 PENDING_REQUEUE_JITTER = timedelta(seconds=30)
 FAILED_REQUEUE = timedelta(seconds=60)

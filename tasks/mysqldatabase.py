@@ -1,0 +1,567 @@
+"""The MysqlDatabase kind on the scaffold: its gates, its apply and drop steps, its records.
+
+The entry reads the order's group, its owner Secret, the group's credential Secrets and the
+peer orders of the namespace (only as far as the cheaper gates let it), and runs the gates of
+``tenantdb.core.mysqldatabase.gates``. A gate that stops the pass records Pending or Failed.
+An order whose fingerprint matches its last apply opens no connection and sends no statement;
+once per ``TENANTDB_MYSQL_VERIFY_SECONDS`` it is checked against the server instead, with one
+read-only query, and only what drifted is sent again. Otherwise the ``apply`` step connects to
+the group's primary, looks once, and either refuses (no SQL, no record) or writes the
+write-ahead stamp, runs the statements ``tenantdb.core.mysqldatabase.apply`` planned and
+writes the Ready stamp. A deleting order follows ``plan_deletion``: retained and never-applied
+orders release at once without a connection, a fenced or leaderless group defers the drop,
+and the ``drop`` step revokes, drops what the order created and releases the finalizer.
+
+An apply or a release wakes the order's peers on the same group, so an order a conflict
+refused looks again when the order it yielded to changed. Passwords are read from their
+Secrets in the step that binds them and are never in a note, a status, a log line or an Event.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from tasks.chain import StepContext, StepResult
+from tasks.reconcile import PassContext, PassOutcome
+from tasks.runtime import PerRegistry, workqueue
+from tasks.scaffold import Admission, KindSpec, Plan, Step, declare_kind, remember_write
+from tenantdb.adapters.mysql_orders import CredentialError, MysqlOrders, SecretData
+from tenantdb.adapters.mysqladmin import AdminError, AdminSession, TLSRequiredError, admin_pool
+from tenantdb.core.keys import OrderKey
+from tenantdb.core.mysqldatabase import sql
+from tenantdb.core.mysqldatabase.apply import (
+    OWNER_PASSWORD,
+    Claims,
+    Records,
+    Refusal,
+    drift_repaired_event,
+    parse_observation,
+    plan_apply,
+    render_drop,
+    usernames_to_observe,
+)
+from tenantdb.core.mysqldatabase.deletion import (
+    DeletionPlan,
+    DeletionStep,
+    Event,
+    EventType,
+    dropped_event,
+    plan_deletion,
+)
+from tenantdb.core.mysqldatabase.gates import (
+    EARLY_REASONS,
+    FAILED_REQUEUE,
+    PENDING_REQUEUE_BASE,
+    PENDING_REQUEUE_JITTER,
+    GateDecision,
+    plan_gates,
+)
+from tenantdb.core.mysqldatabase.group import compute_active_site, compute_fence
+from tenantdb.core.mysqldatabase.naming import IDENTITY
+from tenantdb.core.mysqldatabase.principals import (
+    GroupSecretInvalidError,
+    GroupSecretUnreadableError,
+    compute_reserved_usernames,
+)
+from tenantdb.core.mysqldatabase.reading import (
+    check_active_site,
+    claim_of,
+    compute_deletion_observation,
+    compute_gate_observation,
+    group_name,
+    group_secret_names,
+    needs_group_for_deletion,
+    needs_secret_username,
+    owner_secret_name,
+    peers_on_group,
+    sibling_claims,
+    sibling_of,
+)
+from tenantdb.core.mysqldatabase.reasons import Phase, Reason
+from tenantdb.core.mysqldatabase.status import (
+    compute_creating_status,
+    compute_deleting_status,
+    compute_ready_status,
+    compute_stopped_status,
+)
+from tenantdb.core.mysqldatabase.validation import ValidSpec
+from tenantdb.core.paths import Verdict
+from tenantdb.core.tasknames import Queue
+from tenantdb.settings import load_settings
+
+log = logging.getLogger(__name__)
+
+orders = PerRegistry(MysqlOrders)
+"""The MysqlDatabase reads and writes of this worker process."""
+
+VERIFY = "mysql-verify"
+"""The periodic work of a Ready order: its drift check."""
+
+# -- what a pass carries -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What the entry's gates decided and read (in memory only)."""
+
+    decision: GateDecision
+    group: dict[str, Any] | None = None
+    reserved: frozenset[str] = frozenset()
+    peers: tuple[dict[str, Any], ...] = ()
+    owner_version: str = ""
+
+
+@dataclass(frozen=True)
+class ApplyNote:
+    """What the apply step acts on; no credential."""
+
+    order: dict[str, Any]
+    spec: ValidSpec
+    applied_hash: str
+    group: str
+    group_uid: str
+    site: str
+    owner_secret: str
+    owner_version: str
+    reserved: tuple[str, ...]
+    siblings: dict[str, str]
+    peers: tuple[str, ...]
+    repair: bool
+
+
+@dataclass(frozen=True)
+class DropNote:
+    """What the drop step acts on; no credential."""
+
+    order: dict[str, Any]
+    plan: DeletionPlan
+    group: str
+    group_uid: str
+    site: str
+    peers: tuple[str, ...] = field(default=())
+
+
+# -- small helpers -------------------------------------------------------------------------------
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _pending_wait() -> float:
+    jitter = random.random() * PENDING_REQUEUE_JITTER.total_seconds()  # noqa: S311 - load spreading
+    return PENDING_REQUEUE_BASE.total_seconds() + jitter
+
+
+def _wait_for(phase: Phase) -> float:
+    return FAILED_REQUEUE.total_seconds() if phase is Phase.FAILED else _pending_wait()
+
+
+def _verify_seconds() -> float:
+    return load_settings().mysql_verify_seconds
+
+
+def _meta(order: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = order.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _status(order: Mapping[str, Any]) -> dict[str, Any]:
+    status = order.get("status")
+    return dict(status) if isinstance(status, Mapping) else {}
+
+
+def _generation(order: Mapping[str, Any]) -> int:
+    value = _meta(order).get("generation")
+    return value if isinstance(value, int) else 0
+
+
+def _write(key: OrderKey, order: dict[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+    written = orders().write_status(key, order, status)
+    if written is not order:
+        remember_write(key.cluster, written)
+    return written
+
+
+def _events(
+    key: OrderKey, order: Mapping[str, Any], events: tuple[Event, ...] | list[Event]
+) -> None:
+    for event in events:
+        orders().event(key, order, event)
+
+
+def _stop(
+    ctx: PassContext | StepContext,
+    order: dict[str, Any],
+    phase: Phase,
+    reason: Reason,
+    message: str,
+    *,
+    base: Mapping[str, Any] | None = None,
+) -> float:
+    """Record Pending or Failed (a Failed one as a Warning Event too); the wait before retrying.
+
+    ``base`` is the status the stop is recorded over (the stored one unless given).
+    """
+    ctx.guard.check()
+    status = compute_stopped_status(
+        _status(order) if base is None else base,
+        phase=phase,
+        reason=reason,
+        message=message,
+        generation=_generation(order),
+        now=_now(),
+    )
+    _write(ctx.key, order, status)
+    if phase is Phase.FAILED:
+        orders().event(ctx.key, order, Event(EventType.WARNING, str(reason), message))
+    log.info("%s: %s", reason, message, extra={"order": str(ctx.key)})
+    return _wait_for(phase)
+
+
+def _wake(peers: tuple[str, ...], namespace: str) -> None:
+    """Ask for a pass of each peer order: what it is checked against changed."""
+    queue = workqueue()
+    for name in peers:
+        queue.enqueue(IDENTITY.key(namespace, name))
+
+
+def _peer_names(order: Mapping[str, Any], peers: tuple[dict[str, Any], ...]) -> tuple[str, ...]:
+    return tuple(str(_meta(p).get("name")) for p in peers_on_group(peers, order))
+
+
+# -- the entry -----------------------------------------------------------------------------------
+
+
+def admit(ctx: PassContext, order: dict[str, Any], previous: Gate | None) -> Admission[Gate]:
+    """Run the gates, reading only as far as they need."""
+    if previous is not None:
+        return Admission(Verdict(True, previous.decision.phase is None), previous)
+    kube, key = orders(), ctx.key
+    group = kube.group(key, group_name(order))
+    owner = kube.owner(key, owner_secret_name(order))
+    first = plan_gates(compute_gate_observation(order, group, owner, {}))
+    if first.reason in EARLY_REASONS or group is None:
+        return Admission(Verdict(True, False), Gate(first, group))
+    group_secrets = kube.group_secrets(key, group_secret_names(group))
+    peers = tuple(peers_on_group(kube.orders(key), order))
+    me = claim_of(order, owner.username if owner else None)
+    peer_users: dict[str, str] = {}
+    for peer in peers:
+        if needs_secret_username(me, claim_of(peer, None)):
+            found = kube.owner(key, owner_secret_name(peer))
+            if found is not None and found.username:
+                peer_users[str(_meta(peer).get("name"))] = found.username
+    observed = compute_gate_observation(order, group, owner, group_secrets, peers, peer_users)
+    decision = plan_gates(observed)
+    try:
+        reserved = compute_reserved_usernames(group_secrets)
+    except (GroupSecretUnreadableError, GroupSecretInvalidError):
+        reserved = frozenset()
+    gate = Gate(decision, group, reserved, peers, owner.resource_version if owner else "")
+    return Admission(Verdict(True, decision.phase is None), gate)
+
+
+def gated(ctx: PassContext, order: dict[str, Any], gate: Gate) -> PassOutcome:
+    """Record why a gate stopped the pass."""
+    decision = gate.decision
+    phase, reason = decision.phase or Phase.PENDING, decision.reason or Reason.GROUP_NOT_FOUND
+    wait = _stop(ctx, order, phase, reason, decision.message)
+    return PassOutcome(str(reason), requeue_after=wait)
+
+
+def plan(ctx: PassContext, order: dict[str, Any], gate: Gate) -> Plan:
+    """Apply when the inputs moved; check for drift when the verify period is due."""
+    decision, group = gate.decision, gate.group or {}
+    repair = decision.up_to_date
+    if repair:
+        period_ms = int(_verify_seconds() * 900)  # a little under the period: the come-back
+        if not workqueue().claim_period(VERIFY, ctx.key, period_ms):
+            return Plan((), converged=True)
+    if decision.spec is None:  # the gates let the pass on only with a valid spec
+        raise RuntimeError("the gates passed without a validated spec")
+    siblings = [sibling_of(p) for p in gate.peers]
+    note = ApplyNote(
+        order=order,
+        spec=decision.spec,
+        applied_hash=decision.applied_hash,
+        group=group_name(order),
+        group_uid=str(_meta(group).get("uid", "")),
+        site=compute_active_site(group),
+        owner_secret=owner_secret_name(order),
+        owner_version=gate.owner_version,
+        reserved=tuple(sorted(gate.reserved)),
+        siblings=sibling_claims(siblings),
+        peers=_peer_names(order, gate.peers),
+        repair=repair,
+    )
+    return Plan(("apply",), note, converged=True, reason="Verifying" if repair else "Applying")
+
+
+def settle(ctx: PassContext, order: dict[str, Any], gate: Gate, plan: Plan) -> PassOutcome:
+    """Nothing to send: the order is as its last apply left it."""
+    return PassOutcome("UpToDate", requeue_after=_verify_seconds())
+
+
+# -- the apply step ------------------------------------------------------------------------------
+
+
+def _group_moved(note: ApplyNote | DropNote, group: Mapping[str, Any] | None) -> bool:
+    if group is None:
+        return True
+    uid = str(_meta(group).get("uid", ""))
+    return (
+        uid != note.group_uid
+        or compute_active_site(group) != note.site
+        or bool(compute_fence(group))
+    )
+
+
+def _unreachable(note: ApplyNote | DropNote, problem: str) -> str:
+    return f'cannot reach the primary of group "{note.group}": {problem}'
+
+
+def apply(ctx: StepContext, note: ApplyNote) -> StepResult:
+    """Connect to the primary, look once, then refuse or apply and record."""
+    kube, key, order = orders(), ctx.key, note.order
+    owner = kube.secret(key, note.owner_secret)
+    group = kube.group(key, note.group)
+    if owner is None or owner.resource_version != note.owner_version or _group_moved(note, group):
+        return StepResult("InputsMoved", done=True, again=True)
+    assert group is not None  # noqa: S101 - _group_moved said so
+    problem = check_active_site(group, note.site)
+    if problem is not None:
+        wait = _stop(
+            ctx, order, Phase.PENDING, Reason.PRIMARY_UNAVAILABLE, _unreachable(note, problem)
+        )
+        return StepResult(str(Reason.PRIMARY_UNAVAILABLE), done=True, requeue_after=wait)
+    try:
+        target, login = kube.admin(key, group, note.site)
+        with admin_pool().session(target, login) as session:
+            return _apply_on(ctx, note, session, owner)
+    except (CredentialError, TLSRequiredError) as error:
+        message = _unreachable(note, str(error))
+    except AdminError as failure:
+        if not failure.transient:
+            raise
+        message = _unreachable(note, str(failure))
+    if note.repair:
+        workqueue().release_period(VERIFY, key)
+    wait = _stop(ctx, order, Phase.PENDING, Reason.PRIMARY_UNAVAILABLE, message)
+    return StepResult(str(Reason.PRIMARY_UNAVAILABLE), done=True, requeue_after=wait)
+
+
+def _apply_on(
+    ctx: StepContext, note: ApplyNote, session: AdminSession, owner: SecretData
+) -> StepResult:
+    key, order, spec = ctx.key, note.order, note.spec
+    prior = _status(order)
+    records = Records.of(prior)
+    rows = session.query(sql.read_only_query(session.dialect))
+    read_only = bool(rows and rows[0][0])
+    observed = parse_observation(
+        read_only,
+        session.query(sql.observe_query(spec.database_name, usernames_to_observe(spec, records))),
+    )
+    decided = plan_apply(
+        spec,
+        records,
+        observed,
+        dialect=session.dialect,
+        group=note.group,
+        site=note.site,
+        claims=Claims(frozenset(note.reserved), note.siblings),
+        repair=note.repair,
+    )
+    if isinstance(decided, Refusal):
+        wait = _stop(ctx, order, decided.phase, decided.reason, decided.message)
+        return StepResult(str(decided.reason), done=True, requeue_after=wait)
+    if note.repair and not decided.statements:
+        return StepResult("Verified", done=True, requeue_after=_verify_seconds())
+    generation = _generation(order)
+    stored = order
+    if not note.repair:
+        ctx.guard.check()
+        creating = compute_creating_status(
+            prior, spec=spec, site=note.site, generation=generation, now=_now()
+        )
+        stored = _write(key, order, creating)
+    ctx.guard.check()
+    try:
+        session.execute(decided.statements, {OWNER_PASSWORD: owner.values.get("password", "")})
+    except AdminError as failure:
+        # Records of a stamp none of whose statements ran are withdrawn in the same write.
+        base = _status(stored) if session.executed else prior
+        if failure.transient:
+            message = f'transient MySQL error on group "{note.group}": {failure}'
+            wait = _stop(ctx, stored, Phase.PENDING, Reason.PRIMARY_UNAVAILABLE, message, base=base)
+            return StepResult(str(Reason.PRIMARY_UNAVAILABLE), done=True, requeue_after=wait)
+        wait = _stop(ctx, stored, Phase.FAILED, Reason.MYSQL_ERROR, str(failure), base=base)
+        return StepResult(str(Reason.MYSQL_ERROR), done=True, requeue_after=wait)
+    ready = compute_ready_status(
+        _status(stored),
+        spec=spec,
+        site=note.site,
+        applied_hash=note.applied_hash,
+        generation=generation,
+        now=_now(),
+    )
+    ctx.guard.check()
+    stored = _write(key, stored, ready)
+    repaired = [drift_repaired_event(decided, note.site)] if note.repair else []
+    _events(key, stored, [*decided.events, *repaired])
+    workqueue().claim_period(VERIFY, key, int(_verify_seconds() * 900))
+    if not note.repair:
+        _wake(note.peers, key.namespace)
+    return StepResult(
+        "Repaired" if note.repair else "Applied", done=True, requeue_after=_verify_seconds()
+    )
+
+
+# -- teardown ------------------------------------------------------------------------------------
+
+
+def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan:
+    """Decide what deleting the order removes, reading only what the decision needs."""
+    kube, key = orders(), ctx.key
+    group = kube.group(key, group_name(order)) if needs_group_for_deletion(order) else None
+    reserved: frozenset[str] | None = None
+    peers: tuple[dict[str, Any], ...] = ()
+    if group is not None:
+        try:
+            reserved = compute_reserved_usernames(
+                kube.group_secrets(key, group_secret_names(group))
+            )
+        except (GroupSecretUnreadableError, GroupSecretInvalidError):
+            reserved = None
+        peers = tuple(peers_on_group(kube.orders(key), order))
+    decided = plan_deletion(compute_deletion_observation(order, group, reserved, peers))
+    peer_names = _peer_names(order, peers)
+    if decided.step is not DeletionStep.DROP:
+        return Plan((), local=(decided, peer_names))
+    note = DropNote(
+        order=order,
+        plan=decided,
+        group=group_name(order),
+        group_uid=str(_meta(group or {}).get("uid", "")),
+        site=compute_active_site(group or {}),
+        peers=peer_names,
+    )
+    return Plan(("drop",), note, reason="Dropping")
+
+
+def _stamp_deleting(
+    ctx: PassContext | StepContext, order: dict[str, Any], message: str = ""
+) -> dict[str, Any]:
+    ctx.guard.check()
+    database = str((order.get("spec") or {}).get("databaseName") or "")
+    status = compute_deleting_status(
+        _status(order),
+        database=database,
+        message=message,
+        generation=_generation(order),
+        now=_now(),
+    )
+    return _write(ctx.key, order, status)
+
+
+def _release(ctx: PassContext | StepContext, order: dict[str, Any], peers: tuple[str, ...]) -> str:
+    ctx.guard.check()
+    kept = [f for f in _meta(order).get("finalizers") or () if f != IDENTITY.finalizer]
+    orders().set_finalizers(ctx.key, order, kept)
+    _wake(peers, ctx.key.namespace)
+    return "FinalizerReleased"
+
+
+def finalize(ctx: PassContext, order: dict[str, Any], plan: Plan) -> PassOutcome:
+    """Release the finalizer, or defer the drop with the order saying why."""
+    decided, peers = plan.local if isinstance(plan.local, tuple) else (None, ())
+    if not isinstance(decided, DeletionPlan):
+        raise RuntimeError("a teardown without a deletion plan")
+    if decided.step is DeletionStep.DEFER:
+        message = decided.events[0].message if decided.events else ""
+        stored = _stamp_deleting(ctx, order, message)
+        _events(ctx.key, stored, decided.events)
+        return PassOutcome("DropDeferred", requeue_after=_pending_wait())
+    _events(ctx.key, order, decided.events)
+    return PassOutcome(_release(ctx, order, peers))
+
+
+def drop(ctx: StepContext, note: DropNote) -> StepResult:
+    """Revoke and drop what the order created on the primary, then release the finalizer."""
+    kube, key, decided = orders(), ctx.key, note.plan
+    group = kube.group(key, note.group)
+    if group is None or _group_moved(note, group):
+        return StepResult("InputsMoved", done=True, again=True)
+    order = _stamp_deleting(ctx, note.order)
+    db = str((order.get("spec") or {}).get("databaseName") or "")
+    try:
+        target, login = kube.admin(key, group, note.site)
+        with admin_pool().session(target, login) as session:
+            rows = session.query(sql.read_only_query(session.dialect))
+            if rows and rows[0][0]:
+                raise AdminError(
+                    f"site {note.site} is read-only", code=None, transient=True, ran=False
+                )
+            observed = parse_observation(
+                False, session.query(sql.observe_query(db, decided.revoke))
+            )
+            ctx.guard.check()
+            session.execute(render_drop(decided, observed, session.dialect), {})
+    except (CredentialError, TLSRequiredError, AdminError) as error:
+        if isinstance(error, AdminError) and not error.transient:
+            _stamp_deleting(ctx, order, f"dropping database {db}: {error}")
+            raise
+        message = f'transient MySQL error dropping database "{db}": {error}; retrying'
+        stored = _stamp_deleting(
+            ctx, order, f'dropping database {db}: waiting for the primary of group "{note.group}"'
+        )
+        _events(key, stored, [Event(EventType.WARNING, "DatabaseDropDeferred", message)])
+        return StepResult("DropDeferred", done=True, requeue_after=_pending_wait())
+    after = kube.group(key, note.group)
+    if after is not None and compute_active_site(after) != note.site:
+        message = (
+            f'group "{note.group}"\'s active site moved from {note.site} to'
+            f" {compute_active_site(after)} during the DROP; re-verifying"
+        )
+        _events(key, order, [Event(EventType.WARNING, "DatabaseDropDeferred", message)])
+        return StepResult("DropDeferred", done=True, again=True)
+    _events(key, order, [*decided.events, dropped_event(decided, note.site)])
+    return StepResult(_release(ctx, order, note.peers), done=True)
+
+
+SPEC = declare_kind(
+    KindSpec(
+        identity=IDENTITY,
+        read=lambda raw: raw,
+        admit=admit,
+        gated=gated,
+        plan=plan,
+        settle=settle,
+        teardown=teardown,
+        finalize=finalize,
+        steps=(
+            Step(
+                "apply",
+                Queue.PROVISION,
+                apply,
+                ApplyNote,
+                "Apply a MysqlDatabase on its group's primary (or check it for drift).",
+            ),
+        ),
+        teardown_steps=(
+            Step(
+                "drop",
+                Queue.TEARDOWN,
+                drop,
+                DropNote,
+                "Drop what a deleted MysqlDatabase created, then release its finalizer.",
+            ),
+        ),
+    )
+)

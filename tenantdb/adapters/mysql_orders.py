@@ -1,0 +1,187 @@
+"""The Kubernetes reads and writes of a MysqlDatabase pass.
+
+Owns fetching the order's MysqlFailoverGroup, Secrets (decoded, NotFound as None, every other
+failure raised so nothing is decided on a partial read), the peer orders of its namespace, and
+the admin login and site target the group's operator Secret and TLS Secret make; writing the
+order's status as a merge patch of what changed (and remembering the write, so its watch event
+wakes nothing), its finalizers and its Events. Decoded Secret values stay in the caller's
+memory: they are never logged, stored or put in an exception.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenantdb.adapters.clusters import ClusterRegistry
+from tenantdb.adapters.events import record_event
+from tenantdb.adapters.kube import (
+    MYSQL_DATABASE,
+    MYSQL_FAILOVER_GROUP,
+    SECRET,
+    KubeClient,
+    NotFoundError,
+)
+from tenantdb.adapters.mysqladmin import AdminLogin, Target, site_address, site_server_name
+from tenantdb.core.keys import OrderKey
+from tenantdb.core.mysqldatabase.deletion import Event
+from tenantdb.core.mysqldatabase.gates import OwnerSecret
+from tenantdb.core.mysqldatabase.reading import (
+    compute_status_patch,
+    operator_secret_name,
+    tls_secret_name,
+)
+
+_DSN = re.compile(r"^(?P<user>[^:@/]*)(?::(?P<password>[^@]*))?@")
+
+
+class CredentialError(Exception):
+    """The group's admin credential cannot be read or is not usable; names no value."""
+
+
+@dataclass(frozen=True)
+class SecretData:
+    """A Secret's identity and its decoded values (kept in memory only)."""
+
+    uid: str
+    resource_version: str
+    values: Mapping[str, str] = field(repr=False)
+
+
+def decode(secret: Mapping[str, Any]) -> SecretData:
+    """A stored Secret's identity and decoded data (undecodable values read as empty)."""
+    meta = secret.get("metadata") or {}
+    values: dict[str, str] = {}
+    for key, value in (secret.get("data") or {}).items():
+        try:
+            values[str(key)] = base64.b64decode(str(value), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            values[str(key)] = ""
+    return SecretData(str(meta.get("uid", "")), str(meta.get("resourceVersion", "")), values)
+
+
+class MysqlOrders:
+    """The Kubernetes side of MysqlDatabase passes, on every registered cluster."""
+
+    def __init__(self, clusters: ClusterRegistry) -> None:
+        """Bind to the clusters orders live on."""
+        self.clusters = clusters
+
+    def client(self, key: OrderKey) -> KubeClient:
+        """The client of the order's cluster."""
+        return self.clusters.get(key.cluster)
+
+    def group(self, key: OrderKey, name: str) -> dict[str, Any] | None:
+        """The order's MysqlFailoverGroup; None when it does not exist."""
+        if not name:
+            return None
+        return self.client(key).get_or_none(MYSQL_FAILOVER_GROUP, key.namespace, name)
+
+    def secret(self, key: OrderKey, name: str) -> SecretData | None:
+        """A Secret of the order's namespace, decoded; None when it does not exist."""
+        if not name:
+            return None
+        raw = self.client(key).get_or_none(SECRET, key.namespace, name)
+        return None if raw is None else decode(raw)
+
+    def owner(self, key: OrderKey, name: str) -> OwnerSecret | None:
+        """An owner Secret as the gates see it (whether a password is set, never which)."""
+        data = self.secret(key, name)
+        if data is None:
+            return None
+        values = data.values
+        return OwnerSecret(
+            data.uid,
+            data.resource_version,
+            values.get("username", ""),
+            bool(values.get("password")),
+        )
+
+    def group_secrets(
+        self, key: OrderKey, names: tuple[str, ...]
+    ) -> dict[str, Mapping[str, str] | None]:
+        """The group's credential Secrets by name; None for one that does not exist."""
+        found: dict[str, Mapping[str, str] | None] = {}
+        for name in names:
+            data = self.secret(key, name)
+            found[name] = None if data is None else data.values
+        return found
+
+    def orders(self, key: OrderKey) -> list[dict[str, Any]]:
+        """Every MysqlDatabase of the order's namespace."""
+        return self.client(key).list_objects(MYSQL_DATABASE, key.namespace)
+
+    def admin(
+        self, key: OrderKey, group: Mapping[str, Any], site: str
+    ) -> tuple[Target, AdminLogin]:
+        """Where and as whom to connect for the group's active site.
+
+        Raises:
+            CredentialError: the operator Secret (or the TLS Secret's CA) is missing or unusable.
+        """
+        meta = group.get("metadata") or {}
+        name, uid = str(meta.get("name", "")), str(meta.get("uid", ""))
+        secret_name = operator_secret_name(group)
+        data = self.secret(key, secret_name)
+        if data is None:
+            raise CredentialError(f'operator Secret "{secret_name}" not found')
+        login = _login(secret_name, data.values)
+        ca: bytes | None = None
+        tls_name = tls_secret_name(group)
+        if tls_name is not None:
+            tls = self.secret(key, tls_name)
+            ca_text = "" if tls is None else tls.values.get("ca.crt", "")
+            if not ca_text:
+                raise CredentialError(f'TLS Secret "{tls_name}" holds no ca.crt')
+            ca = ca_text.encode("ascii")
+        target = Target(
+            group=f"{key.namespace}/{name}@{uid}",
+            site=site,
+            address=site_address(name, site, key.namespace),
+            server_name=site_server_name(name, site, key.namespace),
+            ca_pem=ca,
+        )
+        return target, login
+
+    def write_status(
+        self, key: OrderKey, order: dict[str, Any], status: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Write what changed of the order's status; the order as written (or as it was)."""
+        old = order.get("status") or {}
+        patch = compute_status_patch(old, status)
+        if not patch:
+            return order
+        written = self.client(key).patch(
+            MYSQL_DATABASE, key.namespace, key.name, {"status": patch}, status=True
+        )
+        return written
+
+    def set_finalizers(
+        self, key: OrderKey, order: dict[str, Any], finalizers: list[str]
+    ) -> dict[str, Any]:
+        """Replace the order's finalizers (guarded by the resourceVersion it was read at)."""
+        return self.client(key).set_finalizers(order, finalizers)
+
+    def event(self, key: OrderKey, order: Mapping[str, Any], event: Event) -> None:
+        """Record an Event on the order."""
+        record_event(self.client(key), order, event.type.value, event.reason, event.message)
+
+
+def _login(secret_name: str, values: Mapping[str, str]) -> AdminLogin:
+    user, password = values.get("username", ""), values.get("password", "")
+    root = values.get("MYSQL_ROOT_PASSWORD", "")
+    if not user and values.get("dsn"):
+        found = _DSN.match(values["dsn"])
+        if found is None or not found["user"]:
+            raise CredentialError(f'operator Secret "{secret_name}": key dsn names no user')
+        user, password = found["user"], found["password"] or ""
+    if not user:
+        raise CredentialError(f'operator Secret "{secret_name}" carries no username')
+    return AdminLogin(user, password, root)
+
+
+__all__ = ["CredentialError", "MysqlOrders", "NotFoundError", "SecretData", "decode"]

@@ -1,0 +1,65 @@
+"""Which watch events concern which MysqlDatabases, decided without the watch. Pure.
+
+A MysqlFailoverGroup event concerns every order of its namespace naming the group; an update
+passes only when the group was recreated, starts being deleted, moves its active site or enters,
+leaves or changes its fence (heartbeat churn of its status passes nothing). A Secret event
+concerns every order naming it as owner Secret; an update passes only when its data changed,
+so a no-op re-apply by the Secret's writer wakes nothing. Fingerprints are digests: a Secret's
+values never stay in the watcher's memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from tenantdb.core.mysqldatabase.group import compute_active_site, compute_fence
+from tenantdb.core.mysqldatabase.reading import group_name, owner_secret_name
+from tenantdb.core.watching import Fingerprint
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def compute_group_fingerprint(group: Mapping[str, Any]) -> Fingerprint:
+    """What of a group its orders depend on: identity, deletion, active site, fence."""
+    meta = _meta(group)
+    fence = compute_fence(group)
+    return {
+        "metadata": {},
+        "sha256": _digest(
+            [
+                meta.get("uid"),
+                meta.get("deletionTimestamp"),
+                compute_active_site(group),
+                None if fence is None else [fence.reason, fence.message],
+            ]
+        ),
+    }
+
+
+def compute_secret_fingerprint(secret: Mapping[str, Any]) -> Fingerprint:
+    """A digest of a Secret's data (and its identity), never the data itself."""
+    return {
+        "metadata": {},
+        "sha256": _digest([_meta(secret).get("uid"), secret.get("data"), secret.get("stringData")]),
+    }
+
+
+def should_enqueue_digest_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """An update passes when the digest moved."""
+    return old.get("sha256") != new.get("sha256")
+
+
+def compute_index_entry(order: Mapping[str, Any]) -> tuple[str, str]:
+    """What the watcher keeps of an order: the group and the owner Secret it names."""
+    return group_name(order), owner_secret_name(order)

@@ -1,0 +1,230 @@
+"""What a MysqlDatabase pass reads off stored objects: its group's Secrets and sites, its peers.
+
+Reduces the raw objects a pass fetched to what the gates, the conflict check and the deletion
+plan compare: the names of the group's credential Secrets, whether the active site may take
+writes, each peer order as a ``Claim`` and a ``Sibling``, and the status patch that turns one
+stored status into another. Never a credential: a Secret reaches this module as the username
+it names, if at all. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from tenantdb.core.mysqldatabase.conflicts import Claim
+from tenantdb.core.mysqldatabase.deletion import DeletionObservation, Sibling
+from tenantdb.core.mysqldatabase.gates import GateObservation, OwnerSecret
+from tenantdb.core.mysqldatabase.group import compute_active_site, compute_fence
+
+PRIMARY_CANDIDATE = "primary-candidate"
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def group_name(order: Mapping[str, Any]) -> str:
+    """The group an order names."""
+    return _text(_map(_map(order.get("spec")).get("groupRef")).get("name"))
+
+
+def owner_secret_name(order: Mapping[str, Any]) -> str:
+    """The owner Secret an order names."""
+    return _text(_map(_map(order.get("spec")).get("owner")).get("secretName"))
+
+
+def operator_secret_name(group: Mapping[str, Any]) -> str:
+    """The Secret the group's admin credential is in (credentials mode, else the DSN Secret)."""
+    spec = _map(group.get("spec"))
+    credentials = _map(spec.get("credentials"))
+    return _text(credentials.get("operatorSecret")) or _text(spec.get("secretName"))
+
+
+def group_secret_names(group: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every credential Secret the group names, the operator's first, each once."""
+    credentials = _map(_map(group.get("spec")).get("credentials"))
+    names = [operator_secret_name(group)]
+    names += [
+        _text(credentials.get(field))
+        for field in ("appSecret", "readOnlySecret", "monitorSecret", "backupSecret")
+    ]
+    return tuple(dict.fromkeys(n for n in names if n))
+
+
+def tls_secret_name(group: Mapping[str, Any]) -> str | None:
+    """The Secret holding the group's server CA when the group asks for TLS, else None."""
+    tls = _map(group.get("spec")).get("tls")
+    if not isinstance(tls, Mapping):
+        return None
+    return _text(tls.get("secretName")) or f"{_text(_map(group.get('metadata')).get('name'))}-tls"
+
+
+def check_active_site(group: Mapping[str, Any], site: str) -> str | None:
+    """Why the active site cannot take the apply (not a primary candidate), or None."""
+    for entry in _map(group.get("spec")).get("sites") or ():
+        if isinstance(entry, Mapping) and entry.get("name") == site:
+            role = _text(entry.get("role")) or PRIMARY_CANDIDATE
+            return (
+                None
+                if role == PRIMARY_CANDIDATE
+                else f'active site "{site}" is not a {PRIMARY_CANDIDATE}'
+            )
+    return f'active site "{site}" is not a {PRIMARY_CANDIDATE}'
+
+
+def _created(meta: Mapping[str, Any]) -> datetime:
+    text = _text(meta.get("creationTimestamp"))
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return datetime.max.replace(tzinfo=UTC)
+
+
+def claim_of(order: Mapping[str, Any], secret_username: str | None) -> Claim:
+    """An order as the conflict check sees it; ``secret_username`` is what its Secret names."""
+    meta = _map(order.get("metadata"))
+    recorded = _text(_map(order.get("status")).get("ownerUser"))
+    return Claim(
+        name=_text(meta.get("name")),
+        created=_created(meta),
+        group=group_name(order),
+        database_name=_text(_map(order.get("spec")).get("databaseName")),
+        owner_secret=owner_secret_name(order),
+        owner_user=recorded or secret_username or None,
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def needs_secret_username(me: Claim, peer: Claim) -> bool:
+    """Whether the conflict check needs the username a peer's Secret names (it outranks me,
+    shares neither schema nor Secret, and has recorded no owner)."""
+    return (
+        peer.name != me.name
+        and not peer.deleting
+        and peer.group == me.group
+        and peer.owner_user is None
+        and (peer.created, peer.name) < (me.created, me.name)
+    )
+
+
+def sibling_of(order: Mapping[str, Any]) -> Sibling:
+    """An order as a drop must respect it."""
+    meta = _map(order.get("metadata"))
+    status = _map(order.get("status"))
+    grants = frozenset(
+        _text(_map(g).get("username")) for g in _map(order.get("spec")).get("grants") or ()
+    )
+    return Sibling(
+        name=_text(meta.get("name")),
+        database_name=_text(_map(order.get("spec")).get("databaseName")),
+        owner_secret=owner_secret_name(order),
+        owner_user=_text(status.get("ownerUser")) or None,
+        grants=grants,
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def peers_on_group(orders: Iterable[dict[str, Any]], me: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The other orders of the namespace on the same group."""
+    name = _text(_map(me.get("metadata")).get("name"))
+    group = group_name(me)
+    return [
+        o
+        for o in orders
+        if group_name(o) == group and _text(_map(o.get("metadata")).get("name")) != name
+    ]
+
+
+def sibling_claims(siblings: Iterable[Sibling]) -> dict[str, str]:
+    """Every username a live sibling claims (owner or grants), to the sibling's name."""
+    claims: dict[str, str] = {}
+    for sibling in siblings:
+        if sibling.deleting:
+            continue
+        for name in (sibling.owner_user, *sorted(sibling.grants)):
+            if name:
+                claims.setdefault(name, sibling.name)
+    return claims
+
+
+def compute_status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch that turns one stored status into another (a dropped field is nulled)."""
+    patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
+    patch.update({k: None for k in old if k not in new})
+    return patch
+
+
+def _generation(order: Mapping[str, Any]) -> int:
+    value = _map(order.get("metadata")).get("generation")
+    return value if isinstance(value, int) else 0
+
+
+def compute_gate_observation(
+    order: Mapping[str, Any],
+    group: Mapping[str, Any] | None,
+    owner: OwnerSecret | None,
+    group_secrets: Mapping[str, Mapping[str, str] | None],
+    peers: Iterable[Mapping[str, Any]] = (),
+    peer_users: Mapping[str, str] | None = None,
+) -> GateObservation:
+    """What the gates look at, from what the entry read (``peer_users``: the usernames the
+    owner Secrets of peers without a recorded owner name, by peer)."""
+    meta = _map(order.get("metadata"))
+    found = peer_users or {}
+    return GateObservation(
+        name=_text(meta.get("name")),
+        namespace=_text(meta.get("namespace")),
+        generation=_generation(order),
+        spec=_map(order.get("spec")),
+        status=_map(order.get("status")),
+        group=group,
+        owner_secret=owner,
+        group_secrets=group_secrets,
+        me=claim_of(order, owner.username if owner is not None else None),
+        peers=tuple(
+            claim_of(p, found.get(_text(_map(p.get("metadata")).get("name")))) for p in peers
+        ),
+    )
+
+
+def compute_deletion_observation(
+    order: Mapping[str, Any],
+    group: Mapping[str, Any] | None,
+    reserved: frozenset[str] | None,
+    peers: Iterable[Mapping[str, Any]] = (),
+) -> DeletionObservation:
+    """What the deletion plan looks at. ``group`` is None when it is gone or was not read
+    (a retained or never-applied order needs no group)."""
+    spec, status = _map(order.get("spec")), _map(order.get("status"))
+    policy = _text(spec.get("deletionPolicy")) or "Retain"
+    created = status.get("databaseCreated") is True
+    owner = _text(status.get("ownerUser"))
+    grants = [_text(_map(g).get("username")) for g in spec.get("grants") or ()]
+    applied = [_text(g) for g in status.get("appliedGrants") or ()]
+    return DeletionObservation(
+        policy=policy,
+        database_name=_text(spec.get("databaseName")),
+        database_created=created,
+        owner_user=owner,
+        pending_owner_user=_text(status.get("pendingOwnerUser")),
+        owner_secret=owner_secret_name(order),
+        grants=tuple(dict.fromkeys(g for g in (*grants, *applied) if g and g != owner)),
+        group_present=group is not None or not needs_group_for_deletion(order),
+        group=group_name(order),
+        active_site=compute_active_site(group or {}),
+        fence=compute_fence(group) if group is not None else None,
+        reserved=reserved,
+        siblings=tuple(sibling_of(p) for p in peers),
+    )
+
+
+def needs_group_for_deletion(order: Mapping[str, Any]) -> bool:
+    """Whether deleting the order may touch MySQL (policy Delete and something applied)."""
+    spec, status = _map(order.get("spec")), _map(order.get("status"))
+    return _text(spec.get("deletionPolicy")) == "Delete" and status.get("databaseCreated") is True

@@ -1,0 +1,271 @@
+"""MysqlDatabase end to end: a caller's order on the devstack's failover group of two MariaDBs.
+
+tenantdb's real watcher, workers and beat run as subprocesses on a fresh platform per test; the
+group's two MariaDB servers are shared by the session and reset for each platform.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.e2e.conftest import wait_for
+from tests.e2e.mysql_tenants import (
+    GROUP,
+    NS,
+    Tenants,
+    order_with_grant,
+    platform_options,
+    tenants,
+)
+
+pytestmark = pytest.mark.slow
+
+__all__ = ["platform_options", "tenants"]
+
+
+# -- the caller's story ------------------------------------------------------------------------
+
+
+def test_a_caller_with_only_the_example_role_gets_a_database_an_owner_and_a_grant(
+    tenants: Tenants,
+) -> None:
+    name, db, owner, grantee = order_with_grant(tenants)
+    status = tenants.status(name)
+    assert status["phase"] == "Ready"
+    assert status["ownerUser"] == owner
+    assert status["appliedGrants"] == [owner, grantee]
+    assert status["activeSite"] == "dc1"
+    assert status["databaseCreated"] is True
+    assert len(status["lastAppliedHash"]) == 16
+    assert "first-pw" not in str(status)
+    assert tenants.logs_in(owner, "first-pw")
+    assert tenants.grants(owner) == {f"GRANT ALL PRIVILEGES ON `{db}`.* TO `{owner}`@`%`"}
+    assert tenants.grants(grantee) == {f"GRANT SELECT, DELETE ON `{db}`.* TO `{grantee}`@`%`"}
+    # The grant replicated to the replica as well.
+    assert wait_for(lambda: tenants.schema_exists(db, "dc2"), 10, "the schema on dc2")
+
+
+def test_an_unchanged_reapply_issues_no_sql_and_rotations_are_secret_writes(
+    tenants: Tenants,
+) -> None:
+    name, db, owner, _ = order_with_grant(tenants)
+    time.sleep(1)
+    before = tenants.statements()
+    tenants.patch(name, {"metadata": {"annotations": {"touched": "1"}}})
+    tenants.owner_secret("acme-owner", owner, "first-pw")  # an identical re-apply
+    time.sleep(3)
+    assert tenants.statements() == before, "an unchanged order sent statements"
+    assert tenants.status(name)["phase"] == "Ready"
+
+    tenants.owner_secret("acme-owner", owner, "second-pw")
+    wait_for(lambda: tenants.logs_in(owner, "second-pw"), 30, "the rotated password to work")
+    assert not tenants.logs_in(owner, "first-pw")
+
+    rotated = tenants.name("acme_app2")
+    failures: list[float] = []
+    stop = threading.Event()
+
+    def probe() -> None:
+        while not stop.is_set():
+            if not (tenants.logs_in(owner, "second-pw") or tenants.logs_in(rotated, "third-pw")):
+                failures.append(time.monotonic())
+            stop.wait(0.05)
+
+    prober = threading.Thread(target=probe, daemon=True)
+    prober.start()
+    try:
+        tenants.owner_secret("acme-owner", rotated, "third-pw")
+        wait_for(lambda: tenants.status(name).get("ownerUser") == rotated, 30, "the new owner")
+        wait_for(lambda: not tenants.logs_in(owner, "second-pw"), 10, "the old owner to go")
+    finally:
+        stop.set()
+        prober.join()
+    assert failures == [], "there was a moment in which neither owner could log in"
+    assert not tenants.user_exists(owner)
+    assert tenants.logs_in(rotated, "third-pw")
+    assert "OwnerUserRotated" in tenants.events(name)
+    assert tenants.grants(rotated) == {f"GRANT ALL PRIVILEGES ON `{db}`.* TO `{rotated}`@`%`"}
+
+
+def test_a_missing_grant_user_fails_without_sql_and_heals_when_the_user_appears(
+    tenants: Tenants,
+) -> None:
+    db, owner, ghost = tenants.name("heal_wms"), tenants.name("heal_app"), tenants.name("ghost")
+    tenants.owner_secret("heal-owner", owner, "pw")
+    before = tenants.writes()
+    tenants.order("tenant-heal", db, "heal-owner", grants=((ghost, ["SELECT"]),))
+    tenants.condition("tenant-heal", "GrantUserMissing")
+    assert tenants.writes() == before
+    assert not tenants.schema_exists(db)
+    assert "GrantUserMissing" in tenants.events("tenant-heal")
+    tenants.sql(f"CREATE USER '{ghost}'@'%' IDENTIFIED BY 'x'")
+    tenants.condition("tenant-heal", "DatabaseReconciled", seconds=90)
+    assert tenants.grants(ghost) == {f"GRANT SELECT ON `{db}`.* TO `{ghost}`@`%`"}
+
+    # A verdict of the server itself is Failed MySQLError, worded without the password.
+    tenants.owner_secret("odd-owner", tenants.name("odd_app"), "odd-secret-pw")
+    tenants.order(
+        "tenant-odd",
+        tenants.name("odd_wms"),
+        "odd-owner",
+        characterSet="latin1",
+        collation="utf8mb4_unicode_ci",
+    )
+    status = tenants.condition("tenant-odd", "MySQLError")
+    assert status["phase"] == "Failed"
+    assert status["message"].startswith("exec CREATE DATABASE")
+    assert "odd-secret-pw" not in str(status)
+
+
+def test_every_refusal_is_reachable_and_runs_no_sql(tenants: Tenants) -> None:
+    taken = tenants.name("taken")
+    foreign = tenants.name("foreign")
+    tenants.sql(f"CREATE DATABASE `{taken}`")
+    tenants.sql(f"CREATE USER '{foreign}'@'%' IDENTIFIED BY 'x'")
+    tenants.owner_secret("reserved-owner", "root", "pw")
+    tenants.owner_secret("invalid-owner", "bad name!", "pw")
+    tenants.owner_secret("incomplete-owner", tenants.name("inc"), "")
+    tenants.owner_secret("adopt-owner", tenants.name("adopt"), "pw")
+    tenants.owner_secret("foreign-owner", foreign, "pw")
+    tenants.owner_secret("first-owner", tenants.name("first"), "pw")
+    tenants.owner_secret("second-owner", tenants.name("second"), "pw")
+    time.sleep(1)
+    before = tenants.writes()
+    cases = {
+        "tenant-missing-secret": (tenants.name("m"), "no-such-secret", "OwnerSecretMissing"),
+        "tenant-incomplete": (tenants.name("i"), "incomplete-owner", "OwnerSecretIncomplete"),
+        "tenant-invalid": (tenants.name("v"), "invalid-owner", "InvalidSpec"),
+        "tenant-reserved": (tenants.name("r"), "reserved-owner", "OwnerUserReserved"),
+        "tenant-adopt": (taken, "adopt-owner", "DatabasePreExists"),
+        "tenant-foreign": (tenants.name("f"), "foreign-owner", "PreExistingOwnerUser"),
+    }
+    for name, (db, secret, _) in cases.items():
+        tenants.order(name, db, secret)
+    tenants.order("tenant-a-first", tenants.name("shared"), "first-owner")
+    time.sleep(1.1)  # a younger order: creation timestamps have one-second resolution
+    tenants.order("tenant-b-second", tenants.name("shared"), "second-owner")
+    tenants.order("tenant-c-third", tenants.name("other"), "first-owner")
+    for name, (_, _, reason) in cases.items():
+        tenants.condition(name, reason)
+    tenants.ready("tenant-a-first")
+    tenants.condition("tenant-b-second", "DatabaseNameConflict")
+    tenants.condition("tenant-c-third", "OwnerConflict")
+    first_writes = tenants.writes() - before
+    assert first_writes > 0  # the winner applied
+    for name in (*cases, "tenant-b-second", "tenant-c-third"):
+        assert tenants.status(name).get("databaseCreated") is not True, name
+    assert not tenants.user_exists("bad name!")
+
+    # From here on no order applies: the winner goes (Retain: no connection), and a writing
+    # statement could only come from a refused order. (Orders refused on what the server holds
+    # look again with read-only queries; the gates before them open no connection.)
+    tenants.delete("tenant-a-first")
+    wait_for(lambda: tenants.get("tenant-a-first") is None, 30, "the winner to go")
+
+    # The group fenced by a planned failover, then without an active site: Pending, no SQL.
+    tenants.owner_secret("late-owner", tenants.name("late"), "pw")
+    before = tenants.writes()
+    tenants.set_group_status({"plannedFailover": {"phase": "Draining"}})
+    tenants.order("tenant-late", tenants.name("late"), "late-owner")
+    tenants.condition("tenant-late", "PlannedFailoverInProgress")
+    tenants.set_group_status({"plannedFailover": {"phase": "Succeeded"}, "activeSite": None})
+    tenants.condition("tenant-late", "NoActiveSite")
+    assert tenants.writes() == before
+    tenants.order("tenant-lost", tenants.name("lost"), "late-owner", groupRef={"name": "nope"})
+    tenants.condition("tenant-lost", "GroupNotFound")
+    assert tenants.writes() == before
+
+    # The group's gates past its sites, each waiting without a connection.
+    cluster = tenants.stack.platform.cluster()
+    tenants.set_group_status({"activeSite": "dc1"})
+    tenants.owner_secret("younger-owner", tenants.name("younger"), "pw")
+    # tenant-missing-secret is older and its owner is not known yet.
+    tenants.order("tenant-younger", tenants.name("younger"), "younger-owner")
+    tenants.condition("tenant-younger", "PeerOwnerSecretMissing")
+    cluster.delete("secrets", "main-readonly", NS)
+    tenants.condition("tenant-younger", "GroupSecretMissing", seconds=60)  # on its requeue
+    groups = "mysqlfailovergroups.shipstream.io"
+    cluster.patch(groups, GROUP, {"spec": {"restoreInPlace": {"confirm": "now"}}}, NS)
+    tenants.condition("tenant-younger", "RestoreInProgress")
+    cluster.patch(groups, GROUP, {"metadata": {"finalizers": ["test/hold"]}}, NS)
+    cluster.delete(groups, GROUP, NS)
+    tenants.condition("tenant-younger", "GroupTerminating")
+    cluster.patch(groups, GROUP, {"metadata": {"finalizers": []}}, NS)
+    assert tenants.writes() == before, tenants.sent_since(0)[-20:]
+
+
+def test_retain_keeps_everything_and_delete_drops_only_what_the_order_created(
+    tenants: Tenants,
+) -> None:
+    name, db, owner, grantee = order_with_grant(tenants, "keep")
+    tenants.delete(name)
+    wait_for(lambda: tenants.get(name) is None, 30, "the retained order to go")
+    assert tenants.schema_exists(db)
+    assert tenants.logs_in(owner, "first-pw")
+    assert "DatabaseRetained" in tenants.events(name)
+
+    bystander = tenants.name("bystander")
+    tenants.sql(f"CREATE DATABASE `{bystander}`")
+    db2, owner2 = tenants.name("gone_wms"), tenants.name("gone_app")
+    tenants.owner_secret("gone-owner", owner2, "pw")
+    tenants.order(
+        "tenant-gone", db2, "gone-owner", grants=((grantee, ["SELECT"]),), deletionPolicy="Delete"
+    )
+    tenants.ready("tenant-gone")
+    tenants.delete("tenant-gone")
+    wait_for(lambda: tenants.get("tenant-gone") is None, 30, "the deleted order to go")
+    assert not tenants.schema_exists(db2)
+    assert not tenants.user_exists(owner2)
+    assert tenants.user_exists(grantee), "a grants[] principal is never dropped"
+    assert tenants.grants(grantee) == {f"GRANT SELECT, DELETE ON `{db}`.* TO `{grantee}`@`%`"}
+    assert tenants.schema_exists(bystander)
+    assert "DatabaseDropped" in tenants.events("tenant-gone")
+
+
+def test_a_planned_failover_fences_and_the_promoted_site_gets_the_apply(tenants: Tenants) -> None:
+    name, db, owner, _ = order_with_grant(tenants, "fo")
+    cluster = tenants.stack.platform.cluster()
+    doomed_db, doomed_owner = tenants.name("doomed_wms"), tenants.name("doomed_app")
+    tenants.owner_secret("doomed-owner", doomed_owner, "pw")
+    tenants.order("tenant-doomed", doomed_db, "doomed-owner", deletionPolicy="Delete")
+    tenants.ready("tenant-doomed")
+    cluster.patch(
+        "mysqlfailovergroups.shipstream.io",
+        GROUP,
+        {"metadata": {"annotations": {"bloodraven.shipstream.io/planned-failover": "dc2"}}},
+        NS,
+        manager="test",
+    )
+    tenants.condition(name, "PlannedFailoverInProgress", seconds=20)
+    tenants.delete("tenant-doomed")
+    wait_for(
+        lambda: "DatabaseDropDeferred" in tenants.events("tenant-doomed"), 20, "a deferred drop"
+    )
+    assert tenants.get("tenant-doomed") is not None
+    status = tenants.condition(name, "DatabaseReconciled", seconds=60)
+    assert status["activeSite"] == "dc2"
+    assert tenants.group.primary == "dc2"
+    assert tenants.logs_in(owner, "first-pw", "dc2")
+    wait_for(lambda: tenants.get("tenant-doomed") is None, 60, "the deferred drop to run")
+    assert not tenants.schema_exists(doomed_db, "dc2")
+    assert tenants.schema_exists(db, "dc2")
+
+
+def test_an_apply_against_a_read_only_replica_waits_instead_of_failing(tenants: Tenants) -> None:
+    db, owner = tenants.name("ro_wms"), tenants.name("ro_app")
+    tenants.owner_secret("ro-owner", owner, "pw")
+    before = tenants.writes("dc2")
+    # An unplanned failover as a client sees it: activeSite moved, the site still read-only.
+    tenants.set_group_status({"activeSite": "dc2"})
+    tenants.order("tenant-ro", db, "ro-owner")
+    status = tenants.condition("tenant-ro", "PrimaryUnavailable")
+    assert status["phase"] == "Pending"
+    assert "read-only" in status["message"]
+    assert tenants.writes("dc2") == before
+    tenants.group.promote("dc2")
+    tenants.group.repoint("dc1", "dc2")
+    tenants.condition("tenant-ro", "DatabaseReconciled", seconds=60)
+    assert tenants.schema_exists(db, "dc2")

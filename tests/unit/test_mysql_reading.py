@@ -1,0 +1,133 @@
+"""What a MysqlDatabase pass reads off stored objects, and which watch events wake an order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenantdb.core.mysqldatabase.mappers import (
+    compute_group_fingerprint,
+    compute_secret_fingerprint,
+    should_enqueue_digest_update,
+)
+from tenantdb.core.mysqldatabase.reading import (
+    check_active_site,
+    claim_of,
+    compute_status_patch,
+    group_secret_names,
+    needs_secret_username,
+    peers_on_group,
+    sibling_claims,
+    sibling_of,
+    tls_secret_name,
+)
+
+
+def group(**status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "main", "namespace": "bloodraven", "uid": "u-1"},
+        "spec": {
+            "sites": [{"name": "dc1"}, {"name": "dc2"}, {"name": "dr", "role": "dr-only"}],
+            "credentials": {
+                "operatorSecret": "main-operator",
+                "appSecret": "main-app",
+                "backupSecret": "main-operator",
+            },
+        },
+        "status": {"activeSite": "dc1", **status},
+    }
+
+
+def order(name: str, created: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "bloodraven", "creationTimestamp": created},
+        "spec": {
+            "groupRef": {"name": "main"},
+            "databaseName": f"{name}_db",
+            "owner": {"secretName": f"{name}-owner"},
+            **spec,
+        },
+    }
+
+
+def test_the_group_secrets_are_named_once_operator_first() -> None:
+    assert group_secret_names(group()) == ("main-operator", "main-app")
+    legacy = {"metadata": {"name": "old"}, "spec": {"secretName": "old-dsn"}}
+    assert group_secret_names(legacy) == ("old-dsn",)
+
+
+def test_tls_is_asked_for_only_by_spec_tls() -> None:
+    assert tls_secret_name(group()) is None
+    with_tls = group()
+    with_tls["spec"]["tls"] = {"issuerRef": {"name": "ca"}, "secretName": "main-tls"}
+    assert tls_secret_name(with_tls) == "main-tls"
+
+
+def test_only_a_primary_candidate_site_takes_the_apply() -> None:
+    assert check_active_site(group(), "dc2") is None
+    assert check_active_site(group(), "dr") == 'active site "dr" is not a primary-candidate'
+    assert check_active_site(group(), "nowhere") is not None
+
+
+def test_a_peer_is_claimed_by_its_recorded_owner_before_its_secret() -> None:
+    peer = order("a", "2026-01-01T00:00:00Z")
+    assert claim_of(peer, "from_secret").owner_user == "from_secret"
+    peer["status"] = {"ownerUser": "recorded"}
+    assert claim_of(peer, "from_secret").owner_user == "recorded"
+    assert claim_of(order("b", "2026-01-01T00:00:00Z"), None).owner_user is None
+
+
+def test_only_an_older_peer_with_no_known_owner_needs_its_secret_read() -> None:
+    me = claim_of(order("b", "2026-01-01T00:00:05Z"), "mine")
+    older = claim_of(order("a", "2026-01-01T00:00:00Z"), None)
+    younger = claim_of(order("c", "2026-01-01T00:00:09Z"), None)
+    assert needs_secret_username(me, older)
+    assert not needs_secret_username(me, younger)
+
+
+def test_peers_are_the_other_orders_on_the_same_group() -> None:
+    mine = order("a", "2026-01-01T00:00:00Z")
+    other_group = order("b", "2026-01-01T00:00:00Z", groupRef={"name": "other"})
+    same = order("c", "2026-01-01T00:00:00Z")
+    assert peers_on_group([mine, other_group, same], mine) == [same]
+
+
+def test_sibling_claims_name_owners_and_grants_of_live_siblings() -> None:
+    live = order("a", "2026-01-01T00:00:00Z", grants=[{"username": "maester"}])
+    live["status"] = {"ownerUser": "a_app"}
+    deleting = order("b", "2026-01-01T00:00:00Z", grants=[{"username": "other"}])
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-02T00:00:00Z"
+    claims = sibling_claims([sibling_of(live), sibling_of(deleting)])
+    assert claims == {"a_app": "a", "maester": "a"}
+
+
+def test_a_status_patch_nulls_what_the_new_status_drops() -> None:
+    old = {"phase": "Creating", "pendingOwnerUser": "b", "ownerUser": "a"}
+    new = {"phase": "Ready", "ownerUser": "b"}
+    assert compute_status_patch(old, new) == {
+        "phase": "Ready",
+        "ownerUser": "b",
+        "pendingOwnerUser": None,
+    }
+    assert compute_status_patch(new, new) == {}
+
+
+def test_a_group_update_passes_on_site_fence_and_identity_only() -> None:
+    base = compute_group_fingerprint(group())
+    churn = compute_group_fingerprint(group(lastFailoverTarget="dc2"))
+    assert not should_enqueue_digest_update(base, churn)
+    moved = compute_group_fingerprint(group(activeSite="dc2"))
+    fenced = compute_group_fingerprint(group(plannedFailover={"phase": "Draining"}))
+    settled = compute_group_fingerprint(group(plannedFailover={"phase": "Succeeded"}))
+    assert should_enqueue_digest_update(base, moved)
+    assert should_enqueue_digest_update(base, fenced)
+    assert not should_enqueue_digest_update(base, settled)
+
+
+def test_a_secret_update_passes_on_a_data_change_only() -> None:
+    secret = {"metadata": {"uid": "s", "resourceVersion": "1"}, "data": {"password": "eA=="}}
+    reapplied = {**secret, "metadata": {"uid": "s", "resourceVersion": "2"}}
+    rotated = {**secret, "data": {"password": "eQ=="}}
+    base = compute_secret_fingerprint(secret)
+    assert not should_enqueue_digest_update(base, compute_secret_fingerprint(reapplied))
+    assert should_enqueue_digest_update(base, compute_secret_fingerprint(rotated))
+    assert "eA==" not in str(base)
