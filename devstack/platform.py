@@ -20,6 +20,15 @@ with `username`, `password`, `MYSQL_ROOT_PASSWORD`, `MYSQL_REPLICATION_USER` and
 (sites dc1 and dc2, `spec.credentials` naming those Secrets, status.activeSite dc1). A group
 passed in running is reset to its initial topology and reused, and left running at stop.
 
+When the group serves TLS (`mysql_tls` for the group the platform starts, whose sites' certificates
+the devstack CA issues; a group passed in running brings its own, see `MysqlGroup.start(tls=…)`),
+the seed also has the Secret `bloodraven/main-tls` (type kubernetes.io/tls: `tls.crt` and
+`tls.key` a certificate for every site's names, `ca.crt` the devstack CA) and the group's
+`spec.tls` names it, with issuerRef the ClusterIssuer `openbao-ca-issuer`. The servers are then
+verified for `mysql-main-<site>.bloodraven.svc.cluster.local`, the name tenantdb checks. A group
+passed in running with TLS lends the platform its CA as the devstack CA unless `ca` is given,
+which must then be that same CA.
+
 It writes into the state directory: `kubeconfig` (one context per cluster), `env` (KEY=VALUE
 lines; `set -a; . DIR/env` configures `tenantdb`), `services.json` (in-cluster Service addresses
 to real ones, each group site's `mysql-main-<site>-internal.bloodraven.svc.cluster.local:3306`
@@ -57,7 +66,7 @@ from devstack.certmanager.ca import Request
 from devstack.eso import ExternalSecrets
 from devstack.kube import Cluster, ClusterServer, kubeconfig, start_clusters
 from devstack.mariadb_operator import MariaDBOperator, Server
-from devstack.mysql_group import BloodravenOperator, MysqlGroup
+from devstack.mysql_group import BloodravenOperator, GroupTLS, MysqlGroup, server_name
 from devstack.openbao import KubeTokenReviewer, MariaDBEndpoint, OpenBaoServer, TLSConfig
 from devstack.openbao.bootstrap import KUBE_MOUNT, TenantDatabase, bootstrap_platform
 from devstack.reconciler import get_or_none, stop_all
@@ -83,6 +92,7 @@ OPERATOR_TOKEN_SECONDS = 48 * 3600
 BLOODRAVEN_NAMESPACE = "bloodraven"
 MYSQL_GROUP_NAME = "main"
 MYSQL_PORT = 3306
+MYSQL_TLS_SECRET = f"{MYSQL_GROUP_NAME}-tls"
 GROUP_SECRETS = {
     "operator": f"{MYSQL_GROUP_NAME}-operator",
     "app": f"{MYSQL_GROUP_NAME}-app",
@@ -164,6 +174,10 @@ class Platform:
             f":{MYSQL_PORT}"
         )
 
+    def mysql_server_name(self, site: str) -> str:
+        """The name a group site's certificate is verified for (`mysql-main-<site>…`)."""
+        return server_name(MYSQL_GROUP_NAME, site, BLOODRAVEN_NAMESPACE)
+
     def cluster(self, name: str = MANAGEMENT) -> Cluster:
         """The in-process API of one cluster."""
         return self.servers[name].cluster
@@ -236,6 +250,8 @@ def start_platform(
     bare: bool = False,
     mariadb: Server | None = None,
     mysql_group: bool | MysqlGroup = False,
+    mysql_tls: bool = False,
+    ca: CertificateAuthority | None = None,
 ) -> Platform:
     """Start a platform and write its state directory.
 
@@ -250,19 +266,28 @@ def start_platform(
         mysql_group: True to start a MySQL failover group (two MariaDB servers, stopped with the
             platform), a running `MysqlGroup` to reset and reuse (left running at stop), or
             False for none.
+        mysql_tls: With `mysql_group=True`, start the group's servers with TLS issued by the
+            devstack CA and seed `bloodraven/main-tls` and the group's `spec.tls` (see
+            module). A group passed in running serves TLS or not as it was started; True then
+            insists that it does.
+        ca: The devstack CA to use instead of a generated one (unless `bare`); a group passed
+            in running with TLS must have been issued by it.
 
     Returns:
         The running platform.
 
     Raises:
-        ValueError: `management` is missing from `clusters` for a full platform, or a bare
-            platform was asked for a failover group.
+        ValueError: `management` is missing from `clusters` for a full platform, a bare
+            platform was asked for a failover group, `mysql_tls` was asked without a group or
+            of a running group without TLS, or a running group's TLS does not fit the seed
+            (another CA than `ca`, or certificates for another group name or namespace).
     """
     names = list(dict.fromkeys(clusters))
     if not bare and MANAGEMENT not in names:
         raise ValueError(f"a platform needs a cluster named {MANAGEMENT!r}")
     if bare and mysql_group is not False:
         raise ValueError("a bare platform runs no MySQL failover group")
+    ca = _devstack_ca(mysql_group, mysql_tls, ca)
     directory = Path(state_dir)
     directory.mkdir(parents=True, exist_ok=True)
     platform = Platform(
@@ -274,9 +299,9 @@ def start_platform(
             crds.install(server.cluster, wanted)
         _write_private(platform.kubeconfig_path, yaml.safe_dump(kubeconfig(platform.servers)))
         if not bare:
-            _start_full(platform)
+            _start_full(platform, ca)
             if mysql_group is not False:
-                _start_mysql_group(platform, mysql_group)
+                _start_mysql_group(platform, mysql_group, tls=mysql_tls)
         _write_env(platform)
     except BaseException:
         platform.stop()
@@ -284,9 +309,32 @@ def start_platform(
     return platform
 
 
-def _start_full(platform: Platform) -> None:
+def _devstack_ca(
+    group: bool | MysqlGroup, tls: bool, ca: CertificateAuthority | None
+) -> CertificateAuthority | None:
+    """The CA `ca` or a running TLS group implies (None: generate one); refuse what does not fit."""
+    if tls and group is False:
+        raise ValueError("mysql_tls needs a MySQL failover group (mysql_group)")
+    if not isinstance(group, MysqlGroup):
+        return ca
+    material = group.tls
+    if material is None:
+        if tls:
+            raise ValueError("mysql_tls asks for TLS of a running group started without it")
+        return ca
+    if (material.group, material.namespace) != (MYSQL_GROUP_NAME, BLOODRAVEN_NAMESPACE):
+        raise ValueError(
+            f"the running group's certificates are for {material.namespace}/{material.group},"
+            f" not {BLOODRAVEN_NAMESPACE}/{MYSQL_GROUP_NAME}"
+        )
+    if ca is not None and ca.cert_pem != material.ca_pem:
+        raise ValueError("the running group's certificates were issued by another CA than `ca`")
+    return material.ca
+
+
+def _start_full(platform: Platform, ca: CertificateAuthority | None = None) -> None:
     directory = platform.state_dir
-    ca = CertificateAuthority.generate("devstack CA")
+    ca = ca or CertificateAuthority.generate("devstack CA")
     platform.ca = ca
     _write_private(platform.ca_file, ca.cert_pem)
     server_pair = ca.sign(
@@ -578,13 +626,18 @@ def _seed(platform: Platform) -> None:
 # ------------------------------------------------------------ the MySQL failover group
 
 
-def _start_mysql_group(platform: Platform, requested: bool | MysqlGroup) -> None:
+def _start_mysql_group(platform: Platform, requested: bool | MysqlGroup, *, tls: bool) -> None:
     if isinstance(requested, MysqlGroup):
         group = requested
         group.bind(None)
         group.reset()
     else:
-        group = MysqlGroup.start()
+        issuer = platform.ca if tls else None
+        if tls and issuer is None:
+            raise RuntimeError("the devstack CA is generated before the failover group")
+        group = MysqlGroup.start(
+            tls=issuer or False, name=MYSQL_GROUP_NAME, namespace=BLOODRAVEN_NAMESPACE
+        )
         platform._owns_mysql_group = True
     platform.mysql_group = group
     cluster = platform.cluster(MANAGEMENT)
@@ -636,21 +689,26 @@ def _seed_mysql_group(cluster: Cluster, group: MysqlGroup) -> None:
             manager=_MANAGER,
         )
     host = group.address(group.sites[0])[0]
+    spec: dict[str, Any] = {
+        "sites": [
+            {"name": site, "role": "primary-candidate", "zone": site, "lbIP": host}
+            for site in group.sites
+        ],
+        "credentials": {_CREDENTIAL_FIELDS[role]: name for role, name in GROUP_SECRETS.items()},
+    }
+    if group.tls is not None:
+        _seed_mysql_tls(cluster, group.tls)
+        spec["tls"] = {
+            "issuerRef": {"name": CA_ISSUER, "kind": "ClusterIssuer"},
+            "secretName": MYSQL_TLS_SECRET,
+        }
     cluster.apply(
         "mysqlfailovergroups.shipstream.io",
         {
             "apiVersion": "shipstream.io/v1alpha1",
             "kind": "MysqlFailoverGroup",
             "metadata": {"name": MYSQL_GROUP_NAME, "namespace": ns},
-            "spec": {
-                "sites": [
-                    {"name": site, "role": "primary-candidate", "zone": site, "lbIP": host}
-                    for site in group.sites
-                ],
-                "credentials": {
-                    _CREDENTIAL_FIELDS[role]: name for role, name in GROUP_SECRETS.items()
-                },
-            },
+            "spec": spec,
         },
         ns,
         manager=_MANAGER,
@@ -661,6 +719,28 @@ def _seed_mysql_group(cluster: Cluster, group: MysqlGroup) -> None:
         {"status": {"activeSite": group.primary}},
         ns,
         subresource="status",
+        manager=_MANAGER,
+    )
+
+
+def _seed_mysql_tls(cluster: Cluster, material: GroupTLS) -> None:
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode("ascii")
+
+    cluster.apply(
+        "secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": MYSQL_TLS_SECRET, "namespace": BLOODRAVEN_NAMESPACE},
+            "type": "kubernetes.io/tls",
+            "data": {
+                "tls.crt": b64(material.group_pair.cert_pem),
+                "tls.key": b64(material.group_pair.key_pem),
+                "ca.crt": b64(material.ca_pem),
+            },
+        },
+        BLOODRAVEN_NAMESPACE,
         manager=_MANAGER,
     )
 

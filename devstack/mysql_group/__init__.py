@@ -4,7 +4,9 @@ Owns the `shipstream.io/v1alpha1` MysqlFailoverGroup side of the devstack: `serv
 `mariadbd` processes, `replication` holds the group's SQL, `group.MysqlGroup` is the running
 group (dc1 primary, dc2 its GTID replica, the group-level accounts) with the controls tests use,
 and `controller.BloodravenOperator` runs planned failovers requested by annotation on the group
-objects it serves, with their status phases and Events. Production code never imports it.
+objects it serves, with their status phases and Events; `tls` issues the sites' server
+certificates when the group serves TLS (`MysqlGroup.start(..., tls=...)`). Production code never
+imports it.
 """
 
 from devstack.mysql_group.controller import (
@@ -15,6 +17,7 @@ from devstack.mysql_group.controller import (
 from devstack.mysql_group.group import INITIAL_PRIMARY, SITES, GroupError, MysqlGroup
 from devstack.mysql_group.replication import REPLICATION_USER, Account
 from devstack.mysql_group.servers import ServerError, binaries_present
+from devstack.mysql_group.tls import GroupTLS, server_name
 
 __all__ = [
     "ANNOTATION",
@@ -25,7 +28,9 @@ __all__ = [
     "Account",
     "BloodravenOperator",
     "GroupError",
+    "GroupTLS",
     "MysqlGroup",
     "ServerError",
     "binaries_present",
+    "server_name",
 ]

@@ -9,6 +9,11 @@ drop what tenants created) all take the group's lock, so a failover step, a rese
 never interleave. The group remembers which site is primary; it never decides to fail over by
 itself.
 
+With `start(..., tls=True)` (or a `CertificateAuthority` to issue from) every site serves TLS
+with a certificate of its own for the names of the group's object (see `tls`; off by default).
+The servers still accept plaintext, and the group's own connections (`connect`, the replication
+links) stay plaintext unless a caller passes `ssl…` options to `connect`.
+
 It must never touch a server it did not start, and never log a password. Deliberately left out:
 unplanned failover (a stopped primary stays primary until a planned failover or `reset`),
 semi-synchronous replication, more than one replication domain, and repairing a replica whose
@@ -29,9 +34,11 @@ from typing import Any
 
 import pymysql
 
+from devstack.certmanager.ca import CertificateAuthority
 from devstack.mysql_group import replication
 from devstack.mysql_group.replication import Account
 from devstack.mysql_group.servers import MariaDBServer, ServerError
+from devstack.mysql_group.tls import DEFAULT_GROUP, DEFAULT_NAMESPACE, GroupTLS, write_files
 
 SITES = ("dc1", "dc2")
 INITIAL_PRIMARY = "dc1"
@@ -47,6 +54,20 @@ def _remove(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def _prepare_servers(
+    base: Path, names: Sequence[str], material: GroupTLS | None
+) -> dict[str, MariaDBServer]:
+    servers: dict[str, MariaDBServer] = {}
+    for index, site in enumerate(names, start=1):
+        files = (
+            None
+            if material is None
+            else write_files(base / site / "tls", material.sites[site], material.ca_pem)
+        )
+        servers[site] = MariaDBServer.create(site, base, server_id=index, tls=files)
+    return servers
+
+
 class MysqlGroup:
     """Real MariaDB servers, one per site, in a primary/replica topology."""
 
@@ -55,11 +76,14 @@ class MysqlGroup:
         servers: Mapping[str, MariaDBServer],
         accounts: Mapping[str, Account],
         directory: Path,
+        tls: GroupTLS | None = None,
     ) -> None:
         """Wrap servers that `start` prepared; use `MysqlGroup.start` instead."""
         self.servers = dict(servers)
         self.accounts = dict(accounts)
         self.directory = directory
+        self.tls = tls
+        """The sites' TLS material when they serve TLS, else None."""
         self.lock = threading.RLock()
         self.startup_seconds = 0.0
         self._primary = next(iter(self.servers))
@@ -70,13 +94,26 @@ class MysqlGroup:
     # ------------------------------------------------------------ life cycle
 
     @classmethod
-    def start(cls, directory: Path | str | None = None, sites: Sequence[str] = SITES) -> MysqlGroup:
+    def start(
+        cls,
+        directory: Path | str | None = None,
+        sites: Sequence[str] = SITES,
+        *,
+        tls: bool | CertificateAuthority = False,
+        name: str = DEFAULT_GROUP,
+        namespace: str = DEFAULT_NAMESPACE,
+    ) -> MysqlGroup:
         """Start the servers, create the accounts, and set up replication from the first site.
 
         Args:
             directory: Where the sites' data directories go (`DIR/<site>/data`; none of them
                 may exist yet); a temporary directory, removed at `stop`, when None.
             sites: Site names; the first starts as the primary.
+            tls: False for plaintext only; True to serve TLS with certificates of a CA
+                generated here; a CA to issue the sites' certificates from. The PEMs go into
+                0600 files `DIR/<site>/tls/{tls.crt,tls.key,ca.crt}`.
+            name: The MysqlFailoverGroup's name the certificates are issued for.
+            namespace: Its namespace.
 
         Raises:
             ValueError: Fewer than two sites, or a site's data directory exists already.
@@ -94,19 +131,22 @@ class MysqlGroup:
             else Path(directory)
         )
         base.mkdir(parents=True, exist_ok=True)
-        used = [name for name in names if (base / name / "data").exists()]
+        used = [site for site in names if (base / site / "data").exists()]
         if used:
             raise ValueError(f"{base} already holds data of the sites {', '.join(used)}")
         try:
-            servers = {
-                name: MariaDBServer.create(name, base, server_id=index)
-                for index, name in enumerate(names, start=1)
-            }
+            issuer = tls if isinstance(tls, CertificateAuthority) else None
+            material = (
+                None
+                if tls is False
+                else GroupTLS.issue(names, issuer, group=name, namespace=namespace)
+            )
+            servers = _prepare_servers(base, names, material)
         except BaseException:
             if remove:
                 _remove(base)
             raise
-        group = cls(servers, replication.group_accounts(), base)
+        group = cls(servers, replication.group_accounts(), base, material)
         if remove:
             group._remove_directory = weakref.finalize(group, _remove, base)
         try:
@@ -139,13 +179,18 @@ class MysqlGroup:
         # A fresh install: root logs in over TCP without a password until the accounts exist.
         with self._session(primary, password="") as conn:
             replication.create_accounts(conn, self.accounts)
+            position = replication.binlog_position(conn)
         self._primary = primary
         for site in self.servers:
-            if site != primary:
-                with self._session(site, password="") as conn:
-                    replication.replicate_from(conn, *self.address(primary), self.replicator)
-        if not self.wait_replicated():
-            raise GroupError("the replicas did not catch up with the new group's accounts")
+            if site == primary:
+                continue
+            # The wait runs on the passwordless session: a new login as root needs the password
+            # only once the replica has applied the accounts, and may come before or after that.
+            with self._session(site, password="") as conn:
+                replication.replicate_from(conn, *self.address(primary), self.replicator)
+                caught_up = replication.wait_for_position(conn, position, REPLICATION_TIMEOUT)
+            if not caught_up:
+                raise GroupError(f"{site} did not catch up with the new group's accounts")
 
     def stop(self) -> None:
         """Stop every server; remove the directory when `start` made it."""
@@ -226,7 +271,9 @@ class MysqlGroup:
     ) -> Any:
         """A PyMySQL connection (autocommit) to a site over TCP.
 
-        The password defaults to the group account's of that login (empty for other users).
+        The password defaults to the group account's of that login (empty for other users). It
+        is plaintext unless `options` name a PyMySQL `ssl…` option: PyMySQL's default
+        "preferred" TLS would build an unverified SSLContext per connect to a TLS group.
         """
         host, port = self.address(site)
         settings: dict[str, Any] = {
@@ -236,6 +283,8 @@ class MysqlGroup:
             "write_timeout": 60,
             **options,
         }
+        if not any(key.startswith("ssl") for key in options):
+            settings["ssl_disabled"] = True
         return pymysql.connect(
             host=host,
             port=port,

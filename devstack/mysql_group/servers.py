@@ -5,7 +5,9 @@ site gets a data directory of its own (a copy of one initialised template, made 
 with `mariadb-install-db` and cached), a free TCP port on 127.0.0.1 picked at its first start and
 kept across restarts, a Unix socket, a server-id, a binary log with GTIDs (`log_slave_updates`,
 row format) and a relay log. Servers run with `--no-defaults`, so no option file of the machine
-leaks in, and with `--user=root` when the process is root, as mariadbd demands.
+leaks in, and with `--user=root` when the process is root, as mariadbd demands. A site whose spec
+names TLS files (see `tls`) also runs with `--ssl-cert`, `--ssl-key` and `--ssl-ca`: it then
+offers TLS to every client, and still accepts plaintext ones.
 
 Stopping sends SIGTERM (mariadbd then shuts down cleanly), waits, and kills after a timeout. No
 process may be left behind: every running server has a `weakref.finalize` that stops it when its
@@ -15,7 +17,8 @@ that even a killed devstack (SIGKILL runs no Python) takes its servers with it.
 
 It must never touch the machine's own MariaDB (127.0.0.1:3306 is never chosen, and no option
 file or socket of it is read) and never write outside the directories it is given or the
-temporary template. Deliberately left out: TLS, other storage engines' tuning, and durability
+temporary template. Deliberately left out: requiring TLS, client certificates, other storage
+engines' tuning, and durability
 (`innodb_flush_log_at_trx_commit=2`, `sync_binlog=0`: the data is throwaway).
 """
 
@@ -37,6 +40,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from devstack.mysql_group.tls import TLSFiles
 
 MARIADBD = Path("/usr/sbin/mariadbd")
 INSTALL_DB = Path("/usr/bin/mariadb-install-db")
@@ -199,12 +204,14 @@ def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
 
 @dataclass(frozen=True)
 class ServerSpec:
-    """Where one site's server lives: its name, data directory, server-id and socket."""
+    """Where one site's server lives: its name, data directory, server-id, socket and, when it
+    serves TLS, its certificate files."""
 
     name: str
     datadir: Path
     server_id: int
     socket: Path
+    tls: TLSFiles | None = None
 
 
 class MariaDBServer:
@@ -219,8 +226,11 @@ class MariaDBServer:
         self._lock = threading.RLock()
 
     @classmethod
-    def create(cls, name: str, directory: Path, server_id: int) -> MariaDBServer:
-        """Prepare a site under `directory/name` from the template (copied once)."""
+    def create(
+        cls, name: str, directory: Path, server_id: int, tls: TLSFiles | None = None
+    ) -> MariaDBServer:
+        """Prepare a site under `directory/name` from the template (copied once); with `tls`,
+        the server serves that certificate."""
         datadir = directory / name / "data"
         if not (datadir / "mysql").is_dir():
             datadir.parent.mkdir(parents=True, exist_ok=True)
@@ -230,7 +240,7 @@ class MariaDBServer:
             short = Path(tempfile.mkdtemp(prefix="devstack-mdb-"))
             atexit.register(_remove_template, short)
             sock = short / f"{name}.sock"
-        return cls(ServerSpec(name, datadir, server_id, sock))
+        return cls(ServerSpec(name, datadir, server_id, sock, tls))
 
     @property
     def name(self) -> str:
@@ -286,7 +296,14 @@ class MariaDBServer:
             "--sync-binlog=0",
             "--max-connections=200",
             f"--read-only={'ON' if read_only else 'OFF'}",
+            *self._tls_args(),
         ]
+
+    def _tls_args(self) -> list[str]:
+        files = self.spec.tls
+        if files is None:
+            return []
+        return [f"--ssl-cert={files.cert}", f"--ssl-key={files.key}", f"--ssl-ca={files.ca}"]
 
     def start(self, *, read_only: bool = False, timeout: float = START_TIMEOUT) -> None:
         """Start the server (a no-op while it runs) and wait until it accepts connections.
