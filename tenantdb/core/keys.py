@@ -84,12 +84,13 @@ class OrderKey:
 
 def _problem(kind: str, namespace: str, name: str, cluster: str) -> str:
     """Say what is wrong with the parts of a key, or return an empty string."""
-    if not _KIND.match(kind):
+    # fullmatch: "$" alone would let a trailing newline through.
+    if not _KIND.fullmatch(kind):
         return f"kind {kind!r} is not a lower-case kind such as 'mariadbdatabase'"
-    if not _LABEL.match(namespace):
+    if not _LABEL.fullmatch(namespace):
         return f"namespace {namespace!r} is not a valid namespace name"
-    if len(name) > _MAX_SUBDOMAIN or not _SUBDOMAIN.match(name):
+    if len(name) > _MAX_SUBDOMAIN or not _SUBDOMAIN.fullmatch(name):
         return f"name {name!r} is not a valid object name"
-    if cluster and not _CLUSTER.match(cluster):
+    if cluster and not _CLUSTER.fullmatch(cluster):
         return f"cluster {cluster!r} is not a valid cluster name"
     return ""

@@ -53,6 +53,10 @@ def test_management_cluster_is_the_empty_cluster() -> None:
         pytest.param("mariadbdatabase/a/b@Edge", "cluster 'Edge'", id="upper-case-cluster"),
         pytest.param("mariadbdatabase/a/b@e@f", "cluster 'e@f'", id="two-ats"),
         pytest.param("mariadbdatabase/a/" + "x" * 254, "is not a valid object name", id="too-long"),
+        pytest.param("mariadbdatabase/a/b\n", "name 'b\\n'", id="trailing-newline-name"),
+        pytest.param("mariadbdatabase/a/b@edge\n", "cluster 'edge\\n'", id="trailing-newline"),
+        pytest.param("mariadbdatabase\n/a/b", "kind 'mariadbdatabase\\n'", id="newline-kind"),
+        pytest.param("mariadbdatabase/a\n/b", "namespace 'a\\n'", id="newline-namespace"),
     ],
 )
 def test_parse_rejects_with_a_clear_message(text: str, complaint: str) -> None:
