@@ -2,17 +2,27 @@
 
 One JSON object per line: time, level, logger, message, and the order key and fields a caller
 passes with ``extra={"order": ..., "fields": {...}}``. Callers never pass a password, a token or
-an object body; as a last guard, field names that look like credentials are masked.
+an object body; as a last guard, field names that look like credentials are masked, and a
+message's PEM private keys and JSON Web Tokens are replaced. Libraries that log whole response
+bodies at DEBUG (the kubernetes client: every Secret it reads) are held at INFO whatever the
+process's level, so ``--loglevel=DEBUG`` never writes a delivered password or a key.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 _MASKED = ("password", "token", "secret", "jwt", "key")
+# Loggers that write response bodies at DEBUG; they never go below INFO.
+BODY_LOGGERS = ("kubernetes.client.rest",)
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN ([A-Z ]*)PRIVATE KEY-----.*?-----END \1PRIVATE KEY-----", re.DOTALL
+)
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
 
@@ -25,7 +35,7 @@ class JSONFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": redact(record.getMessage()),
         }
         order = getattr(record, "order", None)
         if order:
@@ -39,6 +49,11 @@ class JSONFormatter(logging.Formatter):
         if record.exc_info and record.exc_info[0] is not None:
             line["error"] = record.exc_info[0].__name__
         return json.dumps(line, default=str)
+
+
+def redact(text: str) -> str:
+    """A message with PEM private keys and JSON Web Tokens replaced."""
+    return _JWT.sub("<token>", _PRIVATE_KEY.sub("<private key>", text))
 
 
 def _mask(name: str, value: Any) -> Any:
@@ -55,3 +70,5 @@ def configure_logging(level: int | str = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    for name in BODY_LOGGERS:
+        logging.getLogger(name).setLevel(max(logging.INFO, root.getEffectiveLevel()))

@@ -9,6 +9,7 @@ errors come out typed, and clusters resolve by name from one kubeconfig.
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from tenantdb.adapters.kube import (
     UnavailableError,
     client_from_kubeconfig,
 )
+from tenantdb.logs import configure_logging
 from tenantdb.settings import Settings
 
 CRD = Path(__file__).resolve().parents[2] / "charts/tenantdb/crds/mariadbdatabases.c5c3.io.yaml"
@@ -149,3 +151,22 @@ def test_clusters_resolve_by_name_from_one_kubeconfig(kubeconfig_file: Path) -> 
     assert registry.get("").get_or_none(NAMESPACE, None, "only-on-edge") is None
     with pytest.raises(ClusterUnavailableError, match='cluster "edge-9" is not registered'):
         registry.get("edge-9")
+
+
+def test_debug_logging_never_writes_a_secret_the_client_read(
+    kube: KubeClient, capfd: pytest.CaptureFixture[str]
+) -> None:
+    kube.apply(_secret(password="delivered-pw-4711"))
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        configure_logging("DEBUG")
+        kube.get(SECRET, "tenant-a", "app-credentials")
+        logging.getLogger("tenantdb.test").debug("a debug line still gets through")
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    written = capfd.readouterr().err
+    assert "a debug line still gets through" in written
+    assert base64.b64encode(b"delivered-pw-4711").decode() not in written
+    assert "delivered-pw-4711" not in written

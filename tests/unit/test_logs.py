@@ -32,3 +32,11 @@ def test_credential_looking_fields_are_masked() -> None:
     assert line["fields"] == {"password": "***", "token": "***"}
     assert line["api_token"] == "***"
     assert "hunter2" not in json.dumps(line)
+
+
+def test_private_keys_and_tokens_in_a_message_are_replaced() -> None:
+    key = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIB\n-----END EC PRIVATE KEY-----"
+    token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.c2lnbmF0dXJlLXNpZ25hdHVyZQ"
+    record = logging.LogRecord("x", logging.INFO, "f.py", 1, "got %s and %s", (key, token), None)
+    message = json.loads(JSONFormatter().format(record))["message"]
+    assert message == "got <private key> and <token>"
