@@ -1,10 +1,14 @@
 """Beat: the loop that turns due keys, and keys a dead pass left dirty, into enqueues.
 
-Every ``interval`` seconds it pops the keys whose "come back after" time has come from the
+Every ``interval`` seconds it takes the keys whose "come back after" time has come from the
 due-set, the refreshes the capped refresh rate allows (``tenantdb.core.schedule``), and the dirty
 keys whose lock holder vanished (a worker killed mid-pass), and enqueues each through the
-deduplicating ``enqueue``. It holds no state of its own: a restarted beat carries
-on from Redis. Replicas elect one active beat through a Redis lease; the others stand by.
+deduplicating ``enqueue``. A due entry is removed only once its key was enqueued, and only if
+no pass moved it meanwhile (claim, enqueue, then remove), so a Redis or broker error in the
+middle of a sweep loses no key: what was not enqueued is still due at the next sweep, and what
+was enqueued twice is deduplicated. An error ends the sweep, never the loop: beat logs it and
+sweeps again after a capped backoff. It holds no state of its own: a restarted beat carries on
+from Redis. Replicas elect one active beat through a Redis lease; the others stand by.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from tenantdb.adapters.leader import LeaderLease
 from tenantdb.adapters.metrics import DUE_KEYS, LEADER, PENDING_KEYS, QUEUE_DEPTH, serve
 from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import WorkQueue
+from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import Timetable, compute_refresh_cap
 from tenantdb.core.tasknames import Queue
 from tenantdb.settings import Settings
@@ -28,6 +33,8 @@ log = logging.getLogger(__name__)
 
 GAUGE_INTERVAL = 10.0
 """Seconds between two exports of the queue gauges (counting pending keys is a scan)."""
+MAX_ERROR_BACKOFF = 30.0
+"""The longest wait after a failed sweep."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +46,29 @@ class SweepReport:
     orphaned: int
 
 
+def _sweep_table(
+    queue: WorkQueue, now: float, table: Timetable, limit: int | None, batch: int
+) -> int:
+    """Enqueue the table's due keys (at most ``limit``); remove each entry once enqueued."""
+    enqueued = 0
+    seen: set[OrderKey] = set()
+    while limit is None or enqueued < limit:
+        size = batch if limit is None else min(batch, limit - enqueued)
+        entries = [e for e in queue.peek_due(now, size, table) if e[0] not in seen]
+        if not entries:
+            return enqueued
+        done: list[tuple[OrderKey, int]] = []
+        try:
+            for key, score in entries:
+                queue.enqueue(key)
+                done.append((key, score))
+                seen.add(key)
+        finally:
+            queue.settle_due(done, table)
+        enqueued += len(done)
+    return enqueued
+
+
 def sweep_once(
     queue: WorkQueue,
     now: float,
@@ -47,21 +77,17 @@ def sweep_once(
     interval: float = 1.0,
     batch: int = 500,
 ) -> SweepReport:
-    """Enqueue every due key, the refreshes this sweep's rate allows, and orphaned dirty keys."""
-    due = 0
-    while True:
-        keys = queue.pop_due(now, batch)
-        for key in keys:
-            queue.enqueue(key)
-        due += len(keys)
-        if len(keys) < batch:
-            break
+    """Enqueue every due key, the refreshes this sweep's rate allows, and orphaned dirty keys.
+
+    Raises:
+        RedisError, OperationalError: Redis or the broker failed; the keys not enqueued yet
+            are still due.
+    """
+    due = _sweep_table(queue, now, Timetable.DUE, None, batch)
     cap = compute_refresh_cap(queue.due_count(Timetable.REFRESH), refresh_cycle, interval)
-    refreshes = queue.pop_due(now, cap, Timetable.REFRESH)
-    for key in refreshes:
-        queue.enqueue(key)
+    refreshed = _sweep_table(queue, now, Timetable.REFRESH, cap, batch)
     orphaned = len(queue.sweep_orphans(batch))
-    return SweepReport(due=due, refreshed=len(refreshes), orphaned=orphaned)
+    return SweepReport(due=due, refreshed=refreshed, orphaned=orphaned)
 
 
 def export_gauges(queue: WorkQueue) -> None:
@@ -92,15 +118,30 @@ def run_beat(
     """
     next_tick = time.monotonic()
     next_gauges = next_tick
+    failures = 0
     while not stop.is_set():
         next_tick += interval
         if not is_active():
             stop.wait(max(0.0, next_tick - time.monotonic()))
             continue
-        if time.monotonic() >= next_gauges:
-            export_gauges(queue)
-            next_gauges = time.monotonic() + GAUGE_INTERVAL
-        report = sweep_once(queue, time.time(), refresh_cycle=refresh_cycle, interval=interval)
+        try:
+            if time.monotonic() >= next_gauges:
+                export_gauges(queue)
+                next_gauges = time.monotonic() + GAUGE_INTERVAL
+            report = sweep_once(queue, time.time(), refresh_cycle=refresh_cycle, interval=interval)
+        except Exception as exc:  # beat outlives every error; the sweep repeats
+            failures += 1
+            wait = min(interval * 2**failures, MAX_ERROR_BACKOFF)
+            log.warning(
+                "beat sweep failed (%s: %s); sweeping again in %.0f s",
+                type(exc).__name__,
+                exc,
+                wait,
+            )
+            stop.wait(wait)
+            next_tick = time.monotonic()
+            continue
+        failures = 0
         if report.due or report.refreshed or report.orphaned:
             log.info(
                 "beat enqueued %d due, %d refreshes, %d orphaned",

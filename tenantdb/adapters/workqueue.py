@@ -45,7 +45,7 @@ import enum
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -183,10 +183,18 @@ end
 return out
 """
 
-_POP_DUE = """
-local keys = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
-if #keys > 0 then redis.call('ZREM', KEYS[1], unpack(keys)) end
-return keys
+# Remove the members whose due time is still the one they were read at: an entry a pass moved
+# meanwhile (a new come-back) stays. ARGV: member, score, member, score, ...
+_SETTLE_DUE = """
+local removed = 0
+for i = 1, #ARGV, 2 do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if score and tonumber(score) == tonumber(ARGV[i + 1]) then
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    removed = removed + 1
+  end
+end
+return removed
 """
 
 
@@ -345,7 +353,7 @@ class WorkQueue:
         self._extend = client.register_script(_EXTEND)
         self._fence = client.register_script(_FENCE)
         self._sweep = client.register_script(_SWEEP_ORPHANS)
-        self._pop_due = client.register_script(_POP_DUE)
+        self._settle_due = client.register_script(_SETTLE_DUE)
 
     # -- enqueue -------------------------------------------------------------------------------
 
@@ -626,12 +634,28 @@ class WorkQueue:
         score = self.redis.zscore(self.keys.timetable(table), str(key))
         return None if score is None else float(score) / 1000
 
-    def pop_due(
+    def peek_due(
         self, now: float, batch: int = 500, table: Timetable = Timetable.DUE
-    ) -> list[OrderKey]:
-        """Remove and return up to ``batch`` keys due by ``now``; each is returned once."""
-        members = self._pop_due(keys=[self.keys.timetable(table)], args=[int(now * 1000), batch])
-        return [OrderKey.parse(_text(m)) for m in members]
+    ) -> list[tuple[OrderKey, int]]:
+        """Up to ``batch`` keys due by ``now``, earliest first, with the due time they carry
+        (ms). Nothing is removed: ``settle_due`` does that once a key was enqueued, so a key
+        whose enqueue failed is still due at the next sweep."""
+        members: list[Any] = self.redis.zrangebyscore(
+            self.keys.timetable(table), "-inf", int(now * 1000), start=0, num=batch,
+            withscores=True,
+        )  # fmt: skip
+        return [(OrderKey.parse(_text(m)), int(score)) for m, score in members]
+
+    def settle_due(
+        self, entries: Sequence[tuple[OrderKey, int]], table: Timetable = Timetable.DUE
+    ) -> int:
+        """Remove enqueued entries whose due time has not moved since ``peek_due``; how many."""
+        if not entries:
+            return 0
+        args: list[str | int] = []
+        for key, score in entries:
+            args += [str(key), score]
+        return int(self._settle_due(keys=[self.keys.timetable(table)], args=args))
 
     def pending_count(self) -> int:
         """How many keys carry a pending mark (a scan: call it seldom)."""
