@@ -3,8 +3,9 @@
 Owns what the real kube-apiserver does between decoding a request and writing etcd: kind lookup
 (built-ins and CRD-installed kinds), uid / resourceVersion / creationTimestamp / generation,
 create / get / list / update / patch / server-side apply / delete, the status split, finalizers
-and deletionTimestamp, Secret `stringData`, CRD pruning, defaulting and validation, field
-ownership, and list chunking. Garbage collection, namespace cleanup and CRD cleanup run in
+and deletionTimestamp, Secret `stringData`, CRD pruning, defaulting and validation, the
+validation of the RBAC kinds and the escalation check a request brings (`WriteOptions.grants`),
+field ownership, and list chunking. Garbage collection, namespace cleanup and CRD cleanup run in
 `devstack.kube.controllers`. It must never write the store outside the store lock, and never
 return a stored object for the caller to mutate.
 """
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from devstack.kube import cel_rules, errors, managed_fields, patches, schema
+from devstack.kube import cel_rules, errors, managed_fields, patches, rbac, schema
 from devstack.kube.errors import ApiError, FieldError
 from devstack.kube.kinds import Kind, builtin_kinds, config_key_errors, kind_from_crd, validate_name
 from devstack.kube.selectors import (
@@ -65,6 +66,8 @@ class WriteOptions:
     force: bool = False
     field_validation: str = "Warn"
     warnings: list[str] = field(default_factory=list)
+    grants: Callable[[Kind, Obj, Obj | None], None] | None = None
+    """Refuses an RBAC object that grants more than its writer holds; None for the devstack."""
 
     def manager(self) -> str:
         """The field manager: explicit, else the user agent's product name (as the real server)."""
@@ -441,6 +444,8 @@ class Api:
             raise errors.invalid_object(
                 kind.kind, kind.group, str(new["metadata"].get("name", "")), problems
             )
+        if opts.grants is not None:
+            opts.grants(kind, new, old)
         return new
 
     def _prune(self, kind: Kind, version: str, new: Obj, opts: WriteOptions) -> None:
@@ -1053,15 +1058,25 @@ def _rule_errors(node: Any, path: str) -> builtins.list[FieldError]:
     return problems
 
 
+def _prepare_binding(api: Api, new: Obj, old: Obj | None) -> None:
+    rbac.default_subjects(new)
+
+
 _PREPARE: dict[str, Callable[[Api, Obj, Obj | None], None]] = {
     "/secrets": _prepare_secret,
     "/namespaces": _prepare_namespace,
     "/services": _prepare_service,
     "apiextensions.k8s.io/customresourcedefinitions": _prepare_crd,
+    rbac.ROLE_BINDINGS: _prepare_binding,
+    rbac.CLUSTER_ROLE_BINDINGS: _prepare_binding,
 }
 _VALIDATE: dict[str, Callable[[Obj, Obj | None], builtins.list[FieldError]]] = {
     "/secrets": _validate_secret,
     "/configmaps": _validate_configmap,
     "/events": _validate_event,
     "apiextensions.k8s.io/customresourcedefinitions": _validate_crd,
+    rbac.ROLES: rbac.validate_role,
+    rbac.CLUSTER_ROLES: rbac.validate_cluster_role,
+    rbac.ROLE_BINDINGS: rbac.validate_role_binding,
+    rbac.CLUSTER_ROLE_BINDINGS: rbac.validate_cluster_role_binding,
 }

@@ -6,9 +6,11 @@ Owns the cluster's admin token (written to the kubeconfig), issuing ServiceAccou
 for requests and for `POST /apis/authentication.k8s.io/v1/tokenreviews`. A token is valid only
 while its ServiceAccount exists with the same uid. It must never log or echo a token.
 
+What an identity may do is `devstack.kube.rbac`'s to decide; the admin is in `system:masters`.
+
 Deliberately left out versus the real server: RS256/ES256 keys and the OIDC discovery endpoints,
-legacy Secret-based ServiceAccount tokens, bound-object (Pod/Secret) invalidation, and RBAC (every
-authenticated user may do everything).
+legacy Secret-based ServiceAccount tokens, client certificates, and bound-object (Pod/Secret)
+invalidation.
 """
 
 from __future__ import annotations
@@ -122,14 +124,25 @@ def audience_match(claims: dict[str, Any], wanted: list[str]) -> list[str]:
     return [a for a in targets if a in token_aud]
 
 
+def service_account_user(
+    ns: str, name: str, uid: str = "", extra: dict[str, list[str]] | None = None
+) -> User:
+    """The identity of a ServiceAccount: its user name and the groups every token of it has."""
+    return User(
+        f"system:serviceaccount:{ns}:{name}",
+        uid,
+        ("system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"),
+        extra or {},
+    )
+
+
 def user_from_claims(claims: dict[str, Any]) -> User:
     """The ServiceAccount identity a verified token carries."""
     info = claims.get("kubernetes.io") or {}
-    ns = str(info.get("namespace", ""))
     sa = info.get("serviceaccount") or {}
-    return User(
-        f"system:serviceaccount:{ns}:{sa.get('name', '')}",
+    return service_account_user(
+        str(info.get("namespace", "")),
+        str(sa.get("name", "")),
         str(sa.get("uid", "")),
-        ("system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"),
         {"authentication.kubernetes.io/credential-id": [f"JTI={claims.get('jti', '')}"]},
     )

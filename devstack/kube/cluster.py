@@ -2,8 +2,9 @@
 
 Owns the `Cluster` object other stand-ins run beside (same process): `get`/`list`/`watch`/
 `create`/`apply`/`patch`/`delete` by resource name, ServiceAccount token issuing and TokenReview,
-request counters, the audit log switch, the watch-history window and killing open watches. The
-HTTP front end is `devstack.kube.server`. It must never be imported by production code.
+the RBAC authorizer (with the bootstrap policy every cluster starts with), request counters, the
+audit log switch, the watch-history window and killing open watches. The HTTP front end is
+`devstack.kube.server`. It must never be imported by production code.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from devstack.counters import RequestCounters
-from devstack.kube import auth, errors
+from devstack.kube import auth, errors, rbac
 from devstack.kube.api import APPLY, Api, AuditEntry, Registry, WriteOptions, now_text
 from devstack.kube.controllers import Controllers
-from devstack.kube.kinds import Kind
+from devstack.kube.kinds import RBAC_GROUP, Kind
 from devstack.kube.selectors import (
     fields_match,
     labels_match,
@@ -58,9 +59,12 @@ class Cluster:
         self.api = Api(self.store, self.registry)
         self.controllers = Controllers(self.api)
         self.tokens = auth.Tokens()
+        self.authorizer = rbac.Authorizer(self.store)
         self.bookmark_interval = 60.0
         self.abrupt_kill = False
         self.requests = RequestCounters()
+        for body in rbac.bootstrap_policy():
+            self.create(f"{body['kind'].lower()}s.{RBAC_GROUP}", body, manager="kube-apiserver")
         self.controllers.start()
 
     # ------------------------------------------------------------ test and benchmark controls
@@ -252,6 +256,23 @@ class Cluster:
         if not auth.audience_match(claims, []):
             raise auth.TokenError("invalid bearer token, token audiences don't match")
         return self._service_account_user(claims)
+
+    def authorize(
+        self,
+        user: auth.User,
+        verb: str,
+        resource: str,
+        namespace: str = "",
+        name: str = "",
+        subresource: str = "",
+    ) -> bool:
+        """Tell whether a user may act on a resource (by plural, `plural.group` or short name).
+
+        `auth.service_account_user(ns, name)` is the user a ServiceAccount's tokens carry.
+        """
+        kind = self.kind(resource)
+        attrs = rbac.Attributes(user, verb, namespace, kind.group, kind.plural, subresource, name)
+        return self.authorizer.authorize(attrs).allowed
 
     def _service_account_user(self, claims: dict[str, Any]) -> auth.User:
         user = auth.user_from_claims(claims)

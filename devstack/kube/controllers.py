@@ -3,9 +3,10 @@
 Owns background garbage collection through ownerReferences (dependents of a removed owner go;
 a dangling owner reference is dropped, and a dependent whose owners are all gone is deleted),
 foreground and orphan deletion, namespace termination (contents deleted, then the namespace),
-and CRD cleanup (instances deleted, then the CRD and its served kind). Work runs on one thread
-per cluster, after the request that caused it returned, as in a real cluster. It must never
-delete an object a live owner still holds.
+CRD cleanup (instances deleted, then the CRD and its served kind), and ClusterRole aggregation
+(an aggregated ClusterRole's rules rewritten from the roles its selectors pick). Work runs on one
+thread per cluster, after the request that caused it returned, as in a real cluster. It must
+never delete an object a live owner still holds.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import queue
 import threading
 from typing import Any
 
-from devstack.kube.api import CRD_FINALIZER, Api, WriteOptions
+from devstack.kube import rbac
+from devstack.kube.api import CRD_FINALIZER, MERGE, Api, WriteOptions
 from devstack.kube.errors import ApiError
 from devstack.kube.kinds import Kind, kind_from_crd
 from devstack.kube.store import Obj
@@ -24,6 +26,10 @@ from devstack.kube.store import Obj
 _GC = WriteOptions(
     user="system:serviceaccount:kube-system:generic-garbage-collector",
     field_manager="kube-controller-manager",
+)
+_AGGREGATOR = WriteOptions(
+    user="system:serviceaccount:kube-system:clusterrole-aggregation-controller",
+    field_manager="clusterrole-aggregation-controller",
 )
 _STOP = ("stop", "")
 
@@ -71,12 +77,16 @@ class Controllers:
             self.api.registry.uninstall(kind_from_crd(obj).key)
         elif not kind.builtin:
             self._enqueue("crd_cleanup", kind.resource)
+        if kind.key == rbac.CLUSTER_ROLES:
+            self._enqueue("aggregate", "")
 
     def _written(self, kind: Kind, obj: Obj) -> None:
         if kind.kind == "CustomResourceDefinition" and not obj["metadata"].get("deletionTimestamp"):
             self.api.registry.install(kind_from_crd(obj))
         if obj["metadata"].get("ownerReferences"):
             self._enqueue("dangling", str(obj["metadata"]["uid"]))
+        if kind.key == rbac.CLUSTER_ROLES:
+            self._enqueue("aggregate", "")
 
     def _deleting(self, kind: Kind, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -247,3 +257,23 @@ class Controllers:
                 self._delete(served, obj)
         if not self.api.store.items(served.key):
             self.api.remove_finalizer(crd_kind, "", name, CRD_FINALIZER)
+
+    def _do_aggregate(self, _: str) -> None:
+        kind = self._kind_of(rbac.CLUSTER_ROLES)
+        if kind is None:
+            return
+        with self.api.store.lock:
+            for role in self.api.store.items(rbac.CLUSTER_ROLES):
+                if not rbac.is_aggregated(role):
+                    continue
+                rules = rbac.aggregated_rules(self.api.store, role)
+                if rules != (role.get("rules") or []):
+                    self.api.patch(
+                        kind,
+                        kind.storage_version,
+                        "",
+                        role["metadata"]["name"],
+                        MERGE,
+                        {"rules": rules},
+                        _AGGREGATOR,
+                    )

@@ -180,9 +180,42 @@ def forbidden_error(resource: str, group: str, name: str, why: str) -> ApiError:
     )
 
 
+def access_denied(resource: str, group: str, name: str, why: str) -> ApiError:
+    """403 as the authorization layer words it.
+
+    `secrets "x" is forbidden: <why>` for a named object, `secrets is forbidden: <why>` for a
+    collection, and `forbidden: <why>` for a path that is not a resource; the details leave out
+    what is empty, as Go's `omitempty` does.
+    """
+    if not resource:
+        message = f"forbidden: {why}"
+    elif not name:
+        message = f"{_qualified(resource, group)} is forbidden: {why}"
+    else:
+        message = f'{_qualified(resource, group)} "{name}" is forbidden: {why}'
+    details = {k: v for k, v in (("name", name), ("group", group), ("kind", resource)) if v}
+    return ApiError(403, "Forbidden", message, details)
+
+
+def not_supported(path: str, value: Any, supported: list[str]) -> FieldError:
+    """Build an `Unsupported value` error listing the values the field takes."""
+    listed = ", ".join(json.dumps(v) for v in supported)
+    return FieldError("FieldValueNotSupported", path, value, f"supported values: {listed}")
+
+
 def unauthorized() -> ApiError:
     """401 for a missing or unknown bearer token."""
     return ApiError(401, "Unauthorized", "Unauthorized")
+
+
+def internal_error(message: str) -> ApiError:
+    """500 InternalError."""
+    return ApiError(
+        500,
+        "InternalError",
+        f"Internal error occurred: {message}",
+        {"causes": [{"message": message}]},
+    )
 
 
 def gone(message: str) -> ApiError:

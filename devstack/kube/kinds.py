@@ -22,6 +22,8 @@ from devstack.kube.selectors import FieldGetter
 
 Schema = dict[str, Any]
 Cell = Callable[[Mapping[str, Any]], Any]
+RBAC_GROUP = "rbac.authorization.k8s.io"
+AUTHORIZATION_GROUP = "authorization.k8s.io"
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,17 @@ DNS1035_MSG = (
 )
 
 
+def path_segment_errors(name: str, path: str) -> list[FieldError]:
+    """Check a name that only has to be one URL path segment (RBAC names such as `system:x`)."""
+    if name in (".", ".."):
+        return [invalid(path, name, f"may not be '{name}'")]
+    return [invalid(path, name, f"may not contain '{c}'") for c in "/%" if c in name]
+
+
 def validate_name(kind: Kind, name: str, path: str = "metadata.name") -> list[FieldError]:
     """Check an object name with the rule the real server uses for that kind."""
+    if kind.group == RBAC_GROUP:
+        return path_segment_errors(name, path)
     if kind.kind == "Namespace":
         pattern, message, limit = _LABEL, LABEL_MSG, 63
     elif kind.kind == "Service":
@@ -300,6 +311,11 @@ SERVICE_SCHEMA = _top(
 )
 LEASE_SCHEMA = _top("Lease defines a lease concept.", spec=_OPEN)
 TOKENREVIEW_SCHEMA = _top("TokenReview attempts to authenticate a token.", spec=_OPEN, status=_OPEN)
+SELF_REVIEW_SCHEMA = _top(
+    "SelfSubjectReview contains the user information that the kube-apiserver has about the user "
+    "making this request.",
+    status=_OPEN,
+)
 _STRING: Schema = {"type": "string"}
 _TIME: Schema = {"type": "string", "format": "date-time"}
 EVENT_SCHEMA = _top(
@@ -324,6 +340,319 @@ CRD_SCHEMA = _top(
     spec=_OPEN,
     status=_OPEN,
 )
+
+_STRINGS: Schema = {
+    "type": "array",
+    "items": {"type": "string"},
+    "x-kubernetes-list-type": "atomic",
+}
+
+
+def _strings(description: str) -> Schema:
+    return {**_STRINGS, "description": description}
+
+
+POLICY_RULE_SCHEMA = _obj(
+    {
+        "apiGroups": _strings(
+            'The API groups of the resources; "" is the core group, "*" every group.'
+        ),
+        "resources": _strings(
+            'The resources the rule applies to; "*" every resource, "x/y" the subresource y of '
+            'x, "*/y" the subresource y of every resource.'
+        ),
+        "resourceNames": _strings("An optional allow list of object names; empty means all."),
+        "verbs": _strings('The verbs the rule allows (get, list, watch, create, ...; "*" all).'),
+        "nonResourceURLs": _strings(
+            'Paths that are not resources (`/version`); a trailing "*" matches a prefix. Only in '
+            "ClusterRoles bound by ClusterRoleBindings."
+        ),
+    },
+    "PolicyRule holds information that describes a policy rule, but does not contain "
+    "information about who the rule applies to or which namespace the rule applies to.",
+    required=["verbs"],
+)
+_RULES: Schema = {
+    "type": "array",
+    "items": POLICY_RULE_SCHEMA,
+    "x-kubernetes-list-type": "atomic",
+    "description": "Rules holds all the PolicyRules for this role.",
+}
+LABEL_SELECTOR_SCHEMA = _obj(
+    {
+        "matchLabels": {**_STRING_MAP, "description": "Labels an object must carry, all of them."},
+        "matchExpressions": {
+            "type": "array",
+            "x-kubernetes-list-type": "atomic",
+            "description": "Requirements on labels (In, NotIn, Exists, DoesNotExist), all of them.",
+            "items": _obj(
+                {"key": _STRING, "operator": _STRING, "values": _STRINGS},
+                required=["key", "operator"],
+            ),
+        },
+    },
+    "A label selector; an empty one matches every object.",
+    **{"x-kubernetes-map-type": "atomic"},
+)
+ROLE_SCHEMA = _top(
+    "Role is a namespaced, logical grouping of PolicyRules that can be referenced as a unit by "
+    "a RoleBinding.",
+    rules=_RULES,
+)
+CLUSTERROLE_SCHEMA = _top(
+    "ClusterRole is a cluster level, logical grouping of PolicyRules that can be referenced as a "
+    "unit by a RoleBinding or ClusterRoleBinding.",
+    rules=_RULES,
+    aggregationRule=_obj(
+        {
+            "clusterRoleSelectors": {
+                "type": "array",
+                "x-kubernetes-list-type": "atomic",
+                "items": LABEL_SELECTOR_SCHEMA,
+                "description": "The ClusterRoles whose rules are aggregated into this one.",
+            }
+        },
+        "AggregationRule describes how to build the rules of this ClusterRole; if set, the rules "
+        "are controller managed and direct changes to them are stomped by the controller.",
+    ),
+)
+_ROLE_REF = _obj(
+    {
+        "apiGroup": {**_STRING, "description": "The group of the referenced role."},
+        "kind": {**_STRING, "description": "Role or ClusterRole."},
+        "name": {**_STRING, "description": "The name of the referenced role."},
+    },
+    "RoleRef can reference a Role in the current namespace or a ClusterRole in the global "
+    "namespace. It cannot be changed once the binding exists.",
+    required=["apiGroup", "kind", "name"],
+    **{"x-kubernetes-map-type": "atomic"},
+)
+_SUBJECTS: Schema = {
+    "type": "array",
+    "x-kubernetes-list-type": "atomic",
+    "description": "Subjects holds references to the objects the role applies to.",
+    "items": _obj(
+        {
+            "kind": {**_STRING, "description": "ServiceAccount, User or Group."},
+            "apiGroup": {
+                **_STRING,
+                "description": '"" for a ServiceAccount, the RBAC group for a User or Group.',
+            },
+            "name": {**_STRING, "description": "The name of the object being referenced."},
+            "namespace": {
+                **_STRING,
+                "description": "The namespace of a ServiceAccount (a RoleBinding's by default).",
+            },
+        },
+        "Subject contains a reference to the object or user identities a role binding applies to.",
+        required=["kind", "name"],
+        **{"x-kubernetes-map-type": "atomic"},
+    ),
+}
+ROLEBINDING_SCHEMA = _top(
+    "RoleBinding references a role, but does not contain it. It adds who information via "
+    "Subjects and namespace information by which namespace it exists in.",
+    roleRef=_ROLE_REF,
+    subjects=_SUBJECTS,
+)
+CLUSTERROLEBINDING_SCHEMA = _top(
+    "ClusterRoleBinding references a ClusterRole, but does not contain it. It adds who information "
+    "via Subject.",
+    roleRef=_ROLE_REF,
+    subjects=_SUBJECTS,
+)
+_RESOURCE_ATTRIBUTES = _obj(
+    {
+        key: {**_STRING, "description": text}
+        for key, text in (
+            ("namespace", 'The namespace of the action; "" is every namespace.'),
+            ("verb", 'A Kubernetes resource API verb (get, list, watch, create, ...; "*" all).'),
+            ("group", 'The API group of the resource; "*" every group.'),
+            ("version", 'The API version of the resource; "*" every version.'),
+            ("resource", 'One of the existing resource types; "*" every resource.'),
+            ("subresource", 'One of the existing subresources; "" none.'),
+            ("name", 'The name of the resource; "" every name.'),
+        )
+    },
+    "ResourceAttributes includes the authorization attributes available for resource requests.",
+)
+_NON_RESOURCE_ATTRIBUTES = _obj(
+    {
+        "path": {**_STRING, "description": "The URL path of the request."},
+        "verb": {**_STRING, "description": "The standard HTTP verb."},
+    },
+    "NonResourceAttributes includes the authorization attributes available for non-resource "
+    "requests.",
+)
+_ACCESS_STATUS = _obj(
+    {
+        "allowed": {"type": "boolean", "description": "Whether the action is allowed."},
+        "denied": {"type": "boolean", "description": "Whether the action is denied."},
+        "reason": {**_STRING, "description": "Why the action is allowed or denied."},
+        "evaluationError": {**_STRING, "description": "An error while checking authorization."},
+    },
+    "SubjectAccessReviewStatus",
+)
+SELF_ACCESS_REVIEW_SCHEMA = _top(
+    "SelfSubjectAccessReview checks whether the current user can perform an action.",
+    spec=_obj(
+        {
+            "resourceAttributes": _RESOURCE_ATTRIBUTES,
+            "nonResourceAttributes": _NON_RESOURCE_ATTRIBUTES,
+        },
+        "Exactly one of resourceAttributes and nonResourceAttributes must be set.",
+    ),
+    status=_ACCESS_STATUS,
+)
+ACCESS_REVIEW_SCHEMA = _top(
+    "SubjectAccessReview checks whether or not a user or group can perform an action.",
+    spec=_obj(
+        {
+            "resourceAttributes": _RESOURCE_ATTRIBUTES,
+            "nonResourceAttributes": _NON_RESOURCE_ATTRIBUTES,
+            "user": {**_STRING, "description": "The user to test for."},
+            "groups": {**_STRINGS, "description": "The groups to test for."},
+            "uid": {**_STRING, "description": "Information about the requesting user."},
+            "extra": {
+                "type": "object",
+                "additionalProperties": _STRINGS,
+                "description": "Extra information about the requesting user.",
+            },
+        },
+        "Exactly one of resourceAttributes and nonResourceAttributes must be set.",
+    ),
+    status=_ACCESS_STATUS,
+)
+SELF_RULES_REVIEW_SCHEMA = _top(
+    "SelfSubjectRulesReview enumerates the set of actions the current user can perform within "
+    "a namespace.",
+    spec=_obj({"namespace": {**_STRING, "description": "The namespace to evaluate rules for."}}),
+    status=_OPEN,
+)
+
+
+def _binding_role(o: Mapping[str, Any]) -> str:
+    ref = o.get("roleRef") or {}
+    return f"{ref.get('kind', '')}/{ref.get('name', '')}"
+
+
+def _binding_subjects(kind: str) -> Cell:
+    def cell(o: Mapping[str, Any]) -> str:
+        names = [
+            f"{s.get('namespace', '')}/{s.get('name', '')}"
+            if kind == "ServiceAccount"
+            else str(s.get("name", ""))
+            for s in o.get("subjects") or []
+            if s.get("kind") == kind
+        ]
+        return ", ".join(names)
+
+    return cell
+
+
+_CREATED_AT = Column(
+    "Created At", "date", lambda o: _meta(o, "creationTimestamp"), "When the object was created."
+)
+_BINDING_COLUMNS = (
+    NAME,
+    Column("Role", "string", _binding_role, "The role the binding references."),
+    AGE,
+    Column("Users", "string", _binding_subjects("User"), "Users in the binding.", 1),
+    Column("Groups", "string", _binding_subjects("Group"), "Groups in the binding.", 1),
+    Column(
+        "ServiceAccounts",
+        "string",
+        _binding_subjects("ServiceAccount"),
+        "ServiceAccounts in the binding.",
+        1,
+    ),
+)
+
+
+def _rbac_kinds() -> list[Kind]:
+    rbac: dict[str, Any] = {
+        "group": RBAC_GROUP,
+        "versions": ("v1",),
+        "storage_version": "v1",
+        "smp": COMMON_SMP,
+    }
+    reviews: dict[str, Any] = {
+        "group": AUTHORIZATION_GROUP,
+        "versions": ("v1",),
+        "storage_version": "v1",
+        "verbs": ("create",),
+        "stored": False,
+    }
+    return [
+        Kind(
+            **rbac,
+            plural="roles",
+            singular="role",
+            kind="Role",
+            namespaced=True,
+            schemas={"v1": ROLE_SCHEMA},
+            columns={"v1": (NAME, _CREATED_AT)},
+        ),
+        Kind(
+            **rbac,
+            plural="clusterroles",
+            singular="clusterrole",
+            kind="ClusterRole",
+            namespaced=False,
+            schemas={"v1": CLUSTERROLE_SCHEMA},
+            columns={"v1": (NAME, _CREATED_AT)},
+        ),
+        Kind(
+            **rbac,
+            plural="rolebindings",
+            singular="rolebinding",
+            kind="RoleBinding",
+            namespaced=True,
+            schemas={"v1": ROLEBINDING_SCHEMA},
+            columns={"v1": _BINDING_COLUMNS},
+        ),
+        Kind(
+            **rbac,
+            plural="clusterrolebindings",
+            singular="clusterrolebinding",
+            kind="ClusterRoleBinding",
+            namespaced=False,
+            schemas={"v1": CLUSTERROLEBINDING_SCHEMA},
+            columns={"v1": _BINDING_COLUMNS},
+        ),
+        Kind(
+            **reviews,
+            plural="selfsubjectaccessreviews",
+            singular="selfsubjectaccessreview",
+            kind="SelfSubjectAccessReview",
+            namespaced=False,
+            schemas={"v1": SELF_ACCESS_REVIEW_SCHEMA},
+        ),
+        Kind(
+            **reviews,
+            plural="selfsubjectrulesreviews",
+            singular="selfsubjectrulesreview",
+            kind="SelfSubjectRulesReview",
+            namespaced=False,
+            schemas={"v1": SELF_RULES_REVIEW_SCHEMA},
+        ),
+        Kind(
+            **reviews,
+            plural="subjectaccessreviews",
+            singular="subjectaccessreview",
+            kind="SubjectAccessReview",
+            namespaced=False,
+            schemas={"v1": ACCESS_REVIEW_SCHEMA},
+        ),
+        Kind(
+            **reviews,
+            plural="localsubjectaccessreviews",
+            singular="localsubjectaccessreview",
+            kind="LocalSubjectAccessReview",
+            namespaced=True,
+            schemas={"v1": ACCESS_REVIEW_SCHEMA},
+        ),
+    ]
 
 
 def _secret_type(o: Mapping[str, Any]) -> str:
@@ -564,6 +893,18 @@ def builtin_kinds() -> list[Kind]:
             stored=False,
         ),
         Kind(
+            group="authentication.k8s.io",
+            versions=("v1",),
+            storage_version="v1",
+            plural="selfsubjectreviews",
+            singular="selfsubjectreview",
+            kind="SelfSubjectReview",
+            namespaced=False,
+            schemas={"v1": SELF_REVIEW_SCHEMA},
+            verbs=("create",),
+            stored=False,
+        ),
+        Kind(
             group="apiextensions.k8s.io",
             versions=("v1",),
             storage_version="v1",
@@ -581,6 +922,7 @@ def builtin_kinds() -> list[Kind]:
                 "v1": (NAME, Column("Created At", "date", lambda o: _meta(o, "creationTimestamp")))
             },
         ),
+        *_rbac_kinds(),
     ]
 
 

@@ -1,8 +1,9 @@
 """Decoding of the Kubernetes protobuf request bodies kubectl sends for built-in kinds.
 
 Owns the `k8s\\x00` envelope (`runtime.Unknown`) and the wire format of the kinds `kubectl create`
-posts: Namespace, Secret, ConfigMap, ServiceAccount and TokenRequest, with the ObjectMeta fields
-a create carries.
+and `kubectl auth` post: Namespace, Secret, ConfigMap, ServiceAccount, TokenRequest,
+SelfSubjectReview, Role, ClusterRole, RoleBinding, ClusterRoleBinding and the
+`authorization.k8s.io` access reviews, with the ObjectMeta fields a create carries.
 It must never be used for responses: the server always answers in JSON, which every client
 accepts. Other kinds in protobuf get a 415 from the caller.
 """
@@ -147,12 +148,105 @@ def _token_request(f: Fields, out: dict[str, Any]) -> None:
     out["spec"] = decoded
 
 
+def _strings(f: Fields, number: int) -> list[str]:
+    return [v.decode() for v in f.get(number) or []]
+
+
+def _texts(raw: bytes, names: tuple[str, ...]) -> dict[str, Any]:
+    """A message of string fields numbered 1, 2, ... in the order of `names`; empty ones omitted."""
+    f = _fields(raw)
+    return {n: _text(f, i) for i, n in enumerate(names, 1) if _text(f, i)}
+
+
+def _policy_rule(raw: bytes) -> dict[str, Any]:
+    f = _fields(raw)
+    keys = ("verbs", "apiGroups", "resources", "resourceNames", "nonResourceURLs")
+    return {k: _strings(f, i) for i, k in enumerate(keys, 1) if i in f}
+
+
+def _label_selector(raw: bytes) -> dict[str, Any]:
+    f = _fields(raw)
+    out: dict[str, Any] = {}
+    labels = _map(f, 1)
+    if labels is not None:
+        out["matchLabels"] = labels
+    expressions = []
+    for entry in f.get(2) or []:
+        g = _fields(entry)
+        expr: dict[str, Any] = {"key": _text(g, 1) or "", "operator": _text(g, 2) or ""}
+        if 3 in g:
+            expr["values"] = _strings(g, 3)
+        expressions.append(expr)
+    if expressions:
+        out["matchExpressions"] = expressions
+    return out
+
+
+def _role(f: Fields, out: dict[str, Any]) -> None:
+    out["rules"] = [_policy_rule(r) for r in f.get(2) or []]
+    if 3 in f:
+        selectors = _fields(f[3][-1]).get(1) or []
+        out["aggregationRule"] = {"clusterRoleSelectors": [_label_selector(s) for s in selectors]}
+
+
+def _binding(f: Fields, out: dict[str, Any]) -> None:
+    subject = ("kind", "apiGroup", "name", "namespace")
+    if 2 in f:
+        out["subjects"] = [_texts(raw, subject) for raw in f[2]]
+    if 3 in f:
+        out["roleRef"] = _texts(f[3][-1], ("apiGroup", "kind", "name"))
+
+
+_RESOURCE_ATTRIBUTES = ("namespace", "verb", "group", "version", "resource", "subresource", "name")
+
+
+def _access_review(f: Fields, out: dict[str, Any]) -> None:
+    g = _fields((f.get(2) or [b""])[-1])
+    spec: dict[str, Any] = {}
+    if 1 in g:
+        spec["resourceAttributes"] = _texts(g[1][-1], _RESOURCE_ATTRIBUTES)
+    if 2 in g:
+        spec["nonResourceAttributes"] = _texts(g[2][-1], ("path", "verb"))
+    if _text(g, 3) is not None:
+        spec["user"] = _text(g, 3)
+    if 4 in g:
+        spec["groups"] = _strings(g, 4)
+    if _text(g, 6):
+        spec["uid"] = _text(g, 6)
+    extra = {}
+    for raw in g.get(5) or []:
+        entry = _fields(raw)
+        extra[_text(entry, 1) or ""] = _strings(_fields((entry.get(2) or [b""])[-1]), 1)
+    if extra:
+        spec["extra"] = extra
+    out["spec"] = spec
+
+
+def _rules_review(f: Fields, out: dict[str, Any]) -> None:
+    out["spec"] = _texts((f.get(2) or [b""])[-1], ("namespace",))
+
+
+def _self_review(f: Fields, out: dict[str, Any]) -> None:
+    return None
+
+
+_RBAC = "rbac.authorization.k8s.io/v1"
+_AUTHZ = "authorization.k8s.io/v1"
 _KINDS: dict[tuple[str, str], Callable[[Fields, dict[str, Any]], None]] = {
     ("v1", "Namespace"): _namespace,
     ("v1", "Secret"): _secret,
     ("v1", "ConfigMap"): _configmap,
     ("v1", "ServiceAccount"): _serviceaccount,
     ("authentication.k8s.io/v1", "TokenRequest"): _token_request,
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): _self_review,
+    (_RBAC, "Role"): _role,
+    (_RBAC, "ClusterRole"): _role,
+    (_RBAC, "RoleBinding"): _binding,
+    (_RBAC, "ClusterRoleBinding"): _binding,
+    (_AUTHZ, "SelfSubjectAccessReview"): _access_review,
+    (_AUTHZ, "SubjectAccessReview"): _access_review,
+    (_AUTHZ, "LocalSubjectAccessReview"): _access_review,
+    (_AUTHZ, "SelfSubjectRulesReview"): _rules_review,
 }
 
 

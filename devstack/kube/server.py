@@ -1,9 +1,11 @@
 """HTTP front end of a simulated cluster: the paths, verbs and media types of the real API.
 
 Owns routing (`/api`, `/apis`, discovery, OpenAPI, health, resource and subresource paths),
-bearer-token authentication, query parameters, content negotiation (JSON, YAML apply bodies,
-`as=Table` for kubectl), watch streaming with chunked transfer, request counters, and serving
-several clusters from one process on free ports. Every response leaves in one write, so Nagle and
+bearer-token authentication, impersonation headers, authorizing every request before it is
+routed (`devstack.kube.rbac` decides; `/devstack/counters` takes any valid token), query
+parameters, content negotiation (JSON, YAML apply bodies, `as=Table` for kubectl), watch
+streaming with chunked transfer, request counters, and serving several clusters from one process
+on free ports. Every response leaves in one write, so Nagle and
 delayed ACKs never add 40 ms. It must never hold the store lock while writing to a socket.
 """
 
@@ -15,22 +17,23 @@ import socket
 import ssl
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
 from devstack import counters
-from devstack.kube import auth, discovery, errors, protobuf, tls
-from devstack.kube.api import WriteOptions
+from devstack.kube import auth, discovery, errors, protobuf, rbac, tls
+from devstack.kube.api import APPLY, WriteOptions
 from devstack.kube.cluster import Cluster, WatchRequest
 from devstack.kube.errors import ApiError
-from devstack.kube.kinds import Kind
+from devstack.kube.kinds import AUTHORIZATION_GROUP, RBAC_GROUP, Kind
 
 _OPEN_PATHS = ("/version", "/healthz", "/livez", "/readyz")
+_EXTRA_HEADER = "impersonate-extra-"
 
 
 @dataclass
@@ -102,12 +105,14 @@ class Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         try:
-            user = self._authenticate(parts.path)
+            user = self._impersonate(self._authenticate(parts.path))
             result: Response | Iterator[bytes]
             if parts.path == counters.PATH:
                 result = self._counters(method)
             else:
-                result = self._dispatch(method, parts.path, query, raw, user)
+                attrs = rbac.request_attributes(user, method, parts.path, query)
+                self._authorize(attrs)
+                result = self._dispatch(method, parts.path, query, raw, attrs)
         except ApiError as exc:
             result = Response(exc.code, exc.status(), exc.headers)
         if isinstance(result, Response):
@@ -124,6 +129,34 @@ class Handler(BaseHTTPRequestHandler):
             if path in _OPEN_PATHS:
                 return auth.User("system:anonymous", "", ("system:unauthenticated",))
             raise errors.unauthorized() from exc
+
+    def _impersonate(self, user: auth.User) -> auth.User:
+        name = self.headers.get("Impersonate-User", "")
+        groups = self.headers.get_all("Impersonate-Group") or []
+        uid = self.headers.get("Impersonate-Uid", "")
+        extra: dict[str, list[str]] = {}
+        for key, value in self.headers.items():
+            if key.lower().startswith(_EXTRA_HEADER):
+                extra.setdefault(unquote(key[len(_EXTRA_HEADER) :].lower()), []).append(value)
+        if not name:
+            if groups or uid or extra:
+                raise errors.internal_error(
+                    "requested impersonation of groups, a uid or extras without impersonating a "
+                    "user"
+                )
+            return user
+        return self.cluster.authorizer.impersonate(user, name, list(groups), uid, extra)
+
+    def _authorize(self, attrs: rbac.Attributes) -> None:
+        decision = self.cluster.authorizer.authorize(attrs)
+        if decision.allowed:
+            return
+        if attrs.resource_request:
+            group = f".{attrs.group}" if attrs.group else ""
+            sub = f"/{attrs.subresource}" if attrs.subresource else ""
+            client = counters.client_of(self.headers.get("User-Agent", ""))
+            self.cluster.count(attrs.verb, f"{attrs.resource}{group}{sub}", client)
+        raise rbac.forbidden(attrs, decision.reason)
 
     def _send(self, response: Response) -> None:
         body = (
@@ -169,7 +202,7 @@ class Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------ routing
 
     def _dispatch(
-        self, method: str, path: str, query: dict[str, str], raw: bytes, user: auth.User
+        self, method: str, path: str, query: dict[str, str], raw: bytes, attrs: rbac.Attributes
     ) -> Response | Iterator[bytes]:
         static = self._static(path)
         if static is not None:
@@ -177,7 +210,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise errors.method_not_allowed()
             return Response(200, static)
         route = self._route(path)
-        return self._resource(method, route, query, raw, user)
+        return self._resource(method, route, query, raw, attrs)
 
     def _static(self, path: str) -> Any:
         path = path.rstrip("/") or "/"
@@ -247,7 +280,12 @@ class Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------ resources
 
-    def _options(self, query: dict[str, str], user: auth.User) -> WriteOptions:
+    def _options(self, query: dict[str, str], route: Route, user: auth.User) -> WriteOptions:
+        authorizer = self.cluster.authorizer
+
+        def grants(kind: Kind, new: dict[str, Any], old: dict[str, Any] | None) -> None:
+            authorizer.confirm_grant(user, kind.plural, new, old)
+
         return WriteOptions(
             user=user.name,
             field_manager=query.get("fieldManager", ""),
@@ -255,10 +293,11 @@ class Handler(BaseHTTPRequestHandler):
             dry_run=bool(query.get("dryRun")),
             force=_flag(query, "force"),
             field_validation=query.get("fieldValidation") or "Warn",
+            grants=grants if route.kind.group == RBAC_GROUP else None,
         )
 
     def _resource(
-        self, method: str, route: Route, query: dict[str, str], raw: bytes, user: auth.User
+        self, method: str, route: Route, query: dict[str, str], raw: bytes, attrs: rbac.Attributes
     ) -> Response | Iterator[bytes]:
         kind = route.kind
         verb = _verb(method, route, query)
@@ -270,11 +309,34 @@ class Handler(BaseHTTPRequestHandler):
             return self._watch(route, query)
         if verb in ("get", "list"):
             return self._read(verb, route, query)
-        opts = self._options(query, user)
+        if kind.kind == "SelfSubjectReview":
+            return Response(201, _self_subject_review(attrs.user))
+        if kind.group == AUTHORIZATION_GROUP:
+            review = self.cluster.authorizer.review(
+                kind.kind, route.namespace or "", self._body(raw), attrs.user
+            )
+            return Response(201, review)
+        if verb == "patch" and self._content_type() == APPLY and not route.subresource:
+            self._authorize_apply_create(route, attrs)
+        opts = self._options(query, route, attrs.user)
         response = self._write(verb, route, query, raw, opts)
         if opts.warnings:
             response.headers["Warning"] = ", ".join(f"299 - {json.dumps(w)}" for w in opts.warnings)
         return response
+
+    def _content_type(self) -> str:
+        return self.headers.get("Content-Type", "").split(";")[0].strip()
+
+    def _authorize_apply_create(self, route: Route, attrs: rbac.Attributes) -> None:
+        # An apply that creates the object is also a create, and is refused as the real server
+        # refuses it: the Status carries the authorizer's reason, which may be empty.
+        with self.cluster.store.lock:
+            exists = self.cluster.store.get(route.kind.key, route.namespace or "", route.name)
+        if exists is not None:
+            return
+        decision = self.cluster.authorizer.authorize(replace(attrs, verb="create"))
+        if not decision.allowed:
+            raise errors.access_denied(attrs.resource, attrs.group, attrs.name, decision.reason)
 
     def _read(self, verb: str, route: Route, query: dict[str, str]) -> Response:
         # Plain reads are served from each object's cached JSON, never from a copy of the store;
@@ -343,7 +405,7 @@ class Handler(BaseHTTPRequestHandler):
                 200, api.update(kind, version, ns, route.name, body, opts, route.subresource)
             )
         if verb == "patch":
-            content_type = self.headers.get("Content-Type", "").split(";")[0].strip()
+            content_type = self._content_type()
             obj, created = api.patch(
                 kind, version, ns, route.name, content_type, body, opts, route.subresource
             )
@@ -411,6 +473,15 @@ class Handler(BaseHTTPRequestHandler):
                 yield b'{"type": "' + event["type"].encode() + b'", "object": ' + obj + b"}\n"
             else:
                 yield json.dumps(event).encode() + b"\n"
+
+
+def _self_subject_review(user: auth.User) -> dict[str, Any]:
+    return {
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": None},
+        "status": {"userInfo": user.to_json()},
+    }
 
 
 def _raise(error: ApiError) -> Any:

@@ -1,7 +1,8 @@
 """Helpers of the MysqlDatabase end-to-end tests: the caller's client and the servers' view.
 
-The caller talks to the API server through the official client with a ServiceAccount token of
-its own (the one the example caller Role binds); the owner Secret is written by the platform (as
+The caller talks to the API server through the official client with the token of the
+ServiceAccount the chart's example caller Role is bound to, and holds nothing else (the devstack
+enforces RBAC); the owner Secret is written by the platform (as
 External Secrets Operator would), never by the caller. What happens on MySQL is checked with
 PyMySQL on the servers themselves, and statements are counted from the primary's general log
 (the statements of tenantdb's admin account only).
@@ -15,11 +16,13 @@ from typing import Any
 
 import pymysql
 import pytest
+import yaml
 from kubernetes import client as k8s
 
 from devstack.mysql_group import MysqlGroup
-from tests.e2e.conftest import Stack, wait_for
+from tests.e2e.conftest import REPO, Stack, wait_for
 
+CALLER_ROLE = REPO / "charts/tenantdb/examples/mysqldatabase-caller-role.yaml"
 NS = "bloodraven"
 GROUP = "main"
 API = ("shipstream.io", "v1alpha1", NS, "mysqldatabases")
@@ -39,6 +42,9 @@ class Tenants:
         self.group = group
         self.suffix = stack.suffix.replace("-", "")
         cluster = stack.platform.cluster()
+        for document in yaml.safe_load_all(CALLER_ROLE.read_text()):
+            plural = "roles" if document["kind"] == "Role" else "rolebindings"
+            cluster.apply(f"{plural}.rbac.authorization.k8s.io", document, NS, manager="test")
         cluster.apply(
             "serviceaccounts",
             {

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
+from kubernetes import client as k8s
 
 from tests.e2e.conftest import wait_for
 from tests.e2e.mysql_tenants import (
+    API,
     GROUP,
+    GROUPS,
     NS,
     Tenants,
     order_with_grant,
@@ -43,6 +47,19 @@ def test_a_caller_with_only_the_example_role_gets_a_database_an_owner_and_a_gran
     assert "first-pw" not in str(status)
     assert tenants.logs_in(owner, "first-pw")
     assert tenants.grants(owner) == {f"GRANT ALL PRIVILEGES ON `{db}`.* TO `{owner}`@`%`"}
+    # What the caller's Role lacks is the point: no Secret, no group, no status write.
+    denied: list[Callable[[], object]] = [
+        lambda: k8s.CoreV1Api(tenants.api).read_namespaced_secret("acme-owner", NS),
+        lambda: k8s.CoreV1Api(tenants.api).list_namespaced_secret(NS),
+        lambda: tenants.caller.get_namespaced_custom_object(*GROUPS, GROUP),
+        lambda: tenants.caller.patch_namespaced_custom_object_status(
+            *API, name, {"status": {"phase": "Ready"}}
+        ),
+    ]
+    for request in denied:
+        with pytest.raises(k8s.ApiException) as refused:
+            request()
+        assert refused.value.status == 403
     assert tenants.grants(grantee) == {f"GRANT SELECT, DELETE ON `{db}`.* TO `{grantee}`@`%`"}
     # The grant replicated to the replica as well.
     assert wait_for(lambda: tenants.schema_exists(db, "dc2"), 10, "the schema on dc2")

@@ -81,6 +81,14 @@ def test_service_account_token_authenticates_requests(
     client_with_token: Callable[[str], client.ApiClient],
 ) -> None:
     token = _request_token(core, namespace, "caller")
+    rules = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
+    server.cluster.create("roles", {"metadata": {"name": "cm"}, "rules": rules}, namespace)
+    binding = {
+        "metadata": {"name": "cm"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm"},
+        "subjects": [{"kind": "ServiceAccount", "name": "caller"}],
+    }
+    server.cluster.create("rolebindings", binding, namespace)
     server.cluster.enable_audit()
     api = client_with_token(token)
     client.CoreV1Api(api).create_namespaced_config_map(
