@@ -3,12 +3,14 @@
 Every ``interval`` seconds it takes the keys whose "come back after" time has come from the
 due-set, the refreshes the capped refresh rate allows (``tenantdb.core.schedule``), and the dirty
 keys whose lock holder vanished (a worker killed mid-pass), and enqueues each through the
-deduplicating ``enqueue``. A due entry is removed only once its key was enqueued, and only if
-no pass moved it meanwhile (claim, enqueue, then remove), so a Redis or broker error in the
-middle of a sweep loses no key: what was not enqueued is still due at the next sweep, and what
-was enqueued twice is deduplicated. An error ends the sweep, never the loop: beat logs it and
-sweeps again after a capped backoff. It holds no state of its own: a restarted beat carries on
-from Redis. Replicas elect one active beat through a Redis lease; the others stand by.
+deduplicating ``enqueue``. A due key moves from its timetable into a claims set, is enqueued,
+and only then leaves the claims; a key whose enqueue failed goes back at once, and the claims of
+a beat killed mid-sweep go back after ``CLAIM_RECOVERY`` seconds. So a Redis or broker error in
+the middle of a sweep loses no key (at worst one is enqueued twice, which its pending mark
+deduplicates), and a come-back a pass writes meanwhile is never swallowed. An error ends the
+sweep, never the loop: beat logs it and sweeps again after a capped backoff. It holds no state
+of its own: a restarted beat carries on from Redis. Replicas elect one active beat through a
+Redis lease; the others stand by.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ log = logging.getLogger(__name__)
 
 GAUGE_INTERVAL = 10.0
 """Seconds between two exports of the queue gauges (counting pending keys is a scan)."""
+CLAIM_RECOVERY = 60.0
+"""Seconds after which a claim whose sweep never finished goes back to its timetable."""
 MAX_ERROR_BACKOFF = 30.0
 """The longest wait after a failed sweep."""
 
@@ -49,23 +53,24 @@ class SweepReport:
 def _sweep_table(
     queue: WorkQueue, now: float, table: Timetable, limit: int | None, batch: int
 ) -> int:
-    """Enqueue the table's due keys (at most ``limit``); remove each entry once enqueued."""
+    """Enqueue the table's due keys (at most ``limit``) through claims (see the module)."""
+    queue.recover_claims(now - CLAIM_RECOVERY, table)
     enqueued = 0
-    seen: set[OrderKey] = set()
     while limit is None or enqueued < limit:
         size = batch if limit is None else min(batch, limit - enqueued)
-        entries = [e for e in queue.peek_due(now, size, table) if e[0] not in seen]
-        if not entries:
-            return enqueued
-        done: list[tuple[OrderKey, int]] = []
+        keys = queue.claim_due(now, size, table)
+        done: list[OrderKey] = []
         try:
-            for key, score in entries:
+            for key in keys:
                 queue.enqueue(key)
-                done.append((key, score))
-                seen.add(key)
+                done.append(key)
         finally:
-            queue.settle_due(done, table)
+            queue.release_claims(done, table)
+            if len(done) < len(keys):
+                queue.return_claims(keys[len(done) :], table)
         enqueued += len(done)
+        if len(keys) < size:
+            break
     return enqueued
 
 

@@ -183,18 +183,38 @@ end
 return out
 """
 
-# Remove the members whose due time is still the one they were read at: an entry a pass moved
-# meanwhile (a new come-back) stays. ARGV: member, score, member, score, ...
-_SETTLE_DUE = """
-local removed = 0
-for i = 1, #ARGV, 2 do
-  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
-  if score and tonumber(score) == tonumber(ARGV[i + 1]) then
-    redis.call('ZREM', KEYS[1], ARGV[i])
-    removed = removed + 1
+# Move up to ARGV[2] members due by ARGV[1] from the timetable into its claims set, scored with
+# the claim time: a key leaves the timetable only into a place it is recovered from.
+_CLAIM_DUE = """
+local keys = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+for _, member in ipairs(keys) do
+  redis.call('ZREM', KEYS[1], member)
+  redis.call('ZADD', KEYS[2], ARGV[1], member)
+end
+return keys
+"""
+
+# Put claims back into the timetable (the earliest time wins against a come-back a pass wrote
+# meanwhile): every claim older than ARGV[1] when there are no further ARGV, else the listed
+# members.
+_RETURN_CLAIMS = """
+local members
+if #ARGV > 1 then
+  members = {}
+  for i = 2, #ARGV do members[#members + 1] = ARGV[i] end
+else
+  members = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
+end
+local returned = 0
+for _, member in ipairs(members) do
+  local score = redis.call('ZSCORE', KEYS[2], member)
+  if score then
+    redis.call('ZADD', KEYS[1], 'LT', score, member)
+    redis.call('ZREM', KEYS[2], member)
+    returned = returned + 1
   end
 end
-return removed
+return returned
 """
 
 
@@ -296,6 +316,10 @@ class WorkQueueKeys:
         """The resourceVersion of tenantdb's last write of one object."""
         return f"{self.prefix}written:{cluster}/{kind}/{namespace}/{name}"
 
+    def claims(self, table: Timetable) -> str:
+        """The keys a sweep took out of one timetable and has not enqueued yet."""
+        return f"{self.prefix}{table.value}:claimed"
+
     def period(self, name: str, key: OrderKey) -> str:
         """The claim of an order's periodic work ``name`` (e.g. a drift check)."""
         return f"{self.prefix}period:{name}:{key}"
@@ -353,7 +377,8 @@ class WorkQueue:
         self._extend = client.register_script(_EXTEND)
         self._fence = client.register_script(_FENCE)
         self._sweep = client.register_script(_SWEEP_ORPHANS)
-        self._settle_due = client.register_script(_SETTLE_DUE)
+        self._claim_due = client.register_script(_CLAIM_DUE)
+        self._return_claims = client.register_script(_RETURN_CLAIMS)
 
     # -- enqueue -------------------------------------------------------------------------------
 
@@ -634,28 +659,44 @@ class WorkQueue:
         score = self.redis.zscore(self.keys.timetable(table), str(key))
         return None if score is None else float(score) / 1000
 
-    def peek_due(
+    def claim_due(
         self, now: float, batch: int = 500, table: Timetable = Timetable.DUE
-    ) -> list[tuple[OrderKey, int]]:
-        """Up to ``batch`` keys due by ``now``, earliest first, with the due time they carry
-        (ms). Nothing is removed: ``settle_due`` does that once a key was enqueued, so a key
-        whose enqueue failed is still due at the next sweep."""
-        members: list[Any] = self.redis.zrangebyscore(
-            self.keys.timetable(table), "-inf", int(now * 1000), start=0, num=batch,
-            withscores=True,
-        )  # fmt: skip
-        return [(OrderKey.parse(_text(m)), int(score)) for m, score in members]
+    ) -> list[OrderKey]:
+        """Take up to ``batch`` keys due by ``now`` out of the timetable into its claims.
 
-    def settle_due(
-        self, entries: Sequence[tuple[OrderKey, int]], table: Timetable = Timetable.DUE
-    ) -> int:
-        """Remove enqueued entries whose due time has not moved since ``peek_due``; how many."""
-        if not entries:
+        A claimed key is released once enqueued (``release_claims``), put back when its enqueue
+        failed (``return_claims``), and recovered by ``recover_claims`` when the claimer died,
+        so no key leaves the timetable for good before its enqueue."""
+        members = self._claim_due(
+            keys=[self.keys.timetable(table), self.keys.claims(table)],
+            args=[int(now * 1000), batch],
+        )
+        return [OrderKey.parse(_text(m)) for m in members]
+
+    def release_claims(self, keys: Sequence[OrderKey], table: Timetable = Timetable.DUE) -> None:
+        """Forget the claims of enqueued keys."""
+        if keys:
+            self.redis.zrem(self.keys.claims(table), *(str(k) for k in keys))
+
+    def return_claims(self, keys: Sequence[OrderKey], table: Timetable = Timetable.DUE) -> int:
+        """Put the claims of keys that were not enqueued back into the timetable; how many."""
+        if not keys:
             return 0
-        args: list[str | int] = []
-        for key, score in entries:
-            args += [str(key), score]
-        return int(self._settle_due(keys=[self.keys.timetable(table)], args=args))
+        args: list[str | int] = [0, *(str(k) for k in keys)]
+        return int(
+            self._return_claims(
+                keys=[self.keys.timetable(table), self.keys.claims(table)], args=args
+            )
+        )
+
+    def recover_claims(self, older_than: float, table: Timetable = Timetable.DUE) -> int:
+        """Put back every claim made before ``older_than`` (its claimer died); how many."""
+        return int(
+            self._return_claims(
+                keys=[self.keys.timetable(table), self.keys.claims(table)],
+                args=[int(older_than * 1000)],
+            )
+        )
 
     def pending_count(self) -> int:
         """How many keys carry a pending mark (a scan: call it seldom)."""

@@ -11,7 +11,7 @@ from kombu.exceptions import OperationalError
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import Timetable
-from workers.beat import run_beat, sweep_once
+from workers.beat import CLAIM_RECOVERY, run_beat, sweep_once
 
 KEYS = [OrderKey("probe", "ns", f"order-{i}") for i in range(12)]
 
@@ -49,7 +49,7 @@ def test_a_publish_error_mid_sweep_leaves_the_rest_due(
     else:
         raise AssertionError("the broker error did not reach the sweep")
     assert broker.published == KEYS[:4]
-    still_due = [key for key, _ in queue.peek_due(5_000.0, batch=100)]
+    still_due = [key for key in KEYS if queue.due_at(key) is not None]
     assert still_due == KEYS[4:], "a key whose enqueue failed must stay due"
     for key in KEYS[4:]:
         queue.clear_pending(key)
@@ -66,7 +66,7 @@ def test_a_refresh_entry_survives_a_failed_enqueue(
     queue.schedule(KEYS[0], 1_000.0, Timetable.REFRESH)
     with contextlib.suppress(OperationalError):
         sweep_once(queue, 5_000.0, refresh_cycle=1.0, interval=1.0)
-    assert queue.due_at(KEYS[0], Timetable.REFRESH) == 1000.0
+    assert queue.due_at(KEYS[0], Timetable.REFRESH) == 5000.0, "still due, as of the sweep"
     sweep_once(queue, 5_000.0, refresh_cycle=1.0, interval=1.0)
     assert broker.published == [KEYS[0]]
     assert queue.due_at(KEYS[0], Timetable.REFRESH) is None
@@ -101,3 +101,30 @@ def test_beat_sweeps_on_after_redis_errors(real_redis: redis.Redis, key_prefix: 
     assert not beat.is_alive()
     assert failures["left"] == 0, "the errors were raised"
     assert broker.published == [KEYS[0]], "beat swept again after the errors"
+
+
+def test_a_come_back_written_during_the_sweep_is_kept(
+    real_redis: redis.Redis, key_prefix: str
+) -> None:
+    queue: WorkQueue
+
+    def publish(key: OrderKey) -> None:
+        # The pass runs at once and asks to come back later (an incomplete pass adds its own).
+        queue.clear_pending(key)
+        queue.schedule(key, 9_000.0)
+
+    queue = WorkQueue(real_redis, publish, prefix=key_prefix)
+    queue.schedule(KEYS[0], 1_000.0)
+    sweep_once(queue, 5_000.0)
+    assert queue.due_at(KEYS[0]) == 9000.0
+
+
+def test_the_claims_of_a_beat_that_died_come_back(real_redis: redis.Redis, key_prefix: str) -> None:
+    broker = FlakyBroker(fail_on=set())
+    queue = _queue(real_redis, key_prefix, broker)
+    queue.schedule(KEYS[0], 1_000.0)
+    assert queue.claim_due(5_000.0) == [KEYS[0]]  # ... and the sweeper was killed here
+    sweep_once(queue, 5_030.0)
+    assert broker.published == [], "a fresh claim may still be in its sweep"
+    sweep_once(queue, 5_000.0 + CLAIM_RECOVERY + 1)
+    assert broker.published == [KEYS[0]]

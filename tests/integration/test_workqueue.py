@@ -474,8 +474,9 @@ def test_the_earliest_due_time_wins(client: redis.Redis, key_prefix: str) -> Non
     queue.schedule(KEY, 1000.0)
     queue.schedule(KEY, 3000.0)
     assert queue.due_at(KEY) == 1000.0
-    assert queue.peek_due(999.0) == []
-    assert queue.peek_due(1000.0) == [(KEY, 1_000_000)]
+    assert queue.claim_due(999.0) == []
+    assert queue.claim_due(1000.0) == [KEY]
+    assert queue.claim_due(5000.0) == []
 
 
 @pytest.mark.slow
@@ -486,24 +487,59 @@ def test_a_completed_pass_replaces_the_timetable(client: redis.Redis, key_prefix
     queue.replace_timetable(KEY, {Timetable.DUE: None, Timetable.REFRESH: 9_000.0})
     assert queue.due_at(KEY) is None
     assert queue.due_at(KEY, Timetable.REFRESH) == 9_000.0
-    assert queue.peek_due(2_000.0) == []
+    assert queue.claim_due(2_000.0) == []
 
 
-def test_a_due_entry_goes_only_once_enqueued_and_only_if_it_did_not_move(
+def test_a_claimed_key_leaves_for_good_only_once_released(
     client: redis.Redis, key_prefix: str
 ) -> None:
     queue = _queue(client, key_prefix)
-    other = OrderKey("probe", "ns", "other")
-    queue.schedule(KEY, 1_000.0)
-    queue.schedule(other, 1_000.0)
-    entries = queue.peek_due(2_000.0)
-    assert sorted(entries) == sorted([(KEY, 1_000_000), (other, 1_000_000)])
-    assert queue.due_at(KEY) == 1000.0, "peeking removes nothing"
-    # A pass moved one entry between the peek and the removal: its new come-back stays.
-    queue.replace_timetable(other, {Timetable.DUE: 5_000.0, Timetable.REFRESH: None})
-    assert queue.settle_due(entries) == 1
+    other, third = OrderKey("probe", "ns", "other"), OrderKey("probe", "ns", "third")
+    for key in (KEY, other, third):
+        queue.schedule(key, 1_000.0)
+    claimed = queue.claim_due(2_000.0)
+    assert sorted(claimed) == sorted([KEY, other, third])
+    assert queue.claim_due(2_000.0) == [], "a claimed key is not claimed twice"
+    # A pass wrote a later come-back for one key meanwhile; a returned claim (due since it was
+    # claimed, at 2000) wins over it, as the earliest time does.
+    queue.schedule(other, 5_000.0)
+    queue.release_claims([KEY])
+    assert queue.return_claims([other]) == 1
     assert queue.due_at(KEY) is None
-    assert queue.due_at(other) == 5000.0
+    assert queue.due_at(other) == 2000.0
+    # The third claim's sweep died: it comes back once it is old enough.
+    assert queue.recover_claims(1_999.0) == 0
+    assert queue.recover_claims(2_001.0) == 1
+    assert queue.due_at(third) == 2000.0
+
+
+def test_due_keys_are_claimed_exactly_once_under_four_sweepers(
+    real_redis: redis.Redis, key_prefix: str
+) -> None:
+    queue = _queue(real_redis, key_prefix)
+    keys = [OrderKey("probe", "ns", f"order-{i}") for i in range(3000)]
+    pipe = real_redis.pipeline()
+    for i, key in enumerate(keys):
+        pipe.zadd(queue.keys.due, {str(key): 1000 + i})
+    pipe.execute()
+    results: list[list[OrderKey]] = [[] for _ in range(4)]
+    start = threading.Barrier(4)
+
+    def claim(slot: int) -> None:
+        own = _queue(redis.Redis.from_url(REDIS_URL), key_prefix)
+        start.wait()
+        while batch := own.claim_due(1e9, batch=25):
+            results[slot].extend(batch)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    claimed = [key for part in results for key in part]
+    assert len(claimed) == len(keys)
+    assert set(claimed) == set(keys)
+    assert sum(1 for part in results if part) > 1, "the sweepers did not actually contend"
 
 
 def _wait_for(condition: Callable[[], bool], seconds: float) -> None:
