@@ -72,7 +72,7 @@ class Settings(BaseSettings):
         gt=0,
         description=(
             "Redis broker visibility timeout: an unacknowledged task is delivered again after it."
-            " Must exceed the task time limit and the retry backoff cap."
+            " Must exceed the retry backoff cap plus the task time limit."
         ),
     )
     resync_seconds: float = Field(
@@ -184,11 +184,13 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _visibility_covers_steps(self) -> Self:
-        longest = max(self.task_time_limit_seconds, self.retry_backoff_max_seconds)
+        # A retried step waits out its countdown in a worker, unacknowledged, and then runs: the
+        # broker must not deliver it again meanwhile.
+        longest = self.retry_backoff_max_seconds + self.task_time_limit_seconds
         if self.visibility_timeout_seconds <= longest:
             raise ValueError(
-                "TENANTDB_VISIBILITY_TIMEOUT_SECONDS must exceed both the task time limit and the"
-                f" retry backoff cap ({longest} s), or a running task is delivered twice"
+                "TENANTDB_VISIBILITY_TIMEOUT_SECONDS must exceed the retry backoff cap plus the"
+                f" task time limit ({longest} s), or a retried task is delivered twice"
             )
         return self
 

@@ -29,6 +29,10 @@ def test_broker_defaults_to_the_work_queue_redis() -> None:
             {"visibility_timeout_seconds": 400, "retry_backoff_max_seconds": 400},
             id="equal-to-backoff-cap",
         ),
+        pytest.param(
+            {"visibility_timeout_seconds": 400, "retry_backoff_max_seconds": 300},
+            id="below-backoff-plus-time-limit",
+        ),
     ],
 )
 def test_visibility_timeout_must_cover_the_longest_step(overrides: dict[str, int]) -> None:
