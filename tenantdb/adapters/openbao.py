@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import hvac
 import hvac.exceptions
@@ -200,9 +201,16 @@ def open_session(
         timeout: per-request timeout in seconds.
 
     Raises:
-        OpenBaoError: reading the token or logging in failed.
+        OpenBaoError: the server is not https (the token is never sent in the clear), or
+            reading the token or logging in failed.
     """
     login_path = f"/v1/auth/{mount}/login"
+    if urlsplit(server).scheme != "https":
+        # The address comes from a SecretStore: whoever can edit it must not be able to point
+        # tenantdb's ServiceAccount token at a plain-HTTP listener.
+        raise OpenBaoError(
+            f"openbao: refusing to log in to {server!r}: OpenBao must be reached over https"
+        )
     try:
         jwt = read_jwt().strip()
     except OSError as exc:

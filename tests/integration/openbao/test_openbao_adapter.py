@@ -128,3 +128,18 @@ def test_an_unreachable_server_is_a_transport_error(pki: LocalPKI) -> None:
     )
     with pytest.raises(OpenBaoError, match=r"^openbao: POST /v1/auth/.*/login: ConnectionError"):
         session.__enter__()
+
+
+def test_a_plain_http_server_never_sees_the_token(make_platform: Callable[..., Platform]) -> None:
+    plain = make_platform()
+    assert plain.server.url.startswith("http://")
+    reads: list[str] = []
+
+    def read_jwt() -> str:
+        reads.append("read")
+        return plain.reviewer.issue("c5c3-system", "c5c3-operator")
+
+    session = open_session(plain.server.url, KUBE_MOUNT, "c5c3-operator", read_jwt, None)
+    with pytest.raises(OpenBaoError, match="OpenBao must be reached over https"):
+        session.__enter__()
+    assert reads == [], "the token was not even read"
