@@ -14,6 +14,7 @@ These primitives give the engine its guarantees (ARCHITECTURE.md, "Work-queue in
 * ``release`` removes the lock, records a completed pass's coverage, and reports in the same
   script whether events arrived during the pass, in which case the key is enqueued again. So an
   event during a pass is never lost, and a burst during a pass costs exactly one more pass.
+* Every lease taken marks its key dirty for when it would run out; a release removes the mark.
 * A dirty mark carries the time the busy lease runs out, so when its holder dies (and never
   releases) the sweep (``sweep_orphans``) finds the key and enqueues it.
 * A ``Heartbeat`` extends the lease while a step runs; ``Heartbeat.check`` is called before every
@@ -82,13 +83,19 @@ return 0
 """
 
 # Shared by begin and acquire: take the lock, or mark the key dirty until the busy lease ends.
+# A lease taken joins the dirty set too, to be looked at when it would run out: a holder that
+# dies without releasing (a hard time limit, a hand-off whose publish failed) leaves an orphan
+# beat finds, and the release of a pass that ends well removes the mark.
 _LOCK_OR_MARK = """
 local function lock_or_mark(lock, dirty, token, ttl, member)
-  if redis.call('SET', lock, token, 'NX', 'PX', ttl) then return true end
-  local pttl = redis.call('PTTL', lock)
-  if pttl < 0 then pttl = 0 end
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
+    redis.call('ZADD', dirty, now + tonumber(ttl), member)
+    return true
+  end
+  local pttl = redis.call('PTTL', lock)
+  if pttl < 0 then pttl = 0 end
   redis.call('ZADD', dirty, now + pttl, member)
   return false
 end

@@ -450,6 +450,26 @@ def test_the_current_fence_is_found_from_the_token(client: redis.Redis, key_pref
     assert queue.current(KEY, "another-token") is None
 
 
+def test_a_holder_that_dies_with_no_event_meanwhile_is_swept_too(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    # An entry task killed at its hard time limit, or whose hand-off publish failed: nothing
+    # else marked the key, and the pass it began never finished.
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published, lock_ttl=0.2)
+    queue.enqueue(KEY)
+    _, dead = queue.begin(published.pop())
+    assert dead is not None
+    assert queue.sweep_orphans() == []
+    _wait_for(lambda: queue.sweep_orphans() == [KEY], seconds=5)
+    assert published == [KEY]
+    start, lease = queue.begin(published.pop())
+    assert start is Start.LEASED
+    assert lease is not None
+    queue.release(lease)
+    assert client.zscore(queue.keys.dirty, str(KEY)) is None, "a release removes the mark"
+
+
 def test_a_hand_over_whose_next_step_never_runs_is_swept(
     client: redis.Redis, key_prefix: str
 ) -> None:
