@@ -94,6 +94,17 @@ def wait_for(condition: Callable[[], Any], seconds: float, what: str) -> Any:
         threading.Event().wait(0.1)
 
 
+def order_quiet(stack: Stack, client: redis.Redis, key: Any) -> bool:
+    """Whether no pass of the order is pending or running and every queue is drained."""
+    prefix = stack.prefix
+    return not (
+        client.exists(f"{prefix}pending:{key}")
+        or client.exists(f"{prefix}lock:{key}")
+        or any(client.llen(f"{prefix}{q}") for q in ("reconcile", "provision", "delivery"))
+        or client.hlen(f"{prefix}unacked")
+    )
+
+
 @dataclass
 class Stack:
     """One platform and tenantdb's processes on it."""

@@ -152,7 +152,6 @@ def test_every_refusal_is_reachable_and_runs_no_sql(tenants: Tenants) -> None:
     time.sleep(1)
     before = tenants.writes()
     cases = {
-        "tenant-missing-secret": (tenants.name("m"), "no-such-secret", "OwnerSecretMissing"),
         "tenant-incomplete": (tenants.name("i"), "incomplete-owner", "OwnerSecretIncomplete"),
         "tenant-invalid": (tenants.name("v"), "invalid-owner", "InvalidSpec"),
         "tenant-reserved": (tenants.name("r"), "reserved-owner", "OwnerUserReserved"),
@@ -165,6 +164,11 @@ def test_every_refusal_is_reachable_and_runs_no_sql(tenants: Tenants) -> None:
     time.sleep(1.1)  # a younger order: creation timestamps have one-second resolution
     tenants.order("tenant-b-second", tenants.name("shared"), "second-owner")
     tenants.order("tenant-c-third", tenants.name("other"), "first-owner")
+    # An order whose owner is unknown defers every younger one (PeerOwnerSecretMissing), so it
+    # comes last, in a second of its own.
+    time.sleep(1.1)
+    tenants.order("tenant-missing-secret", tenants.name("m"), "no-such-secret")
+    cases["tenant-missing-secret"] = (tenants.name("m"), "no-such-secret", "OwnerSecretMissing")
     for name, (_, _, reason) in cases.items():
         tenants.condition(name, reason)
     tenants.ready("tenant-a-first")
@@ -197,9 +201,17 @@ def test_every_refusal_is_reachable_and_runs_no_sql(tenants: Tenants) -> None:
 
     # The group's gates past its sites, each waiting without a connection.
     cluster = tenants.stack.platform.cluster()
+    for gone in ("tenant-late", "tenant-lost"):  # they would apply once the group has a site
+        tenants.delete(gone)
+    wait_for(
+        lambda: tenants.get("tenant-late") is None and tenants.get("tenant-lost") is None,
+        30,
+        "the parked orders to go",
+    )
     tenants.set_group_status({"activeSite": "dc1"})
     tenants.owner_secret("younger-owner", tenants.name("younger"), "pw")
-    # tenant-missing-secret is older and its owner is not known yet.
+    # tenant-missing-secret is older (a second at least) and its owner is not known yet.
+    time.sleep(1.1)
     tenants.order("tenant-younger", tenants.name("younger"), "younger-owner")
     tenants.condition("tenant-younger", "PeerOwnerSecretMissing")
     cluster.delete("secrets", "main-readonly", NS)

@@ -14,7 +14,7 @@ import redis
 
 from tenantdb.adapters.kube import CONTROL_PLANE, MARIADB_DATABASE
 from tenantdb.core.keys import OrderKey
-from tests.e2e.conftest import Stack, free_port, wait_for
+from tests.e2e.conftest import Stack, free_port, order_quiet, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -42,16 +42,6 @@ def _passes(stack: Stack) -> float:
     )
 
 
-def _quiet(stack: Stack, client: redis.Redis, key: OrderKey) -> bool:
-    prefix = stack.prefix
-    return not (
-        client.exists(f"{prefix}pending:{key}")
-        or client.exists(f"{prefix}lock:{key}")
-        or any(client.llen(f"{prefix}{q}") for q in ("reconcile", "provision", "delivery"))
-        or client.hlen(f"{prefix}unacked")
-    )
-
-
 def test_a_burst_of_a_thousand_updates_costs_at_most_two_passes(
     stack: Stack, real_redis: redis.Redis
 ) -> None:
@@ -59,7 +49,7 @@ def test_a_burst_of_a_thousand_updates_costs_at_most_two_passes(
     key = OrderKey("mariadbdatabase", "tenant-a", name)
     stack.apply_order(name)
     stack.wait_ready(name)
-    wait_for(lambda: _quiet(stack, real_redis, key), 20, "the order to settle")
+    wait_for(lambda: order_quiet(stack, real_redis, key), 20, "the order to settle")
     before = _passes(stack)
     kube = stack.kube()
     kube.patch(MARIADB_DATABASE, "tenant-a", name, {"metadata": {"annotations": {"n": "0"}}})
@@ -74,7 +64,7 @@ def test_a_burst_of_a_thousand_updates_costs_at_most_two_passes(
         wait_for(lambda: real_redis.exists(f"{stack.prefix}pending:{key}"), 10, "the last event")
     finally:
         _signal_workers(stack, signal.SIGCONT)
-    wait_for(lambda: _quiet(stack, real_redis, key), 30, "the burst to be worked off")
+    wait_for(lambda: order_quiet(stack, real_redis, key), 30, "the burst to be worked off")
     passes = _passes(stack) - before
     assert 1 <= passes <= 2, f"{passes} passes for a burst of 1,000 updates"
     watched = stack.counter("watcher", "tenantdb_enqueue_total", result="deduped")
@@ -105,7 +95,7 @@ def test_a_target_cluster_order_picks_up_a_new_endpoint_at_its_refresh(
     assert (stack.secret(f"{name}-credentials", cluster="edge-1") or {})["host"] == "127.0.0.1"
     # Fast-forward the clock of this one key: its refresh falls due now. Only once no pass is in
     # flight, as a pass that completes replaces the key's come-backs with its own.
-    wait_for(lambda: _quiet(stack, real_redis, key), 10, "the order to be quiet")
+    wait_for(lambda: order_quiet(stack, real_redis, key), 10, "the order to be quiet")
     real_redis.zadd(f"{stack.prefix}refresh", {str(key): 0})
     wait_for(
         lambda: (
