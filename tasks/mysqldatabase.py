@@ -61,7 +61,7 @@ from tenantdb.core.mysqldatabase.gates import (
     GateDecision,
     plan_gates,
 )
-from tenantdb.core.mysqldatabase.group import compute_active_site, compute_fence
+from tenantdb.core.mysqldatabase.group import compute_active_site
 from tenantdb.core.mysqldatabase.naming import IDENTITY
 from tenantdb.core.mysqldatabase.principals import (
     GroupSecretInvalidError,
@@ -73,6 +73,7 @@ from tenantdb.core.mysqldatabase.reading import (
     claim_of,
     compute_deletion_observation,
     compute_gate_observation,
+    group_moved,
     group_name,
     group_secret_names,
     needs_group_for_deletion,
@@ -312,14 +313,7 @@ def settle(ctx: PassContext, order: dict[str, Any], gate: Gate, plan: Plan) -> P
 
 
 def _group_moved(note: ApplyNote | DropNote, group: Mapping[str, Any] | None) -> bool:
-    if group is None:
-        return True
-    uid = str(_meta(group).get("uid", ""))
-    return (
-        uid != note.group_uid
-        or compute_active_site(group) != note.site
-        or bool(compute_fence(group))
-    )
+    return group_moved(group, note.group_uid, note.site)
 
 
 def _unreachable(note: ApplyNote | DropNote, problem: str) -> str:

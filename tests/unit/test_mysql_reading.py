@@ -13,6 +13,7 @@ from tenantdb.core.mysqldatabase.reading import (
     check_active_site,
     claim_of,
     compute_status_patch,
+    group_moved,
     group_secret_names,
     needs_secret_username,
     peers_on_group,
@@ -131,3 +132,11 @@ def test_a_secret_update_passes_on_a_data_change_only() -> None:
     assert not should_enqueue_digest_update(base, compute_secret_fingerprint(reapplied))
     assert should_enqueue_digest_update(base, compute_secret_fingerprint(rotated))
     assert "eA==" not in str(base)
+
+
+def test_a_plan_is_stale_once_its_group_is_gone_recreated_moved_or_fenced() -> None:
+    assert not group_moved(group(), "u-1", "dc1")
+    assert group_moved(None, "u-1", "dc1")
+    assert group_moved(group(), "u-0", "dc1")
+    assert group_moved(group(activeSite="dc2"), "u-1", "dc1")
+    assert group_moved(group(plannedFailover={"phase": "Promoting"}), "u-1", "dc1")

@@ -183,17 +183,17 @@ def _retirements(
         if held:
             out.append(sql.revoke([ALL_PRIVILEGES], db, name, dialect))
     previous = records.owner_user
-    if previous and previous != owner:
-        dropped = _retire(previous, spec, observed, dialect, claims, out, events)
-        if dropped:
-            events.append(
-                Event(
-                    EventType.NORMAL,
-                    "OwnerUserRotated",
-                    f'created and granted new owner user "{owner}", then dropped previous'
-                    f' owner user "{previous}"',
-                )
+    if (
+        previous
+        and previous != owner
+        and _retire(previous, spec, observed, dialect, claims, out, events)
+    ):
+        events.append(
+            _rotated(
+                f'created and granted new owner user "{owner}", then dropped previous'
+                f' owner user "{previous}"'
             )
+        )
 
 
 def _retire_abandoned(
@@ -210,12 +210,14 @@ def _retire_abandoned(
         return
     if _retire(pending, spec, observed, dialect, claims, out, events):
         events.append(
-            Event(
-                EventType.NORMAL,
-                "OwnerUserRotated",
-                f'dropped abandoned owner rotation target "{pending}" before rotating to "{owner}"',
+            _rotated(
+                f'dropped abandoned owner rotation target "{pending}" before rotating to "{owner}"'
             )
         )
+
+
+def _rotated(message: str) -> Event:
+    return Event(EventType.NORMAL, "OwnerUserRotated", message)
 
 
 def _refusal(

@@ -228,3 +228,12 @@ def needs_group_for_deletion(order: Mapping[str, Any]) -> bool:
     """Whether deleting the order may touch MySQL (policy Delete and something applied)."""
     spec, status = _map(order.get("spec")), _map(order.get("status"))
     return _text(spec.get("deletionPolicy")) == "Delete" and status.get("databaseCreated") is True
+
+
+def group_moved(group: Mapping[str, Any] | None, uid: str, site: str) -> bool:
+    """Whether the group is no longer the one a plan was made on: gone, recreated, its active
+    site moved, or fenced since."""
+    if group is None:
+        return True
+    current = _text(_map(group.get("metadata")).get("uid"))
+    return current != uid or compute_active_site(group) != site or compute_fence(group) is not None
