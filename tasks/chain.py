@@ -37,6 +37,7 @@ from tasks.runtime import (
     workqueue,
 )
 from tenantdb.adapters.metrics import DUPLICATE_STEPS, RETRIES
+from tenantdb.adapters.useragent import serving
 from tenantdb.adapters.workqueue import (
     Claim,
     Heartbeat,
@@ -108,7 +109,7 @@ def run_step(
         queue.request_pass(order)
         return result(key, "LeaseLost")
     try:
-        with queue.heartbeat(lease) as guard:
+        with serving(key, token), queue.heartbeat(lease) as guard:
             outcome = body(StepContext(order, lease, guard, step))
     except LeaseLostError:
         _stop_chain(task)

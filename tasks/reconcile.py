@@ -32,6 +32,7 @@ from tasks.runtime import (
     workqueue,
 )
 from tenantdb.adapters.metrics import LOCK_BUSY, RETRIES, STALE_MESSAGES
+from tenantdb.adapters.useragent import serving
 from tenantdb.adapters.workqueue import Heartbeat, Lease, LeaseLostError, Start, ready_fence
 from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
 from tenantdb.core.tasknames import RECONCILE_ORDER
@@ -93,7 +94,7 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
         counter.labels(kind=order.kind).inc()
         return result(key, "Busy" if start is Start.BUSY else "Stale")
     try:
-        with queue.heartbeat(lease) as guard:
+        with serving(key, lease.token), queue.heartbeat(lease) as guard:
             outcome = function(PassContext(order, guard))
     except LeaseLostError:
         log.warning("pass lost its lease; asking for another", extra={"order": key})

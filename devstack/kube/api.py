@@ -78,7 +78,7 @@ class WriteOptions:
 
 @dataclass(frozen=True)
 class AuditEntry:
-    """Who wrote what, when, and with which field manager."""
+    """Who wrote what, when (to the microsecond), with which field manager and User-Agent."""
 
     time: str
     user: str
@@ -88,6 +88,7 @@ class AuditEntry:
     name: str
     field_manager: str
     code: int
+    user_agent: str = ""
 
 
 class Registry:
@@ -193,7 +194,15 @@ class Api:
         if not self.audit_enabled:
             return
         entry = AuditEntry(
-            now_text(), opts.user, verb, kind.resource, ns, name, opts.manager(), code
+            datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            opts.user,
+            verb,
+            kind.resource,
+            ns,
+            name,
+            opts.manager(),
+            code,
+            opts.user_agent,
         )
         with self._audit_lock:
             self.audit_log.append(entry)

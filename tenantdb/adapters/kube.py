@@ -30,7 +30,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from tenantdb.adapters.useragent import USER_AGENT
+from tenantdb.adapters.useragent import user_agent
 from tenantdb.core.kinds import KindIdentity, registered_identities
 
 FIELD_MANAGER = "tenantdb"
@@ -213,6 +213,9 @@ class KubeClient:
     def __init__(self, api: k8s.ApiClient, cluster: str = "", timeout: float = 30.0) -> None:
         """Wrap an ``ApiClient`` of one cluster; ``cluster`` is "" for the management cluster."""
         self.api = api
+        # The User-Agent goes with each request (it names the pass being served); the client's
+        # default headers would override it.
+        api.default_headers.pop("User-Agent", None)
         self.cluster = cluster
         self.timeout = timeout
 
@@ -227,7 +230,11 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
     ) -> Object:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers = {
+            "Accept": "application/json",
+            "Content-Type": content_type,
+            "User-Agent": user_agent(),
+        }
         try:
             result = self.api.call_api(
                 path,
@@ -403,7 +410,7 @@ class KubeClient:
                 resource.path(namespace),
                 "GET",
                 query_params=query,
-                header_params={"Accept": "application/json"},
+                header_params={"Accept": "application/json", "User-Agent": user_agent()},
                 auth_settings=["BearerToken"],
                 _return_http_data_only=True,
                 _preload_content=False,
@@ -517,7 +524,6 @@ class KubeClient:
 def client_from_kubeconfig(path: str, context: str, cluster: str) -> KubeClient:
     """A client for one context of a kubeconfig file, with a configuration of its own."""
     api = k8s_config.new_client_from_config(config_file=path, context=context)
-    api.user_agent = USER_AGENT
     return KubeClient(api, cluster)
 
 
@@ -526,7 +532,6 @@ def in_cluster_client() -> KubeClient:
     configuration = k8s.Configuration()
     k8s_config.load_incluster_config(client_configuration=configuration)
     api = k8s.ApiClient(configuration)
-    api.user_agent = USER_AGENT
     return KubeClient(api, "")
 
 

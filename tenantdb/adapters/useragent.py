@@ -2,10 +2,18 @@
 
 A real API server's audit log and OpenBao's request log show it, so an operator can tell
 tenantdb's requests from everyone else's (kubectl, other controllers) without knowing its token.
+A request a pass makes names the pass and its order as well, e.g.
+``tenantdb/1.2.0 (pass 3f2a9c01b7e4; mariadbdatabase/edge-1/tenant-a/orders)``: the audit log
+then shows which pass of which order wrote what, and that no two passes of one order wrote at once.
+The pass is named by a digest of its lease token, never the token.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from importlib import metadata
 
 
@@ -17,3 +25,25 @@ def _version() -> str:
 
 
 USER_AGENT = f"tenantdb/{_version()}"
+
+_CURRENT: ContextVar[str] = ContextVar("tenantdb_user_agent", default=USER_AGENT)
+
+
+def pass_id(token: str) -> str:
+    """The public name of the pass holding lease token ``token``: 12 hex digits of its digest."""
+    return hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
+def user_agent() -> str:
+    """The User-Agent of a request made now: tenantdb's, with the pass being served if any."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def serving(order: str, token: str) -> Iterator[None]:
+    """Name the pass ``token`` of ``order`` in the User-Agent of every request made meanwhile."""
+    reset = _CURRENT.set(f"{USER_AGENT} (pass {pass_id(token)}; {order})")
+    try:
+        yield
+    finally:
+        _CURRENT.reset(reset)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import signal
 import urllib.error
 import urllib.request
@@ -154,6 +155,29 @@ def test_a_forced_pass_over_a_ready_order_writes_nothing(stack: Stack) -> None:
     assert again is not None
     assert order is not None
     assert again["metadata"]["resourceVersion"] == order["metadata"]["resourceVersion"]
+
+
+def test_the_audit_log_names_the_pass_and_order_of_each_write(stack: Stack) -> None:
+    clusters = [server.cluster for server in stack.platform.servers.values()]
+    for cluster in clusters:
+        cluster.enable_audit()
+    name = stack.name("audited-db")
+    stack.apply_order(name)
+    stack.wait_ready(name)
+
+    # The test creates the order through tenantdb's own client, outside any pass.
+    writes = [
+        e
+        for c in clusters
+        for e in c.audit_log
+        if e.field_manager == "tenantdb" and not (e.verb == "create" and e.name == name)
+    ]
+    assert writes, "tenantdb wrote the order's children"
+    agent = re.compile(rf"tenantdb/\S+ \(pass ([0-9a-f]{{12}}); mariadbdatabase/tenant-a/{name}\)")
+    named = [agent.fullmatch(e.user_agent) for e in writes]
+    assert all(named), [(e.verb, e.resource, e.name, e.user_agent) for e in writes]
+    passes = {m.group(1) for m in named if m}
+    assert 1 <= len(passes) <= 4, "one pass per wake, not one per request"
 
 
 def test_flower_answers_with_basic_auth_only_and_shows_the_chain_queues(stack: Stack) -> None:
