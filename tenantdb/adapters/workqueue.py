@@ -612,15 +612,15 @@ class WorkQueue:
         return Release.DIRTY
 
     def request_pass(self, key: OrderKey) -> bool:
-        """Ask for another pass without counting an event: for work a pass did not finish.
+        """Ask for another pass, for work a pass did not finish; counted as an event.
 
-        A lost lease or a killed holder leaves events no completed pass covers; the next pass
-        runs because of them, or ends as stale when another pass completed meanwhile.
+        A lost lease or a killed holder leaves work no completed pass covers. Counting it as an
+        event makes sure the next pass runs even when the counters are gone (Redis lost its data,
+        so the next ``begin`` would otherwise find nothing uncovered and end as stale), and a pass
+        holding the key now asks for the next one itself when it releases. Returns whether a task
+        was published.
         """
-        if not self.redis.set(self.keys.pending(key), "1", nx=True, ex=self.pending_ttl):
-            return False
-        self._publish_or_unmark(key)
-        return True
+        return self.enqueue(key)
 
     def _publish_or_unmark(self, key: OrderKey) -> None:
         try:

@@ -326,6 +326,36 @@ def test_a_message_a_completed_pass_made_redundant_ends_as_stale(
     assert queue.begin(published.pop(0)) == (Start.STALE, None)
 
 
+def test_work_a_pass_left_after_redis_lost_its_data_still_gets_a_pass(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published)
+    queue.enqueue(KEY)
+    _, lease = queue.begin(published.pop())
+    assert lease is not None
+    _cleanup(client, key_prefix)  # Redis restarted without its data: the lease and counters go
+    assert queue.release(lease) is Release.LOST
+    assert queue.request_pass(KEY)  # what a pass that lost its lease does
+    start, again = queue.begin(published.pop())
+    assert start is Start.LEASED, "the requested pass must run, not end as stale"
+    assert again is not None
+
+
+def test_a_pass_asked_for_while_another_holds_the_key_follows_its_release(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published)
+    queue.enqueue(KEY)
+    _, lease = queue.begin(published.pop())
+    assert lease is not None
+    assert not queue.request_pass(KEY), "no message can only find the lock busy"
+    assert queue.release(lease) is Release.DIRTY
+    start, _ = queue.begin(published.pop())
+    assert start is Start.LEASED
+
+
 def test_a_failed_pass_does_not_cover_its_events(client: redis.Redis, key_prefix: str) -> None:
     published: list[OrderKey] = []
     queue = _queue(client, key_prefix, published)
