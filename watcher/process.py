@@ -107,6 +107,7 @@ class Watcher:
         self._index = SharedIndex()
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        self._lapsed = threading.Event()
 
     # -- what tests and operators look at ------------------------------------------------------
 
@@ -130,8 +131,15 @@ class Watcher:
             return False
 
     def enqueue(self, key: OrderKey) -> None:
-        """Queue a reconcile of ``key``, unless this replica no longer leads."""
+        """Queue a reconcile of ``key``, unless this replica no longer leads.
+
+        An event that arrives while the lease cannot be confirmed (a renewal slower than the
+        lease's safe share) is not queued; the watches then relist from scratch as soon as the
+        lease is confirmed again, so the event is found on the relist rather than lost.
+        """
         if not self.lease.is_leader:
+            self._lapsed.set()
+            self._wake.set()
             return
         published = self.queue.enqueue(key)
         ENQUEUES.labels(result="queued" if published else "deduped").inc()
@@ -166,6 +174,8 @@ class Watcher:
         while not stop.is_set() and time.monotonic() < deadline:
             if self._wake.wait(min(0.2, self.config.cluster_poll)):
                 break
+            if self._lapsed.is_set() and self.lease.is_leader:
+                break  # the lease is confirmed again: relist what went unqueued at once
         self._wake.clear()
 
     def _on_lease(self, held: bool) -> None:
@@ -224,8 +234,12 @@ class Watcher:
             if not leading:
                 self._retire(list(self._loops))
                 return
+            if self._lapsed.is_set() and self._loops:
+                log.warning("events went unqueued while the leader lease lapsed; relisting")
+                self._retire(list(self._loops))
             if not self._loops:
                 # A new term (or the first): everything relists against a fresh index.
+                self._lapsed.clear()
                 self._index = SharedIndex()
             for cluster in sorted(self._digests, key=lambda c: (c != "", c)):
                 client = self._client(cluster)
@@ -240,7 +254,7 @@ class Watcher:
                         route,
                         cluster,
                         self._index,
-                        self.enqueue,
+                        self._enqueuer(stopping),
                         stopping,
                         sync_wait=self.config.sync_wait,
                         is_own_write=self._is_own_write,
@@ -248,6 +262,14 @@ class Watcher:
                     loop = WatchLoop(client, dispatcher, stopping, self.config.timing)
                     self._loops[loop_id] = loop
                     loop.start()
+
+    def _enqueuer(self, stopping: threading.Event) -> Callable[[OrderKey], None]:
+        # A loop being retired is not listened to: its events are the next loops' to find.
+        def enqueue(key: OrderKey) -> None:
+            if not stopping.is_set():
+                self.enqueue(key)
+
+        return enqueue
 
     def _retire(self, loop_ids: list[LoopId]) -> None:
         for loop_id in loop_ids:

@@ -5,6 +5,13 @@ renews the lease every third of its TTL; a standby tries to take it every ``retr
 dead leader is replaced within TTL + retry. ``is_leader`` is also bounded by a local deadline (the
 last successful renewal plus most of the TTL), so a leader cut off from Redis stops acting before
 any standby can take over, rather than trusting a stale flag.
+
+A lease the leader has to take afresh, rather than renew, starts a new term, and the replica is
+told so (a loss, then a gain): its key ran out (renewals slower than the TTL) or Redis lost its
+data (a restart without persistence, a failover). Either way events may have gone unqueued and
+what Redis held (pending marks, timetables) may be gone, so the watcher relists everything on
+every new term. No separate epoch key is needed: the leader key is the one written most often,
+so it is the first to show a loss of data.
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ class LeaderLease:
         self.token = secrets.token_hex(16)
         self._clock = clock
         self._valid_until = 0.0
+        self.term = 0
+        """How many times this replica took the lease afresh; a renewal keeps the term."""
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
 
@@ -74,6 +83,7 @@ class LeaderLease:
         started = self._clock()
         ttl_ms = int(self.ttl * 1000)
         if self.redis.set(self.key, self.token, nx=True, px=ttl_ms):
+            self.term += 1
             return self._mark(True, started)
         return self._mark(
             bool(int(self._renew(keys=[self.key], args=[self.token, ttl_ms]))), started
@@ -89,14 +99,26 @@ class LeaderLease:
         stop: threading.Event,
         on_change: Callable[[bool], None] = lambda _: None,
     ) -> None:
-        """Campaign and renew until ``stop`` is set; call ``on_change`` on every gain or loss."""
-        leading = False
+        """Campaign and renew until ``stop`` is set; call ``on_change`` on every gain or loss.
+
+        A new term while leading is told as a loss and then a gain.
+        """
+        leading, term = False, self.term
         while not stop.is_set():
             try:
                 held = self.try_acquire()
             except redis.RedisError as exc:
                 log.warning("leader lease of %s: Redis error %s", self.role, type(exc).__name__)
                 held = self.is_leader
+            if held and leading and self.term != term:
+                log.warning(
+                    "%s had to take its leader lease afresh (it ran out, or Redis lost its data);"
+                    " starting a new term",
+                    self.role,
+                )
+                on_change(False)
+                leading = False
+            term = self.term
             if held != leading:
                 leading = held
                 log.info("%s %s the leader lease", self.role, "took" if held else "lost")

@@ -68,3 +68,26 @@ def test_a_leader_cut_off_from_redis_stops_acting_before_its_ttl_ends(
     assert lease.is_leader
     now[0] += 0.2  # past 80% of the TTL with no renewal
     assert not lease.is_leader
+
+
+def test_a_lease_taken_afresh_while_leading_is_a_new_term(
+    real_redis: redis.Redis, key_prefix: str
+) -> None:
+    lease = LeaderLease(real_redis, "watcher", prefix=key_prefix, ttl=0.6, retry=0.05)
+    stop = threading.Event()
+    changes: list[bool] = []
+    thread = threading.Thread(target=lease.run, args=(stop, changes.append))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 5
+        while changes != [True]:
+            assert time.monotonic() < deadline, changes
+            time.sleep(0.01)
+        real_redis.delete(lease.key)  # Redis lost its data; the leader takes the key afresh
+        while changes != [True, False, True]:
+            assert time.monotonic() < deadline, changes
+            time.sleep(0.01)
+        assert lease.term == 2
+    finally:
+        stop.set()
+        thread.join(5)

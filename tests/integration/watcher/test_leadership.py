@@ -55,6 +55,41 @@ def test_a_replica_that_lost_its_lease_stops_and_the_next_term_relists_the_gap(
     assert watcher.engaged() == ["", "edge-1"]
 
 
+def test_a_leader_whose_redis_lost_its_data_relists_every_order(
+    servers: dict[str, ClusterServer],
+    start_watcher: StartWatcher,
+    published: Published,
+    real_redis: redis.Redis,
+    key_prefix: str,
+) -> None:
+    kube = servers["management"].cluster
+    kube.create(ORDERS, order("before-the-loss"), "tenant-a")
+    start_watcher(config=dataclasses.replace(FAST, leader_ttl=1.5))  # its first list is drained
+
+    # Redis restarted without its data: the lease, pending marks and timetables are gone, and
+    # with them every order's come-back. Only a relist brings the orders back.
+    for name in real_redis.scan_iter(match=f"{key_prefix}*"):
+        real_redis.delete(name)
+    published.take(key("before-the-loss"))
+
+
+def test_an_event_during_a_lapse_of_the_leader_flag_is_found_by_a_relist(
+    servers: dict[str, ClusterServer],
+    start_watcher: StartWatcher,
+    published: Published,
+) -> None:
+    kube = servers["management"].cluster
+    # The cluster files are looked at seldom, so only the lapse itself can bring a relist.
+    config = dataclasses.replace(FAST, leader_ttl=3.0, cluster_poll=60.0)
+    watcher = start_watcher(config=config)
+
+    # A renewal slower than the lease's safe share: the lease still holds in Redis, but the
+    # replica cannot vouch for it and does not enqueue, while its watches read on.
+    watcher.lease._valid_until = 0.0
+    kube.create(ORDERS, order("during-the-lapse"), "tenant-a")
+    published.take(key("during-the-lapse"))
+
+
 def _published(client: redis.Redis, prefix: str) -> list[tuple[int, str]]:
     rows = [
         r.decode() if isinstance(r, bytes) else str(r)
