@@ -13,10 +13,13 @@ A body that fails backs off with exponential backoff, full jitter and a cap, by 
 same step; the fence moves to the retry and the lease is extended over the countdown, so no
 other pass of the order starts in between and events that arrive mark the order dirty. A step
 that lost its lease stops and asks for another pass. ``abort_pass`` is the chain's error
-callback: it gives the lease back when a step failed for good (a hard time limit).
+callback for a step that failed for good (a hard time limit): it asks for another pass, which
+runs once the dead step's lease runs out.
 
-Step arguments are the order key, the pass's token, the event count and the step's position;
-results name the order and a reason only.
+Step arguments are the order key, the pass's public name (``Lease.name``), the event count and
+the step's position; results name the order and a reason only. The lease token stays in Redis:
+a message forged from what Flower shows can at most be another copy of one of the pass's own
+steps, which its fence lets run once, and the error callback needs no lease at all.
 """
 
 from __future__ import annotations
@@ -92,13 +95,16 @@ StepBody = Callable[[StepContext], StepResult]
 
 
 def run_step(
-    task: AnyTask, key: str, token: str, started: int, step: int, body: StepBody
+    task: AnyTask, key: str, name: str, started: int, step: int, body: StepBody
 ) -> dict[str, str]:
-    """Run chain step number ``step`` (1 first) of a pass under the lease the chain carries."""
+    """Run chain step number ``step`` (1 first) of the pass ``name`` under the pass's lease."""
     order = OrderKey.parse(key)
     queue = workqueue()
-    claim, lease = queue.claim(
-        Lease(order, token, started), ready_fence(step, task.request.retries)
+    held = queue.find(order, name, started)
+    claim, lease = (
+        (Claim.LOST, None)
+        if held is None
+        else queue.claim(held, ready_fence(step, task.request.retries))
     )
     if lease is None:
         _stop_chain(task)
@@ -109,7 +115,7 @@ def run_step(
         queue.request_pass(order)
         return result(key, "LeaseLost")
     try:
-        with serving(key, token), queue.heartbeat(lease) as guard:
+        with serving(key, name), queue.heartbeat(lease) as guard:
             outcome = body(StepContext(order, lease, guard, step))
     except LeaseLostError:
         _stop_chain(task)
@@ -164,13 +170,13 @@ def _stop_chain(task: AnyTask) -> None:
 
 
 @shared_task(name=RECONCILE_ABORT)
-def abort_pass(key: str, token: str, started: int) -> dict[str, str]:
-    """Give the lease back after a step failed for good, and ask for another pass."""
-    order = OrderKey.parse(key)
-    queue = workqueue()
-    lease = queue.current(order, token, started)
-    if lease is not None:
-        queue.release(lease, completed=False)
-    queue.request_pass(order)
+def abort_pass(key: str) -> dict[str, str]:
+    """Ask for another pass after a step failed for good.
+
+    The dead step's lease is left to run out (no heartbeat renews it): the key is marked dirty
+    for then, and the orphan sweep starts the next pass. Releasing it here would take the lease
+    token as an argument, and anyone who can send a task could then end a running pass.
+    """
+    workqueue().request_pass(OrderKey.parse(key))
     log.error("a chain step failed for good; asked for another pass", extra={"order": key})
     return result(key, "Aborted")

@@ -94,7 +94,7 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
         counter.labels(kind=order.kind).inc()
         return result(key, "Busy" if start is Start.BUSY else "Stale")
     try:
-        with serving(key, lease.token), queue.heartbeat(lease) as guard:
+        with serving(key, lease.name), queue.heartbeat(lease) as guard:
             outcome = function(PassContext(order, guard))
     except LeaseLostError:
         log.warning("pass lost its lease; asking for another", extra={"order": key})

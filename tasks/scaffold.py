@@ -172,9 +172,9 @@ def note_ttl_ms() -> int:
     return handover_ms() + int(backoff * 1000)
 
 
-def abort_signature(args: tuple[str, str, int]) -> Signature:
-    """A chain's error callback: it ends a pass whose step failed for good."""
-    return Signature(RECONCILE_ABORT, args=args, immutable=True)
+def abort_signature(key: str) -> Signature:
+    """A chain's error callback: it asks for a new pass when a step failed for good."""
+    return Signature(RECONCILE_ABORT, args=(key,), immutable=True)
 
 
 NOTE_GONE = StepResult("NoteGone", done=True, completed=False, again=True)
@@ -247,9 +247,9 @@ def build_chain(tasks: Mapping[str, AnyTask], lease: Lease, plan: Plan) -> Signa
     if plan.note is not None:
         text = _adapter(type(plan.note)).dump_json(plan.note).decode()
         workqueue().save_note(lease, text, note_ttl_ms())
-    args = (str(lease.key), lease.token, lease.started)
+    args = (str(lease.key), lease.name, lease.started)
     steps = [tasks[name].si(*args, i) for i, name in enumerate(plan.steps, start=1)]
-    return chain(*steps).on_error(abort_signature(args))
+    return chain(*steps).on_error(abort_signature(str(lease.key)))
 
 
 _ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
@@ -282,8 +282,8 @@ def _step_task(spec: KindSpec[Any, Any], step: Step) -> AnyTask:
         return NOTE_GONE if note is None else step.body(ctx, note)
 
     @shared_task(name=spec.task_name(step), bind=True, max_retries=None)
-    def task(self: AnyTask, key: str, token: str, started: int, position: int) -> dict[str, str]:
-        return run_step(self, key, token, started, position, body)
+    def task(self: AnyTask, key: str, name: str, started: int, position: int) -> dict[str, str]:
+        return run_step(self, key, name, started, position, body)
 
     task.__doc__ = step.doc or f"Step {step.name} of a {spec.identity.kind} pass."
     return task

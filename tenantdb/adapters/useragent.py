@@ -5,12 +5,11 @@ tenantdb's requests from everyone else's (kubectl, other controllers) without kn
 A request a pass makes names the pass and its order as well, e.g.
 ``tenantdb/1.2.0 (pass 3f2a9c01b7e4; mariadbdatabase/edge-1/tenant-a/orders)``: the audit log
 then shows which pass of which order wrote what, and that no two passes of one order wrote at once.
-The pass is named by a digest of its lease token, never the token.
+The pass is named by its public name (a digest of its lease token), never the token.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -29,20 +28,15 @@ USER_AGENT = f"tenantdb/{_version()}"
 _CURRENT: ContextVar[str] = ContextVar("tenantdb_user_agent", default=USER_AGENT)
 
 
-def pass_id(token: str) -> str:
-    """The public name of the pass holding lease token ``token``: 12 hex digits of its digest."""
-    return hashlib.sha256(token.encode()).hexdigest()[:12]
-
-
 def user_agent() -> str:
     """The User-Agent of a request made now: tenantdb's, with the pass being served if any."""
     return _CURRENT.get()
 
 
 @contextmanager
-def serving(order: str, token: str) -> Iterator[None]:
-    """Name the pass ``token`` of ``order`` in the User-Agent of every request made meanwhile."""
-    reset = _CURRENT.set(f"{USER_AGENT} (pass {pass_id(token)}; {order})")
+def serving(order: str, name: str) -> Iterator[None]:
+    """Name the pass ``name`` of ``order`` in the User-Agent of every request made meanwhile."""
+    reset = _CURRENT.set(f"{USER_AGENT} (pass {name}; {order})")
     try:
         yield
     finally:

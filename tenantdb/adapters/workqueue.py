@@ -43,6 +43,7 @@ This module never decides anything about an order and never logs anything but or
 from __future__ import annotations
 
 import enum
+import hashlib
 import logging
 import secrets
 import threading
@@ -266,6 +267,11 @@ class Release(enum.Enum):
     """The lease was no longer ours; nothing was released."""
 
 
+def pass_name(token: str) -> str:
+    """The public name of the pass holding lease token ``token``."""
+    return hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
 def ready_fence(step: int, attempt: int) -> str:
     """The fence that lets attempt ``attempt`` (0 first) of chain step ``step`` start."""
     return f"{step}.{attempt}"
@@ -282,6 +288,15 @@ class Lease:
     token: str
     started: int = 0
     fence: str = ""
+
+    @property
+    def name(self) -> str:
+        """The pass's public name: 12 hex digits of a digest of its token.
+
+        Task arguments, logs and User-Agents name a pass by it; the token itself never leaves
+        Redis, so nothing that shows a task's arguments (Flower, say) can act as the pass.
+        """
+        return pass_name(self.token)
 
     @property
     def value(self) -> str:
@@ -486,14 +501,13 @@ class WorkQueue:
             return Claim.CLAIMED, running
         return (Claim.MOVED if done == 0 else Claim.LOST), None
 
-    def current(self, key: OrderKey, token: str, started: int = 0) -> Lease | None:
-        """The pass ``token``'s lease at whatever fence it is now; None when it is gone."""
+    def find(self, key: OrderKey, name: str, started: int = 0) -> Lease | None:
+        """The lease of the pass named ``name`` (``Lease.name``) at its current fence, if held."""
         value = _text(self.redis.get(self.keys.lock(key)) or "")
-        if value == token:
-            return Lease(key, token, started)
-        if value.startswith(token + "#"):
-            return Lease(key, token, started, value[len(token) + 1 :])
-        return None
+        token, _, fence = value.partition("#")
+        if not token or pass_name(token) != name:
+            return None
+        return Lease(key, token, started, fence)
 
     def _run_fence(
         self, lease: Lease, expected: str, new: str, ttl_ms: int, *, mark: bool = False

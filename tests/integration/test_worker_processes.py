@@ -21,6 +21,7 @@ import redis
 from tenantdb.adapters.celeryapp import build_celery_app, make_publisher
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
+from tenantdb.core.tasknames import RECONCILE_ABORT
 from tenantdb.settings import Settings
 from tests.conftest import REDIS_URL
 from tests.integration.workqueue_app import CHAIN_STEP, chain_keys, probe_keys
@@ -163,7 +164,7 @@ def test_two_copies_of_one_chain_step_at_once_write_once(stack: Stack) -> None:
     args = {_text(k): _text(v) for k, v in stack.client.hgetall(keys["args"]).items()}
 
     # The copy a redelivery or a second publish would bring, while the first still runs.
-    stack.app.send_task(CHAIN_STEP, args=[args["key"], args["token"], int(args["started"]), 1])
+    stack.app.send_task(CHAIN_STEP, args=[args["key"], args["name"], int(args["started"]), 1])
     _wait_for(
         lambda: (
             not stack.client.llen(f"{stack.prefix}reconcile")
@@ -186,6 +187,33 @@ def test_two_copies_of_one_chain_step_at_once_write_once(stack: Stack) -> None:
     assert int(stack.client.get(keys["writes:1"]) or 0) == 1
     assert int(stack.client.get(keys["writes:2"]) or 0) == 1
     assert int(stack.client.get(keys["entries"]) or 0) == 1
+
+
+def test_an_abort_sent_from_outside_cannot_end_a_running_pass(stack: Stack) -> None:
+    keys = chain_keys(stack.prefix)
+    key = OrderKey.parse("probechain/tenant-a/forged")
+    stack.start_worker("w1")
+    stack.start_worker("w2")
+    stack.client.set(keys["hold"], "1")
+    assert stack.queue.enqueue(key)
+    _wait_for(lambda: stack.client.llen(keys["steps"]) == 1, 30, "step 1 to start and hold")
+    held = stack.client.get(f"{stack.prefix}lock:{key}")
+    args = {_text(k): _text(v) for k, v in stack.client.hgetall(keys["args"]).items()}
+    assert held is not None
+    assert args["name"] not in _text(held), "the step's arguments do not carry the lease token"
+
+    # What anyone who can send a task (from Flower, say) could send while the step runs.
+    stack.app.send_task(RECONCILE_ABORT, args=[str(key)])
+    _wait_for(lambda: not stack.client.llen(f"{stack.prefix}reconcile"), 30, "the abort to run")
+    assert stack.client.get(f"{stack.prefix}lock:{key}") == held, "the lease was ended"
+
+    stack.client.delete(keys["hold"])
+    stack.client.rpush(keys["go"], "1")
+    _wait_for(
+        lambda: bool(stack.client.sismember(keys["done"], str(key))), 30, "the chain to finish"
+    )
+    assert int(stack.client.get(keys["writes:1"]) or 0) == 1
+    assert int(stack.client.get(keys["writes:2"]) or 0) == 1
 
 
 @pytest.mark.timeout(300)

@@ -468,16 +468,19 @@ def test_a_step_of_a_pass_whose_lease_is_gone_finds_it_lost(
     assert handed is not None
     time.sleep(0.3)
     assert queue.claim(handed, ready_fence(1, 0)) == (Claim.LOST, None)
-    assert queue.current(KEY, handed.token) is None
+    assert queue.find(KEY, handed.name) is None
 
 
-def test_the_current_fence_is_found_from_the_token(client: redis.Redis, key_prefix: str) -> None:
+def test_a_pass_is_found_by_its_public_name_at_its_current_fence(
+    client: redis.Redis, key_prefix: str
+) -> None:
     queue = _queue(client, key_prefix)
     queue.enqueue(KEY)
     carried = _chain_at_step_one(queue)
     _, running = queue.claim(carried, ready_fence(1, 0))
-    assert queue.current(KEY, carried.token, carried.started) == running
-    assert queue.current(KEY, "another-token") is None
+    assert queue.find(KEY, carried.name, carried.started) == running
+    assert carried.token not in carried.name
+    assert queue.find(KEY, "0" * 12) is None
 
 
 def test_a_holder_that_dies_with_no_event_meanwhile_is_swept_too(

@@ -85,23 +85,23 @@ def probechain_pass(ctx: PassContext) -> PassOutcome:
     _redis().incr(chain_keys(load_settings().key_prefix)["entries"])
 
     def handoff(lease: Lease) -> Signature:
-        args = (str(lease.key), lease.token, lease.started)
+        args = (str(lease.key), lease.name, lease.started)
         return chain(probe_step.si(*args, 1), probe_step.si(*args, 2)).on_error(
-            Signature(RECONCILE_ABORT, args=args, immutable=True)
+            Signature(RECONCILE_ABORT, args=(str(lease.key),), immutable=True)
         )
 
     return PassOutcome("Chained", handoff=handoff)
 
 
 @app.task(name=CHAIN_STEP, bind=True, max_retries=None)
-def probe_step(self: AnyTask, key: str, token: str, started: int, step: int) -> dict[str, str]:
+def probe_step(self: AnyTask, key: str, name: str, started: int, step: int) -> dict[str, str]:
     """Record the step and its write; step 1 waits for the test's go while it is asked to hold."""
 
     def body(ctx: StepContext) -> StepResult:
         client = _redis()
         keys = chain_keys(load_settings().key_prefix)
         client.rpush(keys["steps"], f"{step}:{key}")
-        client.hset(keys["args"], mapping={"key": key, "token": token, "started": started})
+        client.hset(keys["args"], mapping={"key": key, "name": name, "started": started})
         if step == 1 and client.get(keys["hold"]):
             client.blpop([keys["go"]], timeout=HOLD_SECONDS)
         ctx.guard.check()
@@ -110,7 +110,7 @@ def probe_step(self: AnyTask, key: str, token: str, started: int, step: int) -> 
             client.sadd(keys["done"], key)
         return StepResult(f"Step{step}", done=step == 2)
 
-    return run_step(self, key, token, started, step, body)
+    return run_step(self, key, name, started, step, body)
 
 
 register_pass("probechain", probechain_pass)
