@@ -47,6 +47,7 @@ from tenantdb.adapters.mariadb_orders import (
     FetchedOrder,
     MariaDBOrders,
     ReadError,
+    UnreadableError,
 )
 from tenantdb.adapters.metrics import RECONCILE_ERRORS, observe_leg, observe_leg_since
 from tenantdb.core.actions import ApplyObject, EnsureRole
@@ -61,6 +62,7 @@ from tenantdb.core.mariadbdatabase.gates import (
     AdmissionDecision,
     AdmissionObservation,
     plan_admission,
+    plan_unreadable_control_plane,
     should_read_control_plane,
 )
 from tenantdb.core.mariadbdatabase.models import ControlPlane, MariaDBDatabase
@@ -72,6 +74,7 @@ from tenantdb.core.mariadbdatabase.provision import (
     ProvisionPlan,
     plan_provision,
     plan_provision_failure,
+    plan_unreadable,
 )
 from tenantdb.core.mariadbdatabase.reasons import ConditionType
 from tenantdb.core.mariadbdatabase.scope import OrderScope, compute_order_scope
@@ -138,7 +141,11 @@ def admit(ctx: PassContext, fetched: FetchedOrder, previous: Gate | None) -> Adm
     if previous is not None:
         cp = previous.cp
     elif should_read_control_plane(ctx.key.cluster):
-        cp = orders().fetch_control_plane(fetched.order)
+        try:
+            cp = orders().fetch_control_plane(fetched.order)
+        except UnreadableError as exc:
+            decision = plan_unreadable_control_plane(exc.context, exc.message)
+            return Admission(Verdict(add_finalizer=False, proceed=False), Gate(None, decision))
     else:
         cp = None
     decision = plan_admission(AdmissionObservation(fetched.order, ctx.key.cluster, cp))
@@ -192,7 +199,11 @@ def plan(ctx: PassContext, fetched: FetchedOrder, gate: Gate) -> Plan:
         raise TypeError("the gates let no MariaDBDatabase pass without a ControlPlane plan")
     scope = compute_order_scope(fetched.order, ctx.key.cluster, cp)
     provision_started = time.time()
-    observation, planned = _observe_provision(io, fetched, scope)
+    try:
+        observation, planned = _observe_provision(io, fetched, scope)
+    except UnreadableError as exc:
+        unreadable = ProvisionPlan((), plan_unreadable(exc.context, exc.message))
+        return Plan((), converged=False, local=Settled(unreadable))
     converged = planned.result.outcome.proceed
     steps = plan_chain_steps(planned.actions, converged)
     if not any(step != DELIVERY_STEP for step in steps):
@@ -298,7 +309,7 @@ def record(
     emit(key, rec.logs)
     if rec.write_status:
         check()
-        orders().write_status(key, rec.status)
+        orders().write_status(key, fetched, rec.status, check)
     return rec
 
 

@@ -182,10 +182,12 @@ def _generation(order: Mapping[str, Any]) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _write(key: OrderKey, order: dict[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
-    written = orders().write_status(key, order, status)
+def _write(
+    ctx: PassContext | StepContext, order: dict[str, Any], status: Mapping[str, Any]
+) -> dict[str, Any]:
+    written = orders().write_status(ctx.key, order, status, ctx.guard.check)
     if written is not order:
-        remember_write(key.cluster, written)
+        remember_write(ctx.key.cluster, written)
     return written
 
 
@@ -218,7 +220,7 @@ def _stop(
         generation=_generation(order),
         now=_now(),
     )
-    _write(ctx.key, order, status)
+    _write(ctx, order, status)
     if phase is Phase.FAILED:
         orders().event(ctx.key, order, Event(EventType.WARNING, str(reason), message))
     log.info("%s: %s", reason, message, extra={"order": str(ctx.key)})
@@ -384,7 +386,7 @@ def _apply_on(
         creating = compute_creating_status(
             prior, spec=spec, site=note.site, generation=generation, now=_now()
         )
-        stored = _write(key, order, creating)
+        stored = _write(ctx, order, creating)
     ctx.guard.check()
     try:
         session.execute(decided.statements, {OWNER_PASSWORD: owner.values.get("password", "")})
@@ -406,7 +408,7 @@ def _apply_on(
         now=_now(),
     )
     ctx.guard.check()
-    stored = _write(key, stored, ready)
+    stored = _write(ctx, stored, ready)
     repaired = [drift_repaired_event(decided, note.site)] if note.repair else []
     _events(key, stored, [*decided.events, *repaired])
     workqueue().claim_period(VERIFY, key, int(_verify_seconds() * 900))
@@ -461,7 +463,7 @@ def _stamp_deleting(
         generation=_generation(order),
         now=_now(),
     )
-    return _write(ctx.key, order, status)
+    return _write(ctx, order, status)
 
 
 def _release(ctx: PassContext | StepContext, order: dict[str, Any], peers: tuple[str, ...]) -> str:

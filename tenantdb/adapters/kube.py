@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -473,6 +473,49 @@ class KubeClient:
             body=patch,
             content_type=content_type,
         )
+
+    def write_status(
+        self,
+        resource: Resource,
+        read: Object,
+        compute: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+        check: Callable[[], None],
+    ) -> Object:
+        """Patch an object's status, guarded by the resourceVersion it was read at.
+
+        A status patch without it could land after a newer pass's: a pass that lost its lease
+        between its last check and its write would overwrite what the next pass wrote. With it, a
+        conflict means the object changed since the read; it is read again, ``check`` confirms the
+        caller still holds its lease (so no newer pass has written since), and ``compute`` turns
+        the status read into the patch once more. Returns the object as written, or as read again
+        when there is nothing left to write.
+
+        Args:
+            resource: the object's kind.
+            read: the object as the caller read it.
+            compute: the status patch to send over a status as stored; empty when none is needed.
+            check: raises when the caller's lease is gone.
+
+        Raises:
+            ConflictError: the object changed again between the second read and its write.
+        """
+        meta = read.get("metadata") or {}
+        namespace, name = meta.get("namespace"), str(meta.get("name", ""))
+
+        def send(stored: Object) -> Object:
+            patch = compute(stored.get("status") or {})
+            if not patch:
+                return stored
+            version = (stored.get("metadata") or {})["resourceVersion"]
+            body = {"metadata": {"resourceVersion": version}, "status": dict(patch)}
+            return self.patch(resource, namespace, name, body, status=True)
+
+        try:
+            return send(read)
+        except ConflictError:
+            again = self.get(resource, namespace, name)
+            check()
+            return send(again)
 
     def create(self, body: Object) -> Object:
         """Create an object; ``ConflictError`` when one of that name exists."""

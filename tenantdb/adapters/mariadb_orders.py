@@ -13,12 +13,13 @@ credential) and ``ReadError`` (a read other than NotFound failed).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from tenantdb.adapters.clusters import MANAGEMENT, ClusterRegistry, ClusterUnavailableError
 from tenantdb.adapters.kube import (
@@ -77,6 +78,8 @@ from tenantdb.core.mariadbdatabase.teardown import TeardownObservation
 from tenantdb.core.objects import KubeObject, Secret
 from tenantdb.settings import Settings
 
+log = logging.getLogger(__name__)
+
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -95,6 +98,36 @@ class ReadError(Exception):
         super().__init__(f"{context}: {message}")
         self.context = context
         self.message = message
+
+
+class UnreadableError(ReadError):
+    """An object the pass reads does not parse (malformed, or of a newer API version).
+
+    The message names the object and the fields that failed, never their values.
+    """
+
+    def __init__(self, what: str, error: ValidationError) -> None:
+        super().__init__(what, describe_validation(error))
+
+
+def describe_validation(error: ValidationError, limit: int = 3) -> str:
+    """The fields a validation failed on and why, without the values it failed on."""
+    found = error.errors(include_url=False, include_input=False, include_context=False)
+    parts = [
+        f"{'.'.join(str(p) for p in e['loc']) or '(the object)'}: {e['msg']}" for e in found[:limit]
+    ]
+    more = len(found) - limit
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def parse_object(model: type[Model], raw: dict[str, Any], kind: str) -> Model:
+    """Read a stored object of ``kind`` as ``model``; ``UnreadableError`` when it does not parse."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        meta = raw.get("metadata") or {}
+        where = f"{meta.get('namespace')}/" if meta.get("namespace") else ""
+        raise UnreadableError(f"{kind} {where}{meta.get('name', '')}", exc) from None
 
 
 @dataclass(frozen=True)
@@ -131,7 +164,7 @@ class MariaDBOrders:
             order.control_plane_namespace(),
             order.spec.control_plane_ref.name,
         )
-        return None if raw is None else ControlPlane.model_validate(raw)
+        return None if raw is None else parse_object(ControlPlane, raw, "ControlPlane")
 
     def fetch_connection(self, scope: OrderScope) -> OpenBaoConnection:
         """The OpenBao server and mount of the order's store; defaults where unreadable."""
@@ -141,7 +174,9 @@ class MariaDBOrders:
             raw = _get(self.clusters.get(MANAGEMENT), resource, store.namespace or None, store.name)
         except KubeError:
             raw = None
-        return compute_connection(None if raw is None else SecretStore.model_validate(raw))
+        return compute_connection(
+            None if raw is None else parse_object(SecretStore, raw, store.kind)
+        )
 
     def fetch_provision(
         self, order: MariaDBDatabase, scope: OrderScope, connection: OpenBaoConnection
@@ -181,7 +216,7 @@ class MariaDBOrders:
             scope=scope,
             connection=connection,
             mariadb=_model(MariaDB, mariadb),
-            databases=tuple(DatabaseCR.model_validate(d) for d in databases),
+            databases=parse_databases(databases, names.database_cr),
             client_certificate=_model(Secret, _get(management, SECRET, cp_ns, CLIENT_CERTIFICATE)),
             vault_dynamic_secret=_model(KubeObject, vds),
             external_secret=_model(ExternalSecret, es),
@@ -306,7 +341,7 @@ class MariaDBOrders:
                 KubeObject.model_validate(o)
                 for o in _list(management, VAULT_DYNAMIC_SECRET, cp_ns, selector)
             ),
-            databases=tuple(DatabaseCR.model_validate(d) for d in databases),
+            databases=tuple(parse_object(DatabaseCR, d, "Database") for d in databases),
             delivered_secret=_model(
                 Secret,
                 _get(
@@ -393,14 +428,21 @@ class MariaDBOrders:
             session.revoke_role_leases(action.role_name)
             session.delete_role(action.role_name)
 
-    def write_status(self, key: OrderKey, status: MariaDBDatabaseStatus) -> None:
-        """Write the order's status through the status subresource."""
-        self.clusters.get(key.cluster).patch(
-            MARIADB_DATABASE,
-            key.namespace,
-            key.name,
-            {"status": build_status_body(status)},
-            status=True,
+    def write_status(
+        self,
+        key: OrderKey,
+        fetched: FetchedOrder,
+        status: MariaDBDatabaseStatus,
+        check: Callable[[], None],
+    ) -> dict[str, Any]:
+        """Write the order's status, guarded by the resourceVersion it was read at.
+
+        ``check`` confirms the lease before a write that follows a conflict; see
+        ``KubeClient.write_status``.
+        """
+        body = build_status_body(status)
+        return self.clusters.get(key.cluster).write_status(
+            MARIADB_DATABASE, fetched.raw, lambda _stored: body, check
         )
 
     def set_finalizers(
@@ -465,4 +507,19 @@ def _list(
 
 
 def _model(model: type[Model], raw: dict[str, Any] | None) -> Model | None:
-    return None if raw is None else model.model_validate(raw)
+    return None if raw is None else parse_object(model, raw, str(raw.get("kind") or model.__name__))
+
+
+def parse_databases(raws: list[dict[str, Any]], own: str) -> tuple[DatabaseCR, ...]:
+    """The Database CRs that parse. A foreign one that does not is passed over (mariadb-operator
+    cannot serve it either), so it cannot stop every order of the namespace; the order's own
+    child must parse."""
+    parsed = []
+    for raw in raws:
+        try:
+            parsed.append(parse_object(DatabaseCR, raw, "Database"))
+        except UnreadableError as exc:
+            if raw["metadata"]["name"] == own:
+                raise
+            log.warning("passing over a Database that does not parse: %s", exc)
+    return tuple(parsed)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,17 +148,21 @@ class MysqlOrders:
         return target, login
 
     def write_status(
-        self, key: OrderKey, order: dict[str, Any], status: Mapping[str, Any]
+        self,
+        key: OrderKey,
+        order: dict[str, Any],
+        status: Mapping[str, Any],
+        check: Callable[[], None],
     ) -> dict[str, Any]:
-        """Write what changed of the order's status; the order as written (or as it was)."""
-        old = order.get("status") or {}
-        patch = compute_status_patch(old, status)
-        if not patch:
-            return order
-        written = self.client(key).patch(
-            MYSQL_DATABASE, key.namespace, key.name, {"status": patch}, status=True
+        """Write what changed of the order's status, guarded by the resourceVersion it was read
+        at; the order as written (or as it was).
+
+        ``check`` confirms the lease before a write that follows a conflict; see
+        ``KubeClient.write_status``.
+        """
+        return self.client(key).write_status(
+            MYSQL_DATABASE, order, lambda stored: compute_status_patch(stored, status), check
         )
-        return written
 
     def set_finalizers(
         self, key: OrderKey, order: dict[str, Any], finalizers: list[str]

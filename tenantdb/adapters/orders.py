@@ -7,6 +7,7 @@ kind registered in ``tenantdb.core.kinds``. A kind's own adapter does the rest o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tenantdb.adapters.clusters import ClusterRegistry
@@ -43,9 +44,14 @@ class OrderStore:
         """
         return self.clusters.get(key.cluster).set_finalizers(raw, finalizers)
 
-    def write_status(self, key: OrderKey, status: dict[str, Any]) -> None:
-        """Write the order's status body through the status subresource."""
+    def write_status(
+        self, key: OrderKey, raw: dict[str, Any], status: dict[str, Any], check: Callable[[], None]
+    ) -> dict[str, Any]:
+        """Write the order's status body, guarded by the resourceVersion ``raw`` was read at.
+
+        ``check`` confirms the lease before a write that follows a conflict.
+        """
         resource = resource_of(identity_for(key))
-        self.clusters.get(key.cluster).patch(
-            resource, key.namespace, key.name, {"status": status}, status=True
+        return self.clusters.get(key.cluster).write_status(
+            resource, raw, lambda _stored: status, check
         )

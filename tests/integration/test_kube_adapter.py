@@ -108,6 +108,59 @@ def test_status_goes_through_the_subresource_only(kube: KubeClient) -> None:
     assert ignored["metadata"]["generation"] == 1
 
 
+def _order(kube: KubeClient) -> dict[str, object]:
+    kube.apply(yaml.safe_load(CRD.read_text()))
+    return kube.create(
+        {
+            "apiVersion": "c5c3.io/v1alpha1",
+            "kind": "MariaDBDatabase",
+            "metadata": {"name": "app-db", "namespace": "tenant-a"},
+            "spec": {"controlPlaneRef": {"name": "cp", "namespace": "openstack"}},
+        }
+    )
+
+
+def _lease_lost() -> None:
+    raise RuntimeError("lease lost")
+
+
+def test_a_status_write_after_a_newer_pass_wrote_never_overwrites_it(kube: KubeClient) -> None:
+    read = _order(kube)
+    # A newer pass wrote its status after this pass read the order and lost its lease.
+    kube.patch(MARIADB_DATABASE, "tenant-a", "app-db", {"status": {"databaseName": "newer"}}, status=True)
+
+    with pytest.raises(RuntimeError, match="lease lost"):
+        kube.write_status(MARIADB_DATABASE, read, lambda _: {"databaseName": "stale"}, _lease_lost)
+
+    assert kube.get(MARIADB_DATABASE, "tenant-a", "app-db")["status"] == {"databaseName": "newer"}
+
+
+def test_a_status_write_over_someone_elses_edit_goes_through_while_the_lease_holds(
+    kube: KubeClient,
+) -> None:
+    read = _order(kube)
+    kube.patch(MARIADB_DATABASE, "tenant-a", "app-db", {"metadata": {"labels": {"team": "a"}}})
+    seen: list[object] = []
+
+    def compute(stored: object) -> dict[str, str]:
+        seen.append(stored)
+        return {"databaseName": "mine"}
+
+    written = kube.write_status(MARIADB_DATABASE, read, compute, lambda: None)
+
+    assert written["status"] == {"databaseName": "mine"}
+    assert written["metadata"]["labels"] == {"team": "a"}
+    assert len(seen) == 2, "the patch is computed again over the status read again"
+
+
+def test_a_status_with_nothing_to_write_sends_nothing(kube: KubeClient) -> None:
+    read = _order(kube)
+    assert kube.write_status(MARIADB_DATABASE, read, lambda _: {}, _lease_lost) is read
+    assert kube.get(MARIADB_DATABASE, "tenant-a", "app-db")["metadata"]["resourceVersion"] == (
+        read["metadata"]["resourceVersion"]  # type: ignore[index]
+    )
+
+
 def test_finalizer_change_on_a_stale_read_is_a_conflict(kube: KubeClient) -> None:
     kube.apply(_secret(host="db"))
     read = kube.get(SECRET, "tenant-a", "app-credentials")

@@ -78,7 +78,8 @@ def _ready(ctx: PassContext | StepContext, order: dict[str, Any], message: str) 
             "message": message,
             "lastTransitionTime": now,
         }
-        order_store().write_status(ctx.key, {"message": message, "conditions": [condition]})
+        body = {"message": message, "conditions": [condition]}
+        order_store().write_status(ctx.key, order, body, ctx.guard.check)
     return PassOutcome("Built")
 
 

@@ -288,6 +288,10 @@ class World:
     role_error: tuple[str, int | None] | None = None
     applied: Secret | None = None
     """The apply response; None echoes the applied manifest back."""
+    cp_raw: dict[str, Any] | None = None
+    """The ControlPlane as stored, read through the adapter's parsing instead of ``cp``."""
+    database_raws: tuple[dict[str, Any], ...] | None = None
+    """The Database CRs as stored, read through the adapter's parsing instead of ``databases``."""
 
 
 def target_world(

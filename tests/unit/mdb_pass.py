@@ -23,7 +23,12 @@ import tasks.mariadbdatabase as kind
 import tasks.scaffold as scaffold
 from tasks.chain import RetryStepError, StepContext
 from tasks.reconcile import PassContext
-from tenantdb.adapters.mariadb_orders import ActionError
+from tenantdb.adapters.mariadb_orders import (
+    ActionError,
+    FetchedOrder,
+    parse_databases,
+    parse_object,
+)
 from tenantdb.adapters.workqueue import Lease
 from tenantdb.core.actions import Action, ApplyObject, EnsureRole
 from tenantdb.core.keys import OrderKey
@@ -68,6 +73,8 @@ class WorldIO:
     # -- the kind's adapter --------------------------------------------------------------------
 
     def fetch_control_plane(self, order: MariaDBDatabase) -> ControlPlane | None:
+        if self.world.cp_raw is not None:
+            return parse_object(ControlPlane, self.world.cp_raw, "ControlPlane")
         return self.world.cp
 
     def fetch_connection(self, scope: OrderScope) -> OpenBaoConnection:
@@ -83,7 +90,9 @@ class WorldIO:
             connection=connection,
             keystone_cluster_error=world.keystone_cluster_error,
             mariadb=world.mariadb,
-            databases=world.databases,
+            databases=world.databases
+            if world.database_raws is None
+            else parse_databases(list(world.database_raws), scope.names.database_cr),
             client_certificate=world.client_certificate,
             vault_dynamic_secret=world.vault_dynamic_secret,
             external_secret=world.external_secret,
@@ -126,8 +135,15 @@ class WorldIO:
             return action.manifest
         return None
 
-    def write_status(self, key: OrderKey, status: MariaDBDatabaseStatus) -> None:
+    def write_status(
+        self,
+        key: OrderKey,
+        fetched: FetchedOrder,
+        status: MariaDBDatabaseStatus,
+        check: Callable[[], None],
+    ) -> dict[str, Any]:
         self.statuses.append(status)
+        return fetched.raw
 
 
 @dataclass

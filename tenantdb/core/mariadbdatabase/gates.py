@@ -24,6 +24,7 @@ from tenantdb.core.mariadbdatabase.reasons import (
     Reason,
     msg_cluster_name_too_long,
     msg_control_plane_not_found,
+    msg_dependency_unreadable,
     msg_dynamic_credentials_unavailable,
     msg_namespace_not_assigned,
     msg_waiting_for_db_credentials,
@@ -31,6 +32,7 @@ from tenantdb.core.mariadbdatabase.reasons import (
 from tenantdb.core.mariadbdatabase.validation import is_cluster_name_too_long
 from tenantdb.core.results import (
     NO_REQUEUE,
+    ORDER_REFRESH_AFTER,
     REQUEUE_ASSIGNMENT,
     REQUEUE_NEXT_PASS,
     REQUEUE_SHORT,
@@ -106,6 +108,17 @@ def plan_admission(obs: AdmissionObservation) -> AdmissionDecision:
             add_finalizer=True,
         )
     return _plan_dynamic_gates(cp, cluster, cp_namespace, cp_name)
+
+
+def plan_unreadable_control_plane(what: str, detail: str) -> AdmissionDecision:
+    """Refuse on a ControlPlane that does not parse: DependencyUnreadable on both, 10-min refresh.
+
+    Its watch event wakes the order once it is fixed, so nothing is retried meanwhile.
+    """
+    outcome = StepOutcome(
+        conditions=on_both(Reason.DEPENDENCY_UNREADABLE, msg_dependency_unreadable(what, detail))
+    )
+    return _refuse(outcome, PassResult(requeue_after=ORDER_REFRESH_AFTER))
 
 
 def _plan_dynamic_gates(

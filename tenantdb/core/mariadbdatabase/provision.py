@@ -59,6 +59,7 @@ from tenantdb.core.mariadbdatabase.reasons import (
     msg_cluster_not_ready,
     msg_database_collision,
     msg_database_provisioned,
+    msg_dependency_unreadable,
     msg_waiting_for_client_certificate,
     msg_waiting_for_database,
     msg_waiting_for_engine_username,
@@ -361,6 +362,21 @@ def _check_credential(obs: ProvisionObservation) -> StepOutcome:
         ConditionType.DATABASE_READY, True, Reason.DATABASE_PROVISIONED, message
     )
     return StepOutcome(conditions=(update,), proceed=True)
+
+
+def plan_unreadable(what: str, detail: str) -> LegResult:
+    """Refuse on an object the provision leg reads that does not parse: DependencyUnreadable.
+
+    The refusal is written, not retried: the object's watch event or the 10-minute refresh
+    brings the next pass.
+    """
+    update = ConditionUpdate(
+        ConditionType.DATABASE_READY,
+        False,
+        Reason.DEPENDENCY_UNREADABLE,
+        msg_dependency_unreadable(what, detail),
+    )
+    return LegResult(_database_ready(update, requeue=False))
 
 
 def plan_provision_failure(

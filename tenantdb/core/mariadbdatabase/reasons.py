@@ -48,6 +48,8 @@ class Reason(StrEnum):
     WAITING_FOR_DATABASE = "WaitingForDatabase"
     WAITING_FOR_CREDENTIALS = "WaitingForCredentials"
     DATABASE_PROVISIONED = "DatabaseProvisioned"
+    # Written on both by tenantdb (the reference has no such reason: it retries without one).
+    DEPENDENCY_UNREADABLE = "DependencyUnreadable"
     # DeliveryReady.
     DATABASE_NOT_PUBLISHED = "DatabaseNotPublished"
     WAITING_FOR_CA_BUNDLE = "WaitingForCABundle"
@@ -63,6 +65,14 @@ ALL_READY_MESSAGE = "All sub-conditions are ready"
 NOT_ALL_READY_MESSAGE = "One or more sub-conditions are not ready"
 NOT_PROVISIONED_MESSAGE = "the database is not provisioned yet; nothing is delivered"
 NOT_CURRENT_MESSAGE = "the delivered Secret does not carry the current credential yet"
+
+
+def msg_dependency_unreadable(what: str, detail: str) -> str:
+    """Word DependencyUnreadable: an object the order depends on does not parse (tenantdb's)."""
+    return (
+        f"{what} cannot be read: {detail}; the order goes on once it is fixed (an object of a "
+        "newer API version than tenantdb reads needs a newer tenantdb)"
+    )
 
 
 def describe_location(cluster: str) -> str:
