@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import weakref
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -29,7 +30,9 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import kube_config as kube_config_loader
 
+from tenantdb.adapters import memfiles
 from tenantdb.adapters.useragent import user_agent
 from tenantdb.core.kinds import KindIdentity, registered_identities
 
@@ -565,9 +568,38 @@ class KubeClient:
 
 
 def client_from_kubeconfig(path: str, context: str, cluster: str) -> KubeClient:
-    """A client for one context of a kubeconfig file, with a configuration of its own."""
-    api = k8s_config.new_client_from_config(config_file=path, context=context)
+    """A client for one context of a kubeconfig file, with a configuration of its own.
+
+    Key material the kubeconfig carries inline is held in memory, not in temporary files that a
+    killed process would leave behind (``tenantdb.adapters.memfiles``).
+    """
+    configuration = k8s.Configuration()
+    k8s_config.load_kube_config(
+        config_file=path, context=context, client_configuration=configuration, persist_config=False
+    )
+    held = _hold_key_material(configuration)
+    api = k8s.ApiClient(configuration)
+    for file in held:
+        weakref.finalize(api, file.close)  # the files live exactly as long as the client
     return KubeClient(api, cluster)
+
+
+def _hold_key_material(configuration: k8s.Configuration) -> list[memfiles.MemoryFile]:
+    if not memfiles.SUPPORTED:
+        return []
+    held = []
+    written = kube_config_loader._temp_files  # what the loader wrote from inline *-data fields
+    by_path = {name: content for content, name in written.items()}
+    for attribute in ("key_file", "cert_file", "ssl_ca_cert"):
+        path = getattr(configuration, attribute, None)
+        if not path or path not in by_path:
+            continue
+        file = memfiles.hold_in_memory(path, f"tenantdb-{attribute}")
+        held.append(file)
+        # The loader hands a cached path out again for the same content: forget the file.
+        del written[by_path[path]]
+        setattr(configuration, attribute, file.path)
+    return held
 
 
 def in_cluster_client() -> KubeClient:

@@ -3,8 +3,9 @@
 A session logs in at the server and mount of the ControlPlane's secret store with the pod's
 ServiceAccount token, read afresh at every login because the kubelet rotates it in place, and
 with the ControlPlane namespace's shared client certificate for mutual TLS. The certificate's
-PEMs are written to a private temporary directory for the life of the session only (the TLS
-stack reads files) and removed when it ends. Every session revokes its own token on the way out;
+PEMs are held in in-memory files for the life of the session only (the TLS stack reads paths;
+``tenantdb.adapters.memfiles``), so nothing of the key reaches a disk, even when the process is
+killed mid-session. Every session revokes its own token on the way out;
 a failure there is only logged, since the token expires with its short TTL anyway.
 
 Errors come out as ``OpenBaoError`` in the shape ``openbao: <status> on <METHOD> <path>: <errors>``
@@ -27,6 +28,7 @@ import hvac
 import hvac.exceptions
 import requests
 
+from tenantdb.adapters import memfiles
 from tenantdb.adapters.useragent import USER_AGENT
 
 log = logging.getLogger(__name__)
@@ -166,6 +168,15 @@ def _tls_files(
 ) -> Iterator[tuple[tuple[str, str] | None, str | bool]]:
     if cert is None:
         yield None, True
+        return
+    if memfiles.SUPPORTED:
+        pems = (("ca.crt", cert.ca_crt), ("tls.crt", cert.tls_crt), ("tls.key", cert.tls_key))
+        files = {name: memfiles.MemoryFile(f"tenantdb-openbao-{name}", pem) for name, pem in pems}
+        try:
+            yield (files["tls.crt"].path, files["tls.key"].path), files["ca.crt"].path
+        finally:
+            for file in files.values():
+                file.close()
         return
     with tempfile.TemporaryDirectory(prefix="tenantdb-openbao-") as tmp:
         os.chmod(tmp, 0o700)

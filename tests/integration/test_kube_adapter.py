@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from devstack.kube.server import ClusterServer, kubeconfig
 from tenantdb.adapters.clusters import ClusterRegistry, ClusterUnavailableError
@@ -127,7 +136,9 @@ def _lease_lost() -> None:
 def test_a_status_write_after_a_newer_pass_wrote_never_overwrites_it(kube: KubeClient) -> None:
     read = _order(kube)
     # A newer pass wrote its status after this pass read the order and lost its lease.
-    kube.patch(MARIADB_DATABASE, "tenant-a", "app-db", {"status": {"databaseName": "newer"}}, status=True)
+    kube.patch(
+        MARIADB_DATABASE, "tenant-a", "app-db", {"status": {"databaseName": "newer"}}, status=True
+    )
 
     with pytest.raises(RuntimeError, match="lease lost"):
         kube.write_status(MARIADB_DATABASE, read, lambda _: {"databaseName": "stale"}, _lease_lost)
@@ -156,8 +167,11 @@ def test_a_status_write_over_someone_elses_edit_goes_through_while_the_lease_hol
 def test_a_status_with_nothing_to_write_sends_nothing(kube: KubeClient) -> None:
     read = _order(kube)
     assert kube.write_status(MARIADB_DATABASE, read, lambda _: {}, _lease_lost) is read
-    assert kube.get(MARIADB_DATABASE, "tenant-a", "app-db")["metadata"]["resourceVersion"] == (
-        read["metadata"]["resourceVersion"]  # type: ignore[index]
+    assert (
+        kube.get(MARIADB_DATABASE, "tenant-a", "app-db")["metadata"]["resourceVersion"]
+        == (
+            read["metadata"]["resourceVersion"]  # type: ignore[index]
+        )
     )
 
 
@@ -223,3 +237,70 @@ def test_debug_logging_never_writes_a_secret_the_client_read(
     assert "a debug line still gets through" in written
     assert base64.b64encode(b"delivered-pw-4711").decode() not in written
     assert "delivered-pw-4711" not in written
+
+
+_KILLED_CLIENT = """
+import os, signal, sys
+from tenantdb.adapters.kube import SECRET, client_from_kubeconfig
+client = client_from_kubeconfig(sys.argv[1], "management", "")
+conf = client.api.configuration
+print(conf.key_file, conf.cert_file, conf.ssl_ca_cert, flush=True)
+with open(conf.key_file, "rb") as key:
+    assert key.read() == sys.argv[2].encode(), "the key reads back from its path"
+client.get_or_none(SECRET, "tenant-a", "nothing-here")  # a request over TLS with the held CA
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_killed_process_leaves_no_client_key_on_disk(
+    servers: dict[str, ClusterServer], tmp_path: Path
+) -> None:
+    cert, key = _self_signed()
+    config = kubeconfig(servers, current="management")
+    config["users"][0]["user"].update(
+        {
+            "client-certificate-data": base64.b64encode(cert).decode(),
+            "client-key-data": base64.b64encode(key).decode(),
+        }
+    )
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_CLIENT, str(path), key.decode()],
+        env={**os.environ, "TMPDIR": str(scratch)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    held = done.stdout.split()
+    assert held[:2] == [p for p in held[:2] if p.startswith("/proc/self/fd/")], held
+    left = [p.read_bytes() for p in scratch.rglob("*") if p.is_file()]
+    assert not any(b"PRIVATE KEY" in content for content in left), "a key outlived the process"
+
+
+def _self_signed() -> tuple[bytes, bytes]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tenantdb")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=1))
+        .not_valid_after(now + timedelta(hours=1))
+        .sign(key, hashes.SHA256())
+    )
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), pem
