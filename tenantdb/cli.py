@@ -98,10 +98,20 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_SERVING = {"worker", "watcher", "beat", "flower", "reconcile", "status"}
+"""The commands that run on tenantdb's settings, and log at their level."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tenantdb`` command and return its exit code."""
     args = _build_parser().parse_args(argv)
     configure_logging(logging.INFO)
+    if args.command in _SERVING:
+        try:
+            configure_logging(_settings().log_level)
+        except _UsageError as exc:
+            sys.stderr.write(f"tenantdb: {exc}\n")
+            return EXIT_USAGE
     handlers: dict[str, Callable[[], int]] = {
         "worker": lambda: _worker(args.celery_args),
         "watcher": _watcher,
@@ -181,7 +191,7 @@ def _worker(celery_args: list[str]) -> int:
         os.makedirs(directory, exist_ok=True)
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
     if not any(a == "-l" or a.startswith(("--loglevel", "-l")) for a in extra):
-        extra = ["--loglevel=INFO", *extra]
+        extra = [f"--loglevel={settings.log_level}", *extra]
     argv = [sys.executable, "-m", "celery", "-A", "workers.app", "worker", *extra]
     os.execv(sys.executable, argv)  # noqa: S606 - replaces this process with the worker
 

@@ -8,7 +8,7 @@ read from files or Secrets at the moment they are used.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -180,6 +180,13 @@ class Settings(BaseSettings):
     )
     metrics_port: int = Field(
         default=0, ge=0, le=65535, description="Port of /metrics; 0 serves no metrics."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO",
+        description=(
+            "Log level of every tenantdb process (a worker's --loglevel wins). Even at DEBUG no"
+            " credential, token or key is logged."
+        ),
     )
 
     @model_validator(mode="after")

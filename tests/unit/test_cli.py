@@ -46,3 +46,19 @@ def test_flower_refuses_to_start_without_credentials(
     assert err.count("\n") == 1
     assert "Flower needs credentials" in err
     assert "--unauthenticated-local" in err
+
+
+def test_an_unknown_log_level_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tenantdb.settings import load_settings
+
+    monkeypatch.setenv("TENANTDB_LOG_LEVEL", "LOUD")
+    load_settings.cache_clear()
+    try:
+        assert main(["status", "mariadbdatabase/tenant-a/app"]) == EXIT_USAGE
+    finally:
+        load_settings.cache_clear()
+    err = capsys.readouterr().err
+    assert err.startswith("tenantdb: invalid setting log_level: Input should be 'DEBUG'")
+    assert err.count("\n") == 1
