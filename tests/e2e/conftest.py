@@ -4,7 +4,10 @@ Each test gets its own platform (API servers for ``management`` and ``edge-1``, 
 mariadb-operator, cert-manager), its own Redis key prefix, and its own watcher, two workers and
 beat as real subprocesses, so nothing a test does to the ControlPlane or OpenBao reaches another.
 Orders are driven only through the official client; schema names carry a random suffix, and every
-schema and SQL user a test leaves behind is dropped afterwards.
+schema and SQL user a test leaves behind is dropped afterwards. Before a stack is stopped it is
+scanned for leaked secrets (``tests.e2e.leaks``): a password, token or private key the platform
+issued, found in Redis, a process log, a metrics page, an order's status or an Event, fails the
+test at teardown.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +46,7 @@ from tenantdb.adapters.kube import (
 )
 from tenantdb.settings import Settings
 from tests.conftest import REDIS_URL
+from tests.e2e import leaks
 
 REPO = Path(__file__).resolve().parents[2]
 API_VERSION = "c5c3.io/v1alpha1"
@@ -118,6 +122,8 @@ class Stack:
     metrics_ports: dict[str, int] = field(default_factory=dict)
     extra_env: dict[str, str] = field(default_factory=dict)
     """Settings every tenantdb process of the stack gets on top of the defaults."""
+    leak_recorder: leaks.Recorder | None = None
+    """What the platform issued while it ran, for the secret-leak scan at teardown."""
 
     @property
     def env(self) -> dict[str, str]:
@@ -316,17 +322,25 @@ def stack(
     """A fresh platform with tenantdb's watcher, two workers and beat running on it.
 
     Its target clusters are ``edge-1``, or the names a test passes as the fixture's parameter.
+    At teardown the stack is scanned for leaked secrets (``_scan_for_leaks``) before it stops;
+    a finding fails the test.
     """
     targets = tuple(getattr(request, "param", ("edge-1",)))
-    platform = start_platform(
-        tmp_path / "devstack", clusters=("management", *targets), **platform_options
-    )
+    recorder = leaks.Recorder().start()
+    try:
+        platform = start_platform(
+            tmp_path / "devstack", clusters=("management", *targets), **platform_options
+        )
+    except BaseException:
+        recorder.stop()
+        raise
     logs = tmp_path / "logs"
     logs.mkdir()
-    running = Stack(platform, key_prefix, logs, extra_env=stack_env)
+    running = Stack(platform, key_prefix, logs, extra_env=stack_env, leak_recorder=recorder)
     with _root() as conn, conn.cursor() as cur:
         cur.execute("SHOW DATABASES")
         before = {row[0] for row in cur.fetchall()}
+    leaked: str | None = None
     try:
         running.start("watcher", "watcher")
         running.start_worker("worker-1")
@@ -334,9 +348,33 @@ def stack(
         running.start("beat", "beat")
         yield running
     finally:
-        running.stop()
-        platform.stop()
-        _drop_leftovers(before, running.suffix)
+        try:
+            leaked = _scan_for_leaks(running, real_redis)
+        finally:
+            running.stop()
+            platform.stop()
+            recorder.stop()
+            _drop_leftovers(before, running.suffix)
+    if leaked:
+        pytest.fail(leaked, pytrace=False)
+
+
+def _scan_for_leaks(
+    stack: Stack, client: redis.Redis, extra: Iterable[leaks.Place] = ()
+) -> str | None:
+    """Scan the stack for issued secrets (see ``tests.e2e.leaks``); a report when one leaked.
+
+    The secrets, the metrics pages, the orders and the Events are read while everything runs;
+    the processes are stopped (their last log lines written) before Redis and the logs are read.
+    """
+    found = leaks.collect(stack.platform, stack.leak_recorder)
+    places, missed = leaks.live_places(stack)
+    places += extra
+    stack.stop()
+    places += leaks.stored_places(stack, client)
+    findings = leaks.scan(found, places)
+    # A page that did not answer (a process still starting) has served nothing to leak.
+    return leaks.describe(findings, found, missed) if findings else None
 
 
 def _drop_leftovers(before: set[str], suffix: str) -> None:
