@@ -65,6 +65,8 @@ class StepContext:
     guard: Heartbeat
     step: int = 1
     """The step's position in its chain, 1 first."""
+    attempt: int = 0
+    """Which attempt of the step this is, 0 first; a retry is 1 and up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +118,7 @@ def run_step(
         return result(key, "LeaseLost")
     try:
         with serving(key, name), queue.heartbeat(lease) as guard:
-            outcome = body(StepContext(order, lease, guard, step))
+            outcome = body(StepContext(order, lease, guard, step, task.request.retries))
     except LeaseLostError:
         _stop_chain(task)
         queue.request_pass(order)

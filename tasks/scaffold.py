@@ -180,6 +180,17 @@ def abort_signature(key: str) -> Signature:
 NOTE_GONE = StepResult("NoteGone", done=True, completed=False, again=True)
 """A step whose pass left no note (it expired): a new pass observes afresh."""
 
+DELETED_MEANWHILE = StepResult("DeletedMeanwhile", done=True, completed=False, again=True)
+"""A retried step of a live order's chain whose order is being deleted: the teardown goes first."""
+
+
+def _deleted_meanwhile(ctx: StepContext) -> bool:
+    # A step retrying through an outage keeps the order's lease, so a deletion would wait for
+    # the outage to end. Each retry looks at the order first (one read) and gives way.
+    raw = order_store().fetch(ctx.key)
+    meta = None if raw is None else ObjectMeta.model_validate(raw.get("metadata") or {})
+    return meta is None or meta.deletion_timestamp is not None
+
 
 # -- the flow ------------------------------------------------------------------------------------
 
@@ -276,16 +287,25 @@ def save_note(ctx: StepContext, note: object) -> None:
     workqueue().save_note(ctx.lease, text, note_ttl_ms())
 
 
-def _step_task(spec: KindSpec[Any, Any], step: Step) -> AnyTask:
+STEP_TASKS: set[str] = set()
+"""The names of every declared kind's chain-step tasks."""
+
+
+def _step_task(spec: KindSpec[Any, Any], step: Step, *, teardown: bool = False) -> AnyTask:
     def body(ctx: StepContext) -> StepResult:
         note = load_note(ctx, step.note_type)
-        return NOTE_GONE if note is None else step.body(ctx, note)
+        if note is None:
+            return NOTE_GONE
+        if ctx.attempt > 0 and not teardown and _deleted_meanwhile(ctx):
+            return DELETED_MEANWHILE
+        return step.body(ctx, note)
 
     @shared_task(name=spec.task_name(step), bind=True, max_retries=None)
     def task(self: AnyTask, key: str, name: str, started: int, position: int) -> dict[str, str]:
         return run_step(self, key, name, started, position, body)
 
     task.__doc__ = step.doc or f"Step {step.name} of a {spec.identity.kind} pass."
+    STEP_TASKS.add(spec.task_name(step))
     return task
 
 
@@ -305,7 +325,9 @@ def declare_kind(spec: KindSpec[Order, Decision]) -> KindSpec[Order, Decision]:
     declared = replace(
         spec,
         step_tasks={step.name: _step_task(spec, step) for step in spec.steps},
-        teardown_tasks={step.name: _step_task(spec, step) for step in spec.teardown_steps},
+        teardown_tasks={
+            step.name: _step_task(spec, step, teardown=True) for step in spec.teardown_steps
+        },
     )
     register_pass(spec.identity.singular, lambda ctx: serve(declared, ctx))
     return declared

@@ -73,6 +73,36 @@ def test_a_kind_declared_in_one_module_is_served_end_to_end(stack: Stack) -> Non
     assert _message(stack, name) is None, "the teardown removed the ConfigMap"
 
 
+def test_a_deletion_goes_ahead_of_a_step_retrying_without_end(stack: Stack) -> None:
+    kube = stack.kube()
+    kube.create(widget.build_crd())
+    wait_for(lambda: kube.get_or_none(CUSTOM_RESOURCE_DEFINITION, None, widget.IDENTITY.crd_name),
+             10, "the Widget CRD")  # fmt: skip
+    name = stack.name("stuck")
+    body: dict[str, Any] = {
+        "apiVersion": widget.IDENTITY.api_version,
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": "tenant-a"},
+        "spec": {"message": widget.REFUSED},
+    }
+    wait_for(lambda: _create(stack, body), 10, "the Widget kind to be served")
+    task = "tenantdb.widget.provision.build"
+
+    def retries() -> float:
+        try:
+            return sum(
+                stack.counter(worker, "tenantdb_step_retries_total", task=task)
+                for worker in ("worker-1", "worker-2")
+            )
+        except OSError:
+            return 0.0  # a worker does not serve its metrics yet
+
+    wait_for(lambda: retries() >= 2, 30, "the build step to retry")
+
+    kube.delete(WIDGET, "tenant-a", name)
+    wait_for(lambda: kube.get_or_none(WIDGET, "tenant-a", name) is None, 30, "the teardown")
+
+
 def test_the_cli_refuses_a_key_of_a_kind_nothing_serves(stack: Stack) -> None:
     refused = stack.cli("reconcile", "gadget/tenant-a/x")
     assert refused.returncode == 2

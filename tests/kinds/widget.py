@@ -95,7 +95,13 @@ def plan(ctx: PassContext, order: dict[str, Any], decision: None) -> Plan:
     return Plan(("build",), note, converged=True)
 
 
+REFUSED = "refuse"
+"""A message the build step fails on, every attempt: a step retrying through an outage."""
+
+
 def build(ctx: StepContext, note: Note) -> StepResult:
+    if note.message == REFUSED:
+        raise RuntimeError("the widget refuses this message")
     ctx.guard.check()
     cluster_registry().get(ctx.key.cluster).apply(_config_map(note.raw, note.message))
     return StepResult(_ready(ctx, note.raw, note.message).reason, done=True)
