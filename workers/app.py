@@ -21,6 +21,7 @@ from tenantdb.settings import load_settings
 TASK_MODULES = (
     "tasks.reconcile",
     "tasks.chain",
+    "tasks.holding",
     "tasks.mariadbdatabase",
     "tasks.mysqldatabase",
 )

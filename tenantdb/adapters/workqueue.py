@@ -17,6 +17,9 @@ These primitives give the engine its guarantees (ARCHITECTURE.md, "Work-queue in
 * Every lease taken marks its key dirty for when it would run out; a release removes the mark.
 * A dirty mark carries the time the busy lease runs out, so when its holder dies (and never
   releases) the sweep (``sweep_orphans``) finds the key and enqueues it.
+* A worker that has received a step's message and not started it yet (prefetched, or waiting
+  out a retry's countdown) holds the pass's lease to one lease length (``hold``), renewing it,
+  so a worker that dies with the message only blocks the order until that lease runs out.
 * A ``Heartbeat`` extends the lease while a step runs; ``Heartbeat.check`` is called before every
   write and raises ``LeaseLostError`` once the lease is gone, so a step that lost it stops before
   writing.
@@ -168,6 +171,17 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
+"""
+
+# A worker holding a step's message renews the waiting fence for one lease, and marks the key
+# dirty for when that runs out: once the worker dies, the order is swept within a lease.
+_HOLD = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
+return 1
 """
 
 # A dirty key whose lock is gone (its holder died or lost the lease without releasing) is handed
@@ -397,6 +411,7 @@ class WorkQueue:
         self._acquire = client.register_script(_ACQUIRE)
         self._release = client.register_script(_RELEASE)
         self._extend = client.register_script(_EXTEND)
+        self._hold = client.register_script(_HOLD)
         self._fence = client.register_script(_FENCE)
         self._sweep = client.register_script(_SWEEP_ORPHANS)
         self._claim_due = client.register_script(_CLAIM_DUE)
@@ -483,6 +498,21 @@ class WorkQueue:
             )
         )
 
+    def hold(self, lease: Lease) -> bool:
+        """Renew a waiting fence for one lease length, for a worker holding the step's message.
+
+        The key is marked dirty for when that runs out. False once the fence moved on (the step
+        started, or the pass is gone): the holder lets go.
+        """
+        return bool(
+            int(
+                self._hold(
+                    keys=[self.keys.lock(lease.key), self.keys.dirty],
+                    args=[lease.value, self.lock_ttl_ms, str(lease.key)],
+                )
+            )
+        )
+
     def hand_over(self, lease: Lease, fence: str, ttl_ms: int) -> Lease | None:
         """Move the pass's fence on to ``fence`` for the next step; None when the lease is gone.
 
@@ -496,7 +526,10 @@ class WorkQueue:
     def claim(self, lease: Lease, fence: str) -> tuple[Claim, Lease | None]:
         """Take the fence ``fence`` a hand-over left for this step; return the running lease."""
         running = lease.at(fence + "!")
-        done = self._run_fence(lease, lease.at(fence).value, running.value, self.lock_ttl_ms)
+        # Marked dirty for when this lease ends: a step that dies running is swept after it.
+        done = self._run_fence(
+            lease, lease.at(fence).value, running.value, self.lock_ttl_ms, mark=True
+        )
         if done == 1:
             return Claim.CLAIMED, running
         return (Claim.MOVED if done == 0 else Claim.LOST), None
