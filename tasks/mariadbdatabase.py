@@ -296,8 +296,13 @@ def record(
     admission: AdmissionDecision,
     provision: LegResult | None = None,
     delivery: DeliveryResult | None = None,
+    *,
+    written: Callable[[dict[str, Any]], None] | None = None,
 ) -> PassRecord:
-    """Compose the pass with core, log what it asks, write the status when it changed."""
+    """Compose the pass with core, log what it asks, write the status when it changed.
+
+    ``written`` receives the order as the status write left it.
+    """
     rec = compute_pass_record(
         fetched.order,
         cluster=key.cluster,
@@ -309,7 +314,9 @@ def record(
     emit(key, rec.logs)
     if rec.write_status:
         check()
-        orders().write_status(key, fetched, rec.status, check)
+        stored = orders().write_status(key, fetched, rec.status, check)
+        if written is not None:
+            written(stored)
     return rec
 
 
@@ -320,19 +327,27 @@ def _admission(ctx: StepContext, note: PassNote) -> AdmissionDecision:
     return plan_admission(AdmissionObservation(note.fetched().order, ctx.key.cluster, note.cp()))
 
 
+def _renote(ctx: StepContext, note: PassNote) -> Callable[[dict[str, Any]], None]:
+    # A step that records a failure and retries leaves the order as written in the note: the
+    # retry, and the steps after it, must decide over the status now stored, not the entry's.
+    return lambda stored: save_note(ctx, replace(note, order=stored))
+
+
 def _fail_provision(
     ctx: StepContext,
-    fetched: FetchedOrder,
+    note: PassNote,
     admission: AdmissionDecision,
-    plan: ProvisionPlan,
     index: int,
     error: ActionError,
 ) -> RetryStepError:
+    fetched, plan = note.fetched(), note.plan
     leg = plan_provision_failure(plan, index, str(error), status_code=error.status)
     RECONCILE_ERRORS.labels(
         sub_reconciler=PROVISION, condition_type=ConditionType.DATABASE_READY
     ).inc()
-    rec = record(ctx.guard.check, ctx.key, fetched, admission, provision=leg)
+    rec = record(
+        ctx.guard.check, ctx.key, fetched, admission, provision=leg, written=_renote(ctx, note)
+    )
     return RetryStepError(describe_status(rec.status), leg.outcome.error or str(error))
 
 
@@ -349,7 +364,7 @@ def provision_body(step: ProvisionStep) -> Callable[[StepContext, PassNote], Ste
                 answer = orders().run(action)
             except ActionError as error:
                 observe_leg_since(PROVISION, note.provision_started)
-                raise _fail_provision(ctx, fetched, admission, plan, index, error) from None
+                raise _fail_provision(ctx, note, admission, index, error) from None
             if isinstance(action, ApplyObject):
                 remember_write(action.ref.cluster, answer)
         following = note.steps[ctx.step :]
@@ -382,12 +397,21 @@ def deliver_body(ctx: StepContext, note: PassNote) -> StepResult:
     scope = compute_order_scope(fetched.order, ctx.key.cluster, cp)
     with observe_leg(DELIVERY):
         delivery = _deliver(ctx, orders(), fetched, scope, cp)
-    rec = record(ctx.guard.check, ctx.key, fetched, admission, note.plan.result, delivery)
-    if delivery.outcome.error is not None:
+    failure = delivery.outcome.error
+    rec = record(
+        ctx.guard.check,
+        ctx.key,
+        fetched,
+        admission,
+        note.plan.result,
+        delivery,
+        written=None if failure is None else _renote(ctx, note),
+    )
+    if failure is not None:
         RECONCILE_ERRORS.labels(
             sub_reconciler=DELIVERY, condition_type=ConditionType.DELIVERY_READY
         ).inc()
-        raise RetryStepError("DeliveryError", delivery.outcome.error)
+        raise RetryStepError("DeliveryError", failure)
     return StepResult(describe_status(rec.status), done=True, requeue_after=_seconds(rec.result))
 
 

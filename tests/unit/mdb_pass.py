@@ -31,6 +31,7 @@ from tenantdb.adapters.mariadb_orders import (
 )
 from tenantdb.adapters.workqueue import Lease
 from tenantdb.core.actions import Action, ApplyObject, EnsureRole
+from tenantdb.core.mariadbdatabase.conditions import build_status_body
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mariadbdatabase.delivery import DeliveryObservation, DeliveryPlan, plan_delivery
 from tenantdb.core.mariadbdatabase.models import (
@@ -51,6 +52,16 @@ from tests.unit.mdb_builders import CONNECTION, World
 
 
 @dataclass
+class NoteLog:
+    """The notes a step left for the steps after it (Redis, in a real worker)."""
+
+    saved: list[object] = field(default_factory=list)
+
+    def append_note(self, ctx: StepContext, note: object) -> None:
+        self.saved.append(note)
+
+
+@dataclass
 class WorldIO:
     """The kind's adapter and the order store, answering from a World."""
 
@@ -58,6 +69,7 @@ class WorldIO:
     statuses: list[MariaDBDatabaseStatus] = field(default_factory=list)
     finalizers: list[list[str]] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
+    notes: NoteLog = field(default_factory=lambda: NoteLog())
 
     # -- the order store -----------------------------------------------------------------------
 
@@ -143,7 +155,7 @@ class WorldIO:
         check: Callable[[], None],
     ) -> dict[str, Any]:
         self.statuses.append(status)
-        return fetched.raw
+        return {**fetched.raw, "status": build_status_body(status)}
 
 
 @dataclass
@@ -205,6 +217,7 @@ def _wired(world: World, captured: dict[str, Any]) -> Iterator[WorldIO]:
         stack.enter_context(mock.patch.object(kind, "orders", return_value=io))
         stack.enter_context(mock.patch.object(scaffold, "order_store", return_value=io))
         stack.enter_context(mock.patch.object(scaffold, "build_chain", build_chain))
+        stack.enter_context(mock.patch.object(kind, "save_note", io.notes.append_note))
         yield io
 
 

@@ -233,6 +233,17 @@ def test_refresh_logs_exactly_once_per_username_change(previous: str | None, log
         assert "s3cr3t-pw" not in str(log)
 
 
+def test_a_failed_step_leaves_the_status_it_wrote_for_its_retry() -> None:
+    # A Ready order whose forced pass met an OpenBao outage: the retry, once OpenBao is back,
+    # must compare its AllReady with the OpenBaoError now stored, not with the entry's AllReady.
+    sim = run_pass(World(role_error=("openbao: 503 on PUT /v1/database/mariadb/roles/x", 503)))
+    assert sim.reason == "OpenBaoError"
+    (renoted,) = sim.io.notes.saved
+    stored = MariaDBDatabase.model_validate(renoted.order)  # type: ignore[attr-defined]
+    reasons = {c.type: c.reason for c in stored.status.conditions}
+    assert reasons["DatabaseReady"] == "OpenBaoError"
+
+
 def test_fresh_order_with_openbao_error_leaves_delivery_unwritten() -> None:
     sim = run_pass(World(role_error=("openbao: 403 on POST /login: permission denied", 403)))
     db = sim.condition("DatabaseReady")
