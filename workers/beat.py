@@ -4,10 +4,13 @@ Every ``interval`` seconds it takes the keys whose "come back after" time has co
 due-set, the refreshes the capped refresh rate allows (``tenantdb.core.schedule``), and the dirty
 keys whose lock holder vanished (a worker killed mid-pass), and enqueues each through the
 deduplicating ``enqueue``. A due key moves from its timetable into a claims set, is enqueued,
-and only then leaves the claims; a key whose enqueue failed goes back at once, and the claims of
-a beat killed mid-sweep go back after ``CLAIM_RECOVERY`` seconds. So a Redis or broker error in
-the middle of a sweep loses no key (at worst one is enqueued twice, which its pending mark
-deduplicates), and a come-back a pass writes meanwhile is never swallowed. An error ends the
+and only then leaves the claims; a key whose enqueue failed goes back at once. The claims of a
+beat killed mid-sweep are enqueued by the next leader as soon as it takes over, and by any
+leader once they are ``CLAIM_RECOVERY`` seconds old; such a key is published even when it
+carries a pending mark, since the dead sweep may have set the mark and died before publishing.
+So a Redis or broker error in the middle of a sweep loses no key (at worst one is enqueued
+twice, and the second message ends as stale), and a come-back a pass writes meanwhile is never
+swallowed. An error ends the
 sweep, never the loop: beat logs it and sweeps again after a capped backoff. It holds no state
 of its own: a restarted beat carries on from Redis. Replicas elect one active beat through a
 Redis lease; the others stand by.
@@ -54,8 +57,7 @@ def _sweep_table(
     queue: WorkQueue, now: float, table: Timetable, limit: int | None, batch: int
 ) -> int:
     """Enqueue the table's due keys (at most ``limit``) through claims (see the module)."""
-    queue.recover_claims(now - CLAIM_RECOVERY, table)
-    enqueued = 0
+    enqueued = recover_claims(queue, now - CLAIM_RECOVERY, table)
     while limit is None or enqueued < limit:
         size = batch if limit is None else min(batch, limit - enqueued)
         keys = queue.claim_due(now, size, table)
@@ -72,6 +74,19 @@ def _sweep_table(
         if len(keys) < size:
             break
     return enqueued
+
+
+def recover_claims(queue: WorkQueue, older_than: float, table: Timetable) -> int:
+    """Enqueue the claims made before ``older_than`` that no sweep released; how many."""
+    keys = queue.stale_claims(older_than, table)
+    done: list[OrderKey] = []
+    try:
+        for key in keys:
+            queue.enqueue(key, force=True)  # its mark may be the dead sweep's, with no message
+            done.append(key)
+    finally:
+        queue.release_claims(done, table)
+    return len(done)
 
 
 def sweep_once(
@@ -124,12 +139,21 @@ def run_beat(
     next_tick = time.monotonic()
     next_gauges = next_tick
     failures = 0
+    taken_over = False
     while not stop.is_set():
         next_tick += interval
         if not is_active():
+            taken_over = False
             stop.wait(max(0.0, next_tick - time.monotonic()))
             continue
         try:
+            if not taken_over:
+                # A new term: every claim left is a dead predecessor's (the lease lets no two
+                # beats sweep at once), so none waits for CLAIM_RECOVERY.
+                recovered = sum(recover_claims(queue, time.time(), t) for t in Timetable)
+                taken_over = True
+                if recovered:
+                    log.info("beat enqueued %d keys a stopped sweep had claimed", recovered)
             if time.monotonic() >= next_gauges:
                 export_gauges(queue)
                 next_gauges = time.monotonic() + GAUGE_INTERVAL

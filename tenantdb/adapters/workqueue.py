@@ -719,7 +719,7 @@ class WorkQueue:
         """Take up to ``batch`` keys due by ``now`` out of the timetable into its claims.
 
         A claimed key is released once enqueued (``release_claims``), put back when its enqueue
-        failed (``return_claims``), and recovered by ``recover_claims`` when the claimer died,
+        failed (``return_claims``), and found by ``stale_claims`` when the claimer died,
         so no key leaves the timetable for good before its enqueue."""
         members = self._claim_due(
             keys=[self.keys.timetable(table), self.keys.claims(table)],
@@ -743,14 +743,10 @@ class WorkQueue:
             )
         )
 
-    def recover_claims(self, older_than: float, table: Timetable = Timetable.DUE) -> int:
-        """Put back every claim made before ``older_than`` (its claimer died); how many."""
-        return int(
-            self._return_claims(
-                keys=[self.keys.timetable(table), self.keys.claims(table)],
-                args=[int(older_than * 1000)],
-            )
-        )
+    def stale_claims(self, older_than: float, table: Timetable = Timetable.DUE) -> list[OrderKey]:
+        """The keys claimed before ``older_than`` and never released: their claimer died."""
+        members = self.redis.zrangebyscore(self.keys.claims(table), "-inf", int(older_than * 1000))
+        return [OrderKey.parse(_text(m)) for m in members]
 
     def pending_count(self) -> int:
         """How many keys carry a pending mark (a scan: call it seldom)."""

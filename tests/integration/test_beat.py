@@ -128,3 +128,31 @@ def test_the_claims_of_a_beat_that_died_come_back(real_redis: redis.Redis, key_p
     assert broker.published == [], "a fresh claim may still be in its sweep"
     sweep_once(queue, 5_000.0 + CLAIM_RECOVERY + 1)
     assert broker.published == [KEYS[0]]
+    assert queue.stale_claims(10_000.0) == [], "an enqueued claim is released"
+
+
+def test_a_new_leader_enqueues_a_dead_sweeps_claims_at_once_past_its_pending_mark(
+    real_redis: redis.Redis, key_prefix: str
+) -> None:
+    broker = FlakyBroker(fail_on=set())
+    queue = _queue(real_redis, key_prefix, broker)
+    queue.schedule(KEYS[0], 1_000.0)
+    queue.schedule(KEYS[1], 1_000.0)
+    assert sorted(queue.claim_due(2_000.0)) == sorted(KEYS[:2])
+    # The dead sweep had set KEYS[0]'s pending mark and died before it published.
+    real_redis.set(f"{key_prefix}pending:{KEYS[0]}", "1", ex=300)
+
+    stop = threading.Event()
+    beat = threading.Thread(target=run_beat, args=(queue, stop), kwargs={"interval": 0.05})
+    beat.start()
+    try:
+        deadline = threading.Event()
+        for _ in range(100):
+            if sorted(broker.published) == sorted(KEYS[:2]):
+                break
+            deadline.wait(0.05)
+    finally:
+        stop.set()
+        beat.join(timeout=5)
+    assert sorted(broker.published) == sorted(KEYS[:2]), "well before CLAIM_RECOVERY"
+    assert queue.stale_claims(10_000_000_000.0) == []

@@ -560,10 +560,9 @@ def test_a_claimed_key_leaves_for_good_only_once_released(
     assert queue.return_claims([other]) == 1
     assert queue.due_at(KEY) is None
     assert queue.due_at(other) == 2000.0
-    # The third claim's sweep died: it comes back once it is old enough.
-    assert queue.recover_claims(1_999.0) == 0
-    assert queue.recover_claims(2_001.0) == 1
-    assert queue.due_at(third) == 2000.0
+    # The third claim's sweep died: it is found once it is old enough.
+    assert queue.stale_claims(1_999.0) == []
+    assert queue.stale_claims(2_001.0) == [third]
 
 
 def test_due_keys_are_claimed_exactly_once_under_four_sweepers(
