@@ -27,8 +27,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from celery import shared_task
+from celery import Task, shared_task
+from redis import RedisError
 
 from tasks.runtime import (
     AnyTask,
@@ -137,10 +139,14 @@ def run_step(
             again=outcome.again,
             reason=outcome.reason,
         )
-    elif queue.hand_over(lease, ready_fence(step + 1, 0), handover_ms()) is None:
+        return result(key, outcome.reason)
+    # For one lease only until Celery has published the next step (StepTask.on_success).
+    waiting = queue.hand_over(lease, ready_fence(step + 1, 0), queue.lock_ttl_ms)
+    if waiting is None:
         _stop_chain(task)
         queue.request_pass(order)
         return result(key, "LeaseLost")
+    setattr(task.request, _WAITING, waiting)
     return result(key, outcome.reason)
 
 
@@ -149,8 +155,10 @@ def _retry(
 ) -> dict[str, str]:
     countdown = backoff(task.request.retries)
     # Keep the lease through the countdown: the retry continues this pass, at a fence of its own.
+    # For one lease until the retry is published, then over the countdown and the queue wait.
     ttl_ms = int((countdown + load_settings().lock_ttl_seconds) * 1000) + handover_ms()
-    if queue.hand_over(lease, ready_fence(step, task.request.retries + 1), ttl_ms) is None:
+    waiting = queue.hand_over(lease, ready_fence(step, task.request.retries + 1), queue.lock_ttl_ms)
+    if waiting is None:
         _stop_chain(task)
         queue.request_pass(lease.key)
         return result(lease.key, "LeaseLost")
@@ -163,7 +171,34 @@ def _retry(
         countdown,
         extra={"order": str(lease.key)},
     )
-    raise task.retry(countdown=countdown) from None
+    retry = task.retry(countdown=countdown, throw=False)
+    queue.extend_wait(waiting, ttl_ms)
+    raise retry from None
+
+
+_WAITING = "tenantdb_waiting"
+"""The request attribute naming the fence a step handed over to, for ``StepTask.on_success``."""
+
+
+class StepTask(Task[Any, Any]):
+    """The task class of chain steps: once Celery has published the next step (it does so
+    after the step returns, before ``on_success``), the hand-over covers its queue wait."""
+
+    Request = "tasks.holding:HoldingRequest"
+    """Held by the worker that receives it (``tasks.holding``)."""
+
+    def on_success(self, retval: Any, task_id: str, args: Any, kwargs: Any) -> None:
+        waiting = getattr(self.request, _WAITING, None)
+        if not isinstance(waiting, Lease):
+            return
+        try:
+            workqueue().extend_wait(waiting, handover_ms())
+        except RedisError:
+            # The lease stays one lease long: a worker that receives the step holds it, and if
+            # none does in time the sweep starts the pass afresh.
+            log.warning(
+                "could not cover a handed-over step's wait", extra={"order": str(waiting.key)}
+            )
 
 
 def _stop_chain(task: AnyTask) -> None:

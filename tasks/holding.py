@@ -1,4 +1,4 @@
-"""The worker's hold on the chain steps it has received but not started.
+"""The worker's hold on the chain steps and entries it has received but not started.
 
 A hand-over extends the pass's lease over the next step's wait in its queue, up to the broker's
 visibility timeout, since a message waiting in Redis is not lost. Once a worker has received the
@@ -8,6 +8,12 @@ the worker's main process holds each such step: it cuts the pass's lease to one 
 renews it until the step starts (its claim moves the fence, and the hold lets go). When the
 worker dies, the renewals stop, the lease runs out, and the orphan sweep starts a new pass; the
 message, redelivered later, finds the fence moved and ends.
+
+An entry's message is held the same way through the order's pending mark: it is cut to one lease
+length and renewed until the pass begins (which clears it), and the order is marked dirty for a
+second after the mark would run out, so the orphan sweep publishes a new entry once the worker
+is gone. A pending mark held this way renews for at most a second message an event published
+meanwhile; the holder lets go when the mark is gone.
 """
 
 from __future__ import annotations
@@ -16,28 +22,33 @@ import logging
 import threading
 from typing import Any
 
-from celery.signals import task_received
+from celery.signals import worker_ready
+from celery.worker.request import Request
 from redis import RedisError
 
 from tasks.runtime import workqueue
-from tasks.scaffold import STEP_TASKS
 from tenantdb.adapters.workqueue import Lease, ready_fence
 from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
+from tenantdb.core.tasknames import RECONCILE_ORDER
 
 log = logging.getLogger(__name__)
 
 
 class StepHolds:
-    """The steps this worker holds, renewed from a thread every third of a lease."""
+    """The steps and entries this worker holds, renewed from a thread every third of a lease."""
 
     def __init__(self) -> None:
         self._held: dict[str, Lease] = {}
+        self._entries: set[OrderKey] = set()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     def received(self, name: str, args: Any, retries: int) -> None:
-        """A step message arrived: hold its pass's fence if it is waiting for exactly this copy."""
-        if name not in STEP_TASKS or not isinstance(args, (list, tuple)) or len(args) != 4:
+        """A message arrived: hold the pass it continues, or the entry it starts."""
+        if name == RECONCILE_ORDER and retries == 0 and isinstance(args, (list, tuple)):
+            self._received_entry(args)
+            return
+        if not isinstance(args, (list, tuple)) or len(args) != 4:
             return
         key, pass_name, started, position = args
         try:
@@ -54,6 +65,18 @@ class StepHolds:
             # Without a hold the hand-over's longer lease stands: slower after a crash, not wrong.
             log.warning("could not hold a received step (%s)", type(exc).__name__)
 
+    def _received_entry(self, args: list[Any] | tuple[Any, ...]) -> None:
+        # An entry's first attempt: its pending mark says a pass is queued. A retry's countdown
+        # message carries no mark and is not held; it waits for the visibility timeout.
+        try:
+            order = OrderKey.parse(str(args[0]))
+            if workqueue().hold_pending(order):
+                with self._lock:
+                    self._entries.add(order)
+                self._start()
+        except (IndexError, InvalidOrderKeyError, RedisError) as exc:
+            log.warning("could not hold a received entry (%s)", type(exc).__name__)
+
     def _start(self) -> None:
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
@@ -68,8 +91,14 @@ class StepHolds:
             threading.Event().wait(interval)
             with self._lock:
                 held = list(self._held.values())
-            if not held:
-                continue
+                entries = list(self._entries)
+            for order in entries:
+                try:
+                    if not queue.hold_pending(order):
+                        with self._lock:
+                            self._entries.discard(order)
+                except RedisError:
+                    continue
             for lease in held:
                 try:
                     kept = queue.hold(lease)
@@ -83,8 +112,28 @@ class StepHolds:
 _HOLDS = StepHolds()
 
 
-@task_received.connect
-def _hold_received_step(request: Any = None, **_: Any) -> None:
-    # Sent in the worker's main process for every message it receives.
-    if request is not None:
-        _HOLDS.received(request.name, request.args, int(request.request_dict.get("retries") or 0))
+class HoldingRequest(Request):
+    """The worker's request for the entry and the chain steps: held as soon as it is built.
+
+    The worker's main process builds it the moment the message arrives, before it logs the
+    receipt or hands the message to a child, so no window is left in which the worker has the
+    message and the order has no hold.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _HOLDS.received(self.name, self.args, int(self.request_dict.get("retries") or 0))
+
+
+REQUEST = f"{__name__}:HoldingRequest"
+"""The ``Request`` option of the entry and step tasks."""
+
+
+@worker_ready.connect
+def _warm_up(**_: Any) -> None:
+    # The first message a worker receives is held at once, not after connecting and loading the
+    # scripts: a worker killed in between leaves that message for the visibility timeout.
+    try:
+        workqueue().load_scripts()
+    except RedisError as exc:
+        log.warning("could not reach Redis to hold received steps (%s)", type(exc).__name__)

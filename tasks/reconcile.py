@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from celery import Signature, shared_task
+from celery import Signature, Task, shared_task
 
 from tasks.runtime import (
     AnyTask,
@@ -74,7 +75,13 @@ def register_pass(kind: str, function: PassFunction) -> None:
     _PASSES[kind] = function
 
 
-@shared_task(name=RECONCILE_ORDER, bind=True, max_retries=None)
+class EntryTask(Task[Any, Any]):
+    """The task class of the entry: held by the worker that receives it (``tasks.holding``)."""
+
+    Request = "tasks.holding:HoldingRequest"
+
+
+@shared_task(name=RECONCILE_ORDER, bind=True, max_retries=None, base=EntryTask)
 def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
     """Run one pass over the order ``key`` under its lock."""
     try:
@@ -112,7 +119,8 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
         )
         raise self.retry(countdown=countdown) from None
     if outcome.handoff is not None:
-        handed = queue.hand_over(lease, ready_fence(1, 0), handover_ms())
+        # For one lease until the chain is published, then over its first step's queue wait.
+        handed = queue.hand_over(lease, ready_fence(1, 0), queue.lock_ttl_ms)
         if handed is None:
             queue.request_pass(order)
             return result(key, "LeaseLost")
@@ -122,6 +130,7 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
             # Without its chain the pass is over; the retry begins a new one.
             queue.release(handed, completed=False)
             raise self.retry(countdown=backoff(self.request.retries)) from None
+        queue.extend_wait(handed, handover_ms())
         return result(key, outcome.reason)
     finish_pass(queue, lease, outcome.requeue_after, reason=outcome.reason, gone=outcome.gone)
     return result(key, outcome.reason)

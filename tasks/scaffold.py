@@ -26,7 +26,7 @@ from celery import Signature, chain, shared_task
 from pydantic import TypeAdapter
 from redis import RedisError
 
-from tasks.chain import StepContext, StepResult, run_step
+from tasks.chain import StepContext, StepResult, StepTask, run_step
 from tasks.reconcile import PassContext, PassOutcome, register_pass
 from tasks.runtime import AnyTask, PerRegistry, handover_ms, workqueue
 from tenantdb.adapters.clusters import ClusterUnavailableError
@@ -287,10 +287,6 @@ def save_note(ctx: StepContext, note: object) -> None:
     workqueue().save_note(ctx.lease, text, note_ttl_ms())
 
 
-STEP_TASKS: set[str] = set()
-"""The names of every declared kind's chain-step tasks."""
-
-
 def _step_task(spec: KindSpec[Any, Any], step: Step, *, teardown: bool = False) -> AnyTask:
     def body(ctx: StepContext) -> StepResult:
         note = load_note(ctx, step.note_type)
@@ -300,12 +296,11 @@ def _step_task(spec: KindSpec[Any, Any], step: Step, *, teardown: bool = False) 
             return DELETED_MEANWHILE
         return step.body(ctx, note)
 
-    @shared_task(name=spec.task_name(step), bind=True, max_retries=None)
+    @shared_task(name=spec.task_name(step), bind=True, max_retries=None, base=StepTask)
     def task(self: AnyTask, key: str, name: str, started: int, position: int) -> dict[str, str]:
         return run_step(self, key, name, started, position, body)
 
     task.__doc__ = step.doc or f"Step {step.name} of a {spec.identity.kind} pass."
-    STEP_TASKS.add(spec.task_name(step))
     return task
 
 

@@ -15,11 +15,15 @@ These primitives give the engine its guarantees (ARCHITECTURE.md, "Work-queue in
   script whether events arrived during the pass, in which case the key is enqueued again. So an
   event during a pass is never lost, and a burst during a pass costs exactly one more pass.
 * Every lease taken marks its key dirty for when it would run out; a release removes the mark.
+  Every pending mark set marks its key dirty for a second after the mark would run out, so a
+  message lost between the mark and the publish (its publisher died) is found by the sweep once
+  the mark is gone; the pass the message starts replaces that mark, a stale one removes it.
 * A dirty mark carries the time the busy lease runs out, so when its holder dies (and never
   releases) the sweep (``sweep_orphans``) finds the key and enqueues it.
 * A worker that has received a step's message and not started it yet (prefetched, or waiting
   out a retry's countdown) holds the pass's lease to one lease length (``hold``), renewing it,
-  so a worker that dies with the message only blocks the order until that lease runs out.
+  so a worker that dies with the message only blocks the order until that lease runs out. An
+  entry's message is held the same way through the key's pending mark (``hold_pending``).
 * A ``Heartbeat`` extends the lease while a step runs; ``Heartbeat.check`` is called before every
   write and raises ``LeaseLostError`` once the lease is gone, so a step that lost it stops before
   writing.
@@ -71,17 +75,23 @@ SEQUENCE_TTL = 7 * 24 * 3600
 # While a pass holds the key's lock, the counted event is enough: the pass's release finds it
 # and asks for the next pass itself, so no message is sent that could only find the lock busy.
 # The key is marked dirty for when the lease ends, in case its holder dies instead.
+# A pending mark set is covered by a dirty mark a second after it would run out: when its
+# message is lost (the publisher or the worker holding it died), the sweep enqueues the key
+# again once the mark is gone. The pass the message starts replaces that dirty mark with its own.
 _ENQUEUE = """
 redis.call('HINCRBY', KEYS[2], 'events', 1)
 redis.call('EXPIRE', KEYS[2], ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local pttl = redis.call('PTTL', KEYS[3])
 if pttl > 0 and redis.call('EXISTS', KEYS[1]) == 0 then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('ZADD', KEYS[4], now + pttl, ARGV[4])
   return 2
 end
-if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 1 end
+if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
+  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[1]) * 1000 + 1000, ARGV[4])
+  return 1
+end
 if ARGV[3] == '1' then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return 0
 """
@@ -111,7 +121,11 @@ _BEGIN = (
 redis.call('DEL', KEYS[3])
 local events = tonumber(redis.call('HGET', KEYS[4], 'events') or '0')
 local covered = tonumber(redis.call('HGET', KEYS[4], 'covered') or '0')
-if events <= covered then return {-1, events} end
+if events <= covered then
+  -- Nothing to do: no pass is owed, so no mark stays to bring one.
+  if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('ZREM', KEYS[2], ARGV[3]) end
+  return {-1, events}
+end
 if lock_or_mark(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]) then return {1, events} end
 return {0, events}
 """
@@ -141,7 +155,12 @@ local events = tonumber(redis.call('HGET', KEYS[3], 'events') or '0')
 if events <= started then return 0 end
 -- Ask for the next pass before the lock is free to take, without counting a new event: a pass
 -- that takes the lock from here on covers these events, and this message then ends as stale.
-if redis.call('SET', KEYS[4], '1', 'NX', 'EX', ARGV[6]) then return 2 end
+if redis.call('SET', KEYS[4], '1', 'NX', 'EX', ARGV[6]) then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[6]) * 1000 + 1000, ARGV[2])
+  return 2
+end
 return 1
 """
 
@@ -152,7 +171,7 @@ _FENCE = """
 local v = redis.call('GET', KEYS[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if v == ARGV[2] then
+if v == ARGV[2] or (ARGV[7] == '1' and v == ARGV[2] .. '~') then
   redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
   if ARGV[6] == '1' then redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[5]) end
   return 1
@@ -173,9 +192,34 @@ end
 return 0
 """
 
-# A worker holding a step's message renews the waiting fence for one lease, and marks the key
-# dirty for when that runs out: once the worker dies, the order is swept within a lease.
+# A worker holding an entry's message renews the key's pending mark for one lease, and marks the
+# key dirty for a second after that: once the worker dies, the mark runs out first, so the sweep's
+# enqueue publishes again.
+_HOLD_PENDING = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]) + 1000, ARGV[2])
+return 1
+"""
+
+# A worker holding a step's message marks the waiting fence held ('~'), sets it to one lease and
+# marks the key dirty for when that runs out; it renews both until the step starts. Once the
+# worker dies, the order is swept within a lease.
 _HOLD = """
+local v = redis.call('GET', KEYS[1])
+if v ~= ARGV[1] and v ~= ARGV[1] .. '~' then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('SET', KEYS[1], ARGV[1] .. '~', 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
+return 1
+"""
+
+# Once the next step's message is published, its wait in the queue is covered (the message is in
+# Redis, not lost with a process), unless a worker already holds it.
+_EXTEND_WAIT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -412,10 +456,21 @@ class WorkQueue:
         self._release = client.register_script(_RELEASE)
         self._extend = client.register_script(_EXTEND)
         self._hold = client.register_script(_HOLD)
+        self._extend_wait = client.register_script(_EXTEND_WAIT)
+        self._hold_pending = client.register_script(_HOLD_PENDING)
         self._fence = client.register_script(_FENCE)
         self._sweep = client.register_script(_SWEEP_ORPHANS)
         self._claim_due = client.register_script(_CLAIM_DUE)
         self._return_claims = client.register_script(_RETURN_CLAIMS)
+
+    def load_scripts(self) -> None:
+        """Load every script into Redis now, so the first call of each costs one round trip."""
+        for script in (
+            self._enqueue, self._begin, self._acquire, self._release, self._extend, self._hold,
+            self._extend_wait, self._hold_pending, self._fence, self._sweep, self._claim_due,
+            self._return_claims,
+        ):  # fmt: skip
+            self.redis.script_load(script.script)
 
     # -- enqueue -------------------------------------------------------------------------------
 
@@ -499,9 +554,11 @@ class WorkQueue:
         )
 
     def hold(self, lease: Lease) -> bool:
-        """Renew a waiting fence for one lease length, for a worker holding the step's message.
+        """Hold the waiting fence ``lease`` is at for one lease length, for a worker holding the
+        step's message; call it again to renew.
 
-        The key is marked dirty for when that runs out. False once the fence moved on (the step
+        The fence is marked held, so the hand-over no longer extends it over a queue wait, and the
+        key is marked dirty for when the hold runs out. False once the fence moved on (the step
         started, or the pass is gone): the holder lets go.
         """
         return bool(
@@ -513,11 +570,41 @@ class WorkQueue:
             )
         )
 
+    def hold_pending(self, key: OrderKey) -> bool:
+        """Renew the key's pending mark for one lease length, for a worker holding its entry.
+
+        False once the mark is gone (the pass began): the holder lets go.
+        """
+        return bool(
+            int(
+                self._hold_pending(
+                    keys=[self.keys.pending(key), self.keys.dirty],
+                    args=[self.lock_ttl_ms, str(key)],
+                )
+            )
+        )
+
+    def extend_wait(self, lease: Lease, ttl_ms: int) -> bool:
+        """Cover a waiting fence's wait in its queue, now that the step's message is published.
+
+        Nothing changes when a worker already holds the step (``hold``) or the fence moved on.
+        """
+        return bool(
+            int(
+                self._extend_wait(
+                    keys=[self.keys.lock(lease.key), self.keys.dirty],
+                    args=[lease.value, ttl_ms, str(lease.key)],
+                )
+            )
+        )
+
     def hand_over(self, lease: Lease, fence: str, ttl_ms: int) -> Lease | None:
         """Move the pass's fence on to ``fence`` for the next step; None when the lease is gone.
 
-        The lease is extended by ``ttl_ms`` to cover the next step's wait in its queue, and the key
-        is marked dirty for when that runs out, so a next step that never runs is noticed.
+        The lease is set to ``ttl_ms`` and the key marked dirty for when that runs out, so a next
+        step that never runs is noticed. Hand over for one lease, publish the step, then cover
+        its wait in the queue with ``extend_wait``: a process that dies before the publish then
+        blocks the order for one lease only.
         """
         moved = lease.at(fence)
         done = self._run_fence(lease, lease.value, moved.value, ttl_ms, mark=True)
@@ -528,7 +615,7 @@ class WorkQueue:
         running = lease.at(fence + "!")
         # Marked dirty for when this lease ends: a step that dies running is swept after it.
         done = self._run_fence(
-            lease, lease.at(fence).value, running.value, self.lock_ttl_ms, mark=True
+            lease, lease.at(fence).value, running.value, self.lock_ttl_ms, mark=True, held=True
         )
         if done == 1:
             return Claim.CLAIMED, running
@@ -543,12 +630,20 @@ class WorkQueue:
         return Lease(key, token, started, fence)
 
     def _run_fence(
-        self, lease: Lease, expected: str, new: str, ttl_ms: int, *, mark: bool = False
+        self,
+        lease: Lease,
+        expected: str,
+        new: str,
+        ttl_ms: int,
+        *,
+        mark: bool = False,
+        held: bool = False,
     ) -> int:
+        flags = ["1" if mark else "0", "1" if held else "0"]
         return int(
             self._fence(
                 keys=[self.keys.lock(lease.key), self.keys.dirty],
-                args=[lease.token, expected, new, ttl_ms, str(lease.key), "1" if mark else "0"],
+                args=[lease.token, expected, new, ttl_ms, str(lease.key), *flags],
             )
         )
 

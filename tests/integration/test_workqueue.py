@@ -356,6 +356,77 @@ def test_a_pass_asked_for_while_another_holds_the_key_follows_its_release(
     assert start is Start.LEASED
 
 
+def test_an_entry_held_by_a_worker_that_died_is_published_again(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published, lock_ttl=0.2)
+    assert queue.enqueue(KEY)
+    assert queue.hold_pending(KEY), "a worker received the entry and holds its mark"
+    assert 0 < client.pttl(queue.keys.pending(KEY)) <= 200
+    assert queue.enqueue(KEY) is False, "while held, an event is deduplicated as ever"
+    time.sleep(1.3)  # the worker died: no renewal, the mark ran out, the dirty mark is due
+    assert queue.sweep_orphans() == [KEY]
+    assert published == [KEY, KEY]
+    _, lease = queue.begin(KEY)
+    assert lease is not None
+    assert not queue.hold_pending(KEY), "the pass began: the holder lets go"
+
+
+def test_a_pending_mark_whose_publisher_died_is_enqueued_once_it_runs_out(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+
+    def die(key: OrderKey) -> None:
+        raise SystemExit("killed between the mark and the publish")
+
+    queue = WorkQueue(client, die, prefix=key_prefix, pending_ttl=1)
+    with pytest.raises(SystemExit):
+        queue.enqueue(KEY)
+    # A kill, unlike an exception, leaves the mark behind: put back what the unmarking removed.
+    client.set(queue.keys.pending(KEY), "1", ex=1)
+    queue.publish = published.append
+    assert queue.sweep_orphans() == [], "not before the mark runs out"
+    time.sleep(2.1)
+    assert queue.sweep_orphans() == [KEY]
+    assert published == [KEY]
+    start, _ = queue.begin(KEY)
+    assert start is Start.LEASED
+
+
+def test_a_stale_message_leaves_no_mark_to_bring_another_pass(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published)
+    queue.enqueue(KEY)
+    queue.enqueue(KEY, force=True)
+    _, lease = queue.begin(published.pop(0))
+    assert lease is not None
+    assert queue.release(lease) is Release.CLEAN
+    assert queue.begin(published.pop(0)) == (Start.STALE, None)
+    assert client.zscore(queue.keys.dirty, str(KEY)) is None
+
+
+def test_a_step_held_by_a_worker_that_died_is_swept_within_a_lease(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published, lock_ttl=0.2)
+    queue.enqueue(KEY)
+    _, lease = queue.begin(published.pop())
+    assert lease is not None
+    handed = queue.hand_over(lease, ready_fence(1, 0), 60_000)  # the queue wait: a minute
+    assert handed is not None
+    assert queue.hold(handed), "a worker received the step and holds the pass"
+    assert 0 < client.pttl(queue.keys.lock(KEY)) <= 200
+    time.sleep(0.4)  # the worker died: no renewal
+    assert queue.sweep_orphans() == [KEY]
+    assert published == [KEY]
+    assert queue.claim(handed, ready_fence(1, 0)) == (Claim.LOST, None), "the late copy ends"
+
+
 def test_a_failed_pass_does_not_cover_its_events(client: redis.Redis, key_prefix: str) -> None:
     published: list[OrderKey] = []
     queue = _queue(client, key_prefix, published)

@@ -17,7 +17,7 @@ from functools import lru_cache
 import redis
 from celery import Signature, chain
 
-from tasks.chain import StepContext, StepResult, run_step
+from tasks.chain import StepContext, StepResult, StepTask, run_step
 from tasks.reconcile import PassContext, PassOutcome, register_pass
 from tasks.runtime import AnyTask
 from tenantdb.adapters.workqueue import Lease
@@ -93,7 +93,7 @@ def probechain_pass(ctx: PassContext) -> PassOutcome:
     return PassOutcome("Chained", handoff=handoff)
 
 
-@app.task(name=CHAIN_STEP, bind=True, max_retries=None)
+@app.task(name=CHAIN_STEP, bind=True, max_retries=None, base=StepTask)
 def probe_step(self: AnyTask, key: str, name: str, started: int, step: int) -> dict[str, str]:
     """Record the step and its write; step 1 waits for the test's go while it is asked to hold."""
 
