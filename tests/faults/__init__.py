@@ -1,0 +1,1 @@
+"""Fault injection on the devstack with tenantdb's real processes (see ``conftest.py``)."""

@@ -1,0 +1,591 @@
+"""Fault injection: tenantdb's real processes on the devstack, and what breaks under them.
+
+What the suite proves, one fault per test, with orders in flight when the fault strikes:
+
+- a worker killed with SIGKILL in the middle of a chain, twenty times in a row;
+- Redis restarted empty (every queue, mark, lease and timetable lost), and Redis frozen for longer
+  than an order's lease;
+- OpenBao unreachable for a while: delivered Secrets stay as they are and a deletion is held;
+- the API servers' watches cut and expired (410) during a storm of edits to the orders;
+- a lease running out under a frozen step, a step message delivered twice, the watcher leader
+  killed while a standby waits;
+- beat killed in the middle of a sweep of due come-backs.
+
+After each fault the test asserts what a user would notice: every order converges (Ready, or
+gone when it was deleted), no order is lost, and no two passes of one order wrote at once. The
+last is read from the devstack API servers' audit log: every request a pass makes carries the
+User-Agent ``tenantdb/<version> (pass <12 hex>; <order key>)``, so tenantdb's writes group by
+order and pass; each pass spans [first write, last write], and two spans of one order that
+overlap are two concurrent writers. Each test's figures (time to converge, passes, lost orders,
+concurrent writers) are printed in a table at the end of the session; "unnamed" counts the writes
+naming no pass, which are the test's own (it creates and edits orders through tenantdb's client).
+
+Every test gets its own platform, its own ``redis-server`` on a free port (``--save ""
+--appendonly no``, so a restart loses everything; the shared Redis on 6379 is never touched) and
+its own watcher, two workers and beat as subprocesses; the schemas and SQL users its orders
+created are dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from devstack.kube.api import AuditEntry
+from devstack.kube.cluster import Cluster
+from devstack.platform import start_platform
+from tenantdb.adapters.kube import MARIADB_DATABASE
+from tenantdb.adapters.workqueue import pass_name
+from tenantdb.core.keys import OrderKey
+from tests.e2e.conftest import Stack, _drop_leftovers, _root, free_port, wait_for
+
+ALL_QUEUES = "reconcile,provision,delivery,teardown"
+CHAIN_QUEUES = ("provision", "delivery", "teardown")
+KIND = "mariadbdatabase"
+NAMESPACE = "tenant-a"
+
+# -- the audit: which pass of which order wrote what, when ----------------------------------------
+
+PASS_AGENT = re.compile(r"^tenantdb/\S+ \(pass (?P<pass_id>[0-9a-f]{12}); (?P<order>[^)]+)\)$")
+"""The User-Agent of a request a pass makes."""
+
+
+@dataclass(frozen=True)
+class PassSpan:
+    """The writes one pass of one order made: from its first to its last."""
+
+    order: str
+    pass_id: str
+    first: datetime
+    last: datetime
+    writes: int
+
+
+@dataclass(frozen=True)
+class Writers:
+    """tenantdb's audited writes, by pass."""
+
+    spans: list[PassSpan]
+    unattributed: int
+    """tenantdb writes whose User-Agent names no pass."""
+    unattributed_agents: tuple[str, ...] = ()
+    """What those writes were: verb, resource and User-Agent, each once."""
+
+    def by_pass(self, pass_id: str) -> PassSpan | None:
+        return next((s for s in self.spans if s.pass_id == pass_id), None)
+
+
+def _audit_time(text: str) -> datetime:
+    for form in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return datetime.strptime(text, form)
+        except ValueError:
+            continue
+    raise ValueError(f"not an audit time: {text!r}")
+
+
+def tenantdb_writers(entries: Sequence[AuditEntry]) -> Writers:
+    """Group tenantdb's successful writes by order key and pass id into spans."""
+    times: dict[tuple[str, str], list[datetime]] = defaultdict(list)
+    unattributed = 0
+    agents: dict[str, None] = {}
+    for entry in entries:
+        if entry.field_manager != "tenantdb" or entry.code >= 300:
+            continue
+        agent = str(getattr(entry, "user_agent", ""))
+        match = PASS_AGENT.match(agent)
+        if match is None:
+            unattributed += 1
+            agents[f"{entry.verb} {entry.resource} {agent!r}"] = None
+            continue
+        times[(match["order"], match["pass_id"])].append(_audit_time(entry.time))
+    spans = [
+        PassSpan(order, pass_id, min(at), max(at), len(at))
+        for (order, pass_id), at in times.items()
+    ]
+    return Writers(sorted(spans, key=lambda s: (s.order, s.first)), unattributed, tuple(agents))
+
+
+def concurrent_writers(spans: Sequence[PassSpan]) -> list[tuple[PassSpan, PassSpan]]:
+    """Pairs of passes of one order whose [first write, last write] spans overlap."""
+    found: list[tuple[PassSpan, PassSpan]] = []
+    by_order: dict[str, list[PassSpan]] = defaultdict(list)
+    for span in spans:
+        by_order[span.order].append(span)
+    for order_spans in by_order.values():
+        order_spans.sort(key=lambda s: s.first)
+        for i, earlier in enumerate(order_spans):
+            for later in order_spans[i + 1 :]:
+                if later.first >= earlier.last:
+                    break
+                found.append((earlier, later))
+    return found
+
+
+# -- figures, printed at the end of the session ---------------------------------------------------
+
+
+@dataclass
+class Figures:
+    """What one scenario measured."""
+
+    scenario: str
+    converge_seconds: float
+    passes: float
+    writing_passes: int
+    orders: int
+    lost: int
+    unconverged: int
+    concurrent: int
+    unattributed: int
+    note: str = ""
+    unattributed_agents: tuple[str, ...] = ()
+
+
+FIGURES: list[Figures] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print every scenario's figures, so they show in CI output without ``-s``."""
+    if not FIGURES:
+        return
+    terminalreporter.section("fault injection figures")
+    header = (
+        f"{'scenario':<44} {'converge s':>10} {'passes':>6} {'writing':>7} {'orders':>6} "
+        f"{'lost':>4} {'stuck':>5} {'overlap':>7} {'unnamed':>10}  note"
+    )
+    terminalreporter.write_line(header)
+    for f in FIGURES:
+        terminalreporter.write_line(
+            f"{f.scenario:<44} {f.converge_seconds:>10.1f} {f.passes:>6.0f} {f.writing_passes:>7} "
+            f"{f.orders:>6} {f.lost:>4} {f.unconverged:>5} {f.concurrent:>7} "
+            f"{f.unattributed:>10}  {f.note}"
+        )
+
+
+# -- a Redis of the test's own --------------------------------------------------------------------
+
+
+class RedisServer:
+    """A ``redis-server`` that keeps nothing on disk, on a port of its own."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        """Start an empty server on the port and wait until it answers."""
+        with (self.directory / "redis.log").open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                    "--save", "", "--appendonly", "no", "--dir", str(self.directory),
+                    "--daemonize", "no",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+        def answers() -> bool:
+            client = redis.Redis.from_url(self.url, socket_timeout=1)
+            try:
+                return bool(client.ping())
+            except redis.RedisError:
+                return False
+            finally:
+                client.close()
+
+        wait_for(answers, 10, f"redis-server on port {self.port}")
+
+    def kill(self) -> None:
+        """SIGKILL: everything it held is gone."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+# -- the stack under fault ------------------------------------------------------------------------
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (a worker's prefork children)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    found: list[int] = []
+    for child in children:
+        found += [int(child), *descendants(int(child))]
+    return found
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+_TASK_LINE = re.compile(r"Task (?P<name>\S+)\[(?P<id>[0-9a-f-]+)\] (?P<what>\w+)")
+
+
+@dataclass
+class Faults:
+    """A stack with its own Redis, the orders a test created, and the faults' bookkeeping."""
+
+    stack: Stack
+    redis_server: RedisServer
+    client: redis.Redis
+    clusters: list[Cluster]
+    live: list[str] = field(default_factory=list)
+    """Orders that must end Ready."""
+    deleted: list[str] = field(default_factory=list)
+    """Orders that must end gone."""
+    retired_passes: float = 0.0
+    """Passes counted by worker processes killed since."""
+    log_offsets: dict[str, int] = field(default_factory=dict)
+    """Where each process's current life starts in its log."""
+
+    # -- processes --------------------------------------------------------------------------------
+
+    def start(self, name: str, *args: str) -> None:
+        path = self.stack.logs / f"{name}.log"
+        self.log_offsets[name] = path.stat().st_size if path.exists() else 0
+        self.stack.start(name, *args)
+
+    def start_worker(self, name: str, queues: str = ALL_QUEUES) -> None:
+        self.start(
+            name, "worker", "--", "-c", "2", "-n", f"{name}-{self.stack.suffix}@%h",
+            "-Q", queues, "--without-mingle", "--without-gossip",
+        )  # fmt: skip
+
+    def workers(self) -> list[str]:
+        return sorted(n for n in self.stack.procs if n.startswith("worker"))
+
+    def pids(self, name: str) -> list[int]:
+        pid = self.stack.procs[name].pid
+        return [pid, *descendants(pid)]
+
+    def signal_tree(self, name: str, sig: signal.Signals) -> None:
+        """Send ``sig`` to a process and every process below it."""
+        for pid in self.pids(name):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                continue
+
+    def kill_tree(self, name: str) -> None:
+        """SIGKILL a process and its children at once, as a node losing the pod would."""
+        if name.startswith("worker"):
+            with contextlib.suppress(OSError):
+                self.retired_passes += self.stack.counter(
+                    name, "tenantdb_reconcile_passes_total", kind=KIND
+                )
+        pids = self.pids(name)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+        self.stack.procs.pop(name).wait()
+        for pid in pids[1:]:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                continue
+
+    def log_lines(self, name: str) -> list[str]:
+        """The log lines of the process's current life."""
+        path = self.stack.logs / f"{name}.log"
+        with path.open("rb") as handle:
+            handle.seek(self.log_offsets.get(name, 0))
+            return handle.read().decode(errors="replace").splitlines()
+
+    def running_chain_steps(self, name: str) -> list[str]:
+        """Chain tasks the worker received in its current life and has not finished."""
+        open_tasks: dict[str, str] = {}
+        for line in self.log_lines(name):
+            match = _TASK_LINE.search(line)
+            if match is None or not any(f".{q}." in match["name"] for q in CHAIN_QUEUES):
+                continue
+            if match["what"] == "received":
+                open_tasks[match["id"]] = match["name"]
+            else:
+                open_tasks.pop(match["id"], None)
+        return list(open_tasks.values())
+
+    def alive(self) -> dict[str, bool]:
+        return {name: proc.poll() is None for name, proc in self.stack.procs.items()}
+
+    def passes(self) -> float:
+        """Passes over MariaDBDatabase orders every worker counted, killed ones included."""
+        return self.retired_passes + sum(
+            self.stack.counter(name, "tenantdb_reconcile_passes_total", kind=KIND)
+            for name in self.workers()
+        )
+
+    def counter(self, metric: str, **labels: str) -> float:
+        """A counter summed over the running workers."""
+        return sum(self.stack.counter(name, metric, **labels) for name in self.workers())
+
+    # -- orders -----------------------------------------------------------------------------------
+
+    def key(self, name: str) -> OrderKey:
+        return OrderKey(KIND, NAMESPACE, name)
+
+    def create(self, base: str) -> str:
+        name = self.stack.name(base)
+        self.stack.apply_order(name)
+        self.live.append(name)
+        return name
+
+    def delete(self, name: str) -> None:
+        self.stack.kube().delete(MARIADB_DATABASE, NAMESPACE, name)
+        self.live.remove(name)
+        self.deleted.append(name)
+
+    def wait_quiet(self, names: Sequence[str], seconds: float) -> None:
+        wait_for(lambda: all(self.quiet(n) for n in names), seconds, f"{names} to be quiet")
+
+    def pending(self, name: str) -> bool:
+        return bool(self.client.exists(f"{self.stack.prefix}pending:{self.key(name)}"))
+
+    def describe(self, name: str) -> str:
+        """The order's conditions and generations, in one line."""
+        order = self.stack.order(name)
+        if order is None:
+            return "gone"
+        status = order.get("status") or {}
+        conditions = " ".join(
+            f"{c['type']}={c['status']}/{c.get('reason')}@{c.get('lastTransitionTime')}"
+            for c in status.get("conditions") or ()
+        )
+        generation = order["metadata"].get("generation")
+        return (
+            f"gen {generation} observed {status.get('observedGeneration')}: {conditions}"
+            f" [{self.queue_state(name)}]"
+        )
+
+    def queue_state(self, name: str) -> str:
+        """What the work queue holds for the order: lock, pending mark, dirty and due times."""
+        key, prefix, client = str(self.key(name)), self.stack.prefix, self.client
+        lock = client.get(f"{prefix}lock:{key}")
+        fence = _text(lock).partition("#")[2] if lock is not None else "-"
+        now = time.time() * 1000
+        dirty = client.zscore(f"{prefix}dirty", key)
+        due = client.zscore(f"{prefix}due", key)
+        events, covered = client.hmget(f"{prefix}seq:{key}", ["events", "covered"])
+        return (
+            f"lock {fence} ttl {client.pttl(f'{prefix}lock:{key}')} ms, "
+            f"pending ttl {client.pttl(f'{prefix}pending:{key}')} ms, "
+            f"dirty in {'-' if dirty is None else int(dirty - now)} ms, "
+            f"due in {'-' if due is None else int(due - now)} ms, "
+            f"events {_text(events or b'0')}/{_text(covered or b'0')}"
+        )
+
+    def quiet(self, name: str) -> bool:
+        """No pass of the order pending or running, and every queue drained.
+
+        Unlike ``order_quiet`` it does not wait for the broker's unacknowledged messages: those a
+        killed worker held stay there until the visibility timeout, and each ends at once when
+        it is delivered again (its pass is over).
+        """
+        key, prefix, client = str(self.key(name)), self.stack.prefix, self.client
+        return not (
+            client.exists(f"{prefix}pending:{key}")
+            or client.exists(f"{prefix}lock:{key}")
+            or any(client.llen(f"{prefix}{q}") for q in ("reconcile", *CHAIN_QUEUES))
+        )
+
+    def ready(self, name: str) -> bool:
+        return self.stack.condition(name, "Ready").get("status") == "True"
+
+    def locks(self) -> dict[str, str]:
+        """Every order lease held now: key -> lock value (``token[#fence]``)."""
+        prefix = f"{self.stack.prefix}lock:"
+        found: dict[str, str] = {}
+        for name in self.client.scan_iter(match=f"{prefix}*", count=1000):
+            value = self.client.get(name)
+            if value is not None:
+                found[_text(name)[len(prefix) :]] = _text(value)
+        return found
+
+    def in_flight(self) -> bool:
+        """Whether some pass holds a lease now."""
+        return bool(self.locks())
+
+    def unsettled(self) -> list[str]:
+        """Orders not where they must end: not Ready (or not gone), or with work still queued."""
+        out: list[str] = []
+        for name in self.live:
+            if not self.ready(name):
+                out.append(f"{name}: not Ready ({self.describe(name)})")
+        for name in self.deleted:
+            if self.stack.order(name) is not None:
+                out.append(f"{name}: not gone")
+        if not out:
+            for name in [*self.live, *self.deleted]:
+                if not self.quiet(name):
+                    out.append(f"{name}: a pass is still pending or running")
+        return out
+
+    def lost(self) -> list[str]:
+        """Orders that must be served but are missing, or that no pass ever reported on."""
+        out: list[str] = []
+        for name in self.live:
+            order = self.stack.order(name)
+            if order is None or not (order.get("status") or {}).get("conditions"):
+                out.append(name)
+        return out
+
+    def writers(self) -> Writers:
+        return tenantdb_writers([e for c in self.clusters for e in c.audit_log])
+
+    # -- the verdict ------------------------------------------------------------------------------
+
+    def settle(self, scenario: str, since: float, seconds: float, note: str = "") -> Figures:
+        """Wait up to ``seconds`` for every order to converge; record and check the figures.
+
+        ``since`` is the monotonic time the fault ended; the time to converge is counted from it.
+        """
+        deadline = time.monotonic() + seconds
+        while (left := self.unsettled()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        converged = time.monotonic() - since
+        lost = self.lost()
+        writers = self.writers()
+        overlaps = concurrent_writers(writers.spans)
+        figures = Figures(
+            scenario=scenario,
+            converge_seconds=converged if not left else float("nan"),
+            passes=self.passes(),
+            writing_passes=len(writers.spans),
+            orders=len(self.live) + len(self.deleted),
+            lost=len(lost),
+            unconverged=len(left),
+            concurrent=len(overlaps),
+            unattributed=writers.unattributed,
+            note=note,
+            unattributed_agents=writers.unattributed_agents,
+        )
+        FIGURES.append(figures)
+        assert not left, f"not converged {seconds:.0f} s after the fault: {left}"
+        assert not lost, f"lost orders: {lost}"
+        assert writers.spans, "no tenantdb write named its pass in the User-Agent"
+        assert not overlaps, "passes of one order wrote at once: " + "; ".join(
+            f"{a.order}: {a.pass_id} [{a.first}..{a.last}] and {b.pass_id} [{b.first}..{b.last}]"
+            for a, b in overlaps
+        )
+        return figures
+
+    def wait_all_ready(self, seconds: float) -> None:
+        wait_for(lambda: all(self.ready(n) for n in self.live), seconds, "every order Ready")
+
+
+@pytest.fixture
+def faults(request: pytest.FixtureRequest, tmp_path: Path, key_prefix: str) -> Iterator[Faults]:
+    """A platform, a Redis of the test's own and tenantdb's processes on them.
+
+    Parametrize indirectly to change the processes: ``{"watchers": 2}`` runs two watchers
+    (``watcher-1`` and ``watcher-2``), ``{"queues": "reconcile,provision"}`` starts the two
+    workers on those queues only.
+    """
+    options: dict[str, Any] = dict(getattr(request, "param", {}))
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    client = redis.Redis.from_url(server.url, socket_timeout=5)
+    platform = start_platform(tmp_path / "devstack", clusters=("management", "edge-1"))
+    clusters = [s.cluster for s in platform.servers.values()]
+    for cluster in clusters:
+        cluster.enable_audit()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    # A message lost with its publisher blocks its key for one pending TTL (300 s by default):
+    # 30 s here, so that recovery fits in a scenario's window.
+    env = {"TENANTDB_REDIS_URL": server.url, "TENANTDB_PENDING_TTL_SECONDS": "30"}
+    stack = Stack(platform, key_prefix, logs, extra_env=env)
+    with _root() as conn, conn.cursor() as cur:
+        cur.execute("SHOW DATABASES")
+        before = {row[0] for row in cur.fetchall()}
+    running = Faults(stack, server, client, clusters)
+    try:
+        watchers = int(options.get("watchers", 1))
+        for n in range(watchers):
+            running.start("watcher" if watchers == 1 else f"watcher-{n + 1}", "watcher")
+        for name in ("worker-1", "worker-2"):
+            running.start_worker(name, str(options.get("queues", ALL_QUEUES)))
+        running.start("beat", "beat")
+        yield running
+    finally:
+        for name in list(stack.procs):
+            running.signal_tree(name, signal.SIGCONT)
+        if server.proc is not None:
+            server.resume()
+        stack.stop()
+        platform.stop()
+        _drop_leftovers(before, stack.suffix)
+        client.close()
+        server.stop()
+
+
+def hold(seconds: float) -> None:
+    """Keep a fault in place for ``seconds`` (a duration of the fault, not a wait for a state)."""
+    time.sleep(seconds)
+
+
+def poll_fast(condition: Callable[[], Any], seconds: float) -> Any:
+    """Poll ``condition`` without pause for up to ``seconds``; its last value."""
+    deadline = time.monotonic() + seconds
+    value = condition()
+    while not value and time.monotonic() < deadline:
+        value = condition()
+    return value
+
+
+__all__ = [
+    "Faults",
+    "PassSpan",
+    "concurrent_writers",
+    "hold",
+    "pass_name",
+    "poll_fast",
+    "tenantdb_writers",
+]

@@ -1,0 +1,62 @@
+"""Redis under fault: restarted empty under load, and frozen for longer than a lease."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.e2e.conftest import wait_for
+from tests.faults.conftest import Faults, hold
+
+pytestmark = pytest.mark.slow
+
+ORDERS = 10
+PAUSE_SECONDS = 13.0
+"""Longer than the stack's 10 s lease (TENANTDB_LOCK_TTL_SECONDS)."""
+
+
+def _leader(faults: Faults, name: str, role: str) -> float:
+    return faults.stack.counter(name, "tenantdb_leader", role=role)
+
+
+@pytest.mark.timeout(150)
+def test_redis_restarted_empty_under_load_loses_no_order(faults: Faults) -> None:
+    for n in range(ORDERS):
+        faults.create(f"wiped{n}")
+    wait_for(faults.in_flight, 30, "passes in flight")
+    ready_before = sum(faults.ready(n) for n in faults.live)
+    faults.redis_server.kill()
+    faults.redis_server.start()
+    ended = time.monotonic()
+    try:
+        faults.settle(
+            "redis restarted empty under load",
+            ended,
+            60,
+            note=f"{ready_before}/{ORDERS} Ready at the restart",
+        )
+    finally:
+        alive = faults.alive()
+    assert alive == dict.fromkeys(alive, True), f"a process died with Redis: {alive}"
+    wait_for(lambda: _leader(faults, "beat", "beat") == 1, 30, "beat to lead again")
+    wait_for(lambda: _leader(faults, "watcher", "watcher") == 1, 30, "the watcher to lead again")
+    # Orders made after the restart are served too: the watcher's watches feed the new Redis.
+    late = faults.create("after-wipe")
+    faults.stack.wait_ready(late, seconds=40)
+
+
+@pytest.mark.timeout(150)
+def test_redis_frozen_past_the_lease_loses_no_order(faults: Faults) -> None:
+    for n in range(ORDERS):
+        faults.create(f"frozen-redis{n}")
+    wait_for(faults.in_flight, 30, "passes in flight")
+    faults.redis_server.pause()
+    try:
+        hold(PAUSE_SECONDS)
+    finally:
+        faults.redis_server.resume()
+    ended = time.monotonic()
+    faults.settle("redis frozen 13 s (lease 10 s)", ended, 60)
+    alive = faults.alive()
+    assert alive == dict.fromkeys(alive, True), f"a process died with Redis frozen: {alive}"

@@ -1,0 +1,133 @@
+"""Workers under fault: killed mid-chain, frozen past the lease, a step message delivered twice."""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import time
+import uuid
+
+import pytest
+
+from tests.e2e.conftest import order_quiet, wait_for
+from tests.faults.conftest import Faults, hold, pass_name, poll_fast
+
+pytestmark = pytest.mark.slow
+
+KILLS = 20
+
+
+@pytest.mark.timeout(300)
+def test_a_worker_killed_mid_chain_twenty_times_loses_no_order(faults: Faults) -> None:
+    mid_step = 0
+    for round_ in range(KILLS):
+        for n in range(2):
+            faults.create(f"kill{round_}-{n}")
+        # A worker that received a chain step and has not finished it: kill it right there.
+        victim: str = wait_for(
+            lambda: next((w for w in faults.workers() if faults.running_chain_steps(w)), ""),
+            30,
+            f"a chain step in flight on some worker (round {round_ + 1})",
+        )
+        if any(value.endswith("!") for value in faults.locks().values()):
+            mid_step += 1
+        faults.kill_tree(victim)
+        faults.start_worker(victim)
+    ended = time.monotonic()
+    faults.settle(
+        "worker kill -9 mid-chain x20",
+        ended,
+        90,
+        note=f"{KILLS} kills, {mid_step} with a step holding its lease",
+    )
+    assert faults.alive() == dict.fromkeys(faults.stack.procs, True)
+
+
+@pytest.mark.timeout(180)
+def test_a_lease_running_out_under_a_frozen_step_never_lets_it_write_again(
+    faults: Faults,
+) -> None:
+    # Only worker-1 works until its step is frozen; then worker-2 takes over the order.
+    faults.signal_tree("worker-2", signal.SIGSTOP)
+    frozen_token = ""
+    for attempt in range(5):
+        name = faults.create(f"frozen{attempt}")
+        key = str(faults.key(name))
+
+        def running_step(key: str = key) -> str:
+            value = faults.locks().get(key, "")
+            return value if value.endswith("!") else ""
+
+        seen = poll_fast(running_step, 20)
+        assert seen, f"{name}: no chain step of its first pass ran"
+        faults.signal_tree("worker-1", signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        if running_step():
+            frozen_token = seen.partition("#")[0]
+            break
+        # The step ended before the freeze; let the chain go on and try with another order.
+        faults.signal_tree("worker-1", signal.SIGCONT)
+    assert frozen_token, "never froze a worker in the middle of a step"
+    faults.signal_tree("worker-2", signal.SIGCONT)
+    frozen_pass = pass_name(frozen_token)
+    wait_for(
+        lambda: faults.locks().get(key, "").partition("#")[0] != frozen_token,
+        30,
+        "the frozen step's lease to run out",
+    )
+    expired_after = time.monotonic() - frozen_at
+    wait_for(lambda: faults.ready(name), 60, f"{name} to become Ready on worker-2")
+    # Keep worker-1 frozen well past the 10 s lease, then let the stale step go on.
+    hold(max(0.0, 14 - (time.monotonic() - frozen_at)))
+    frozen_for = time.monotonic() - frozen_at
+    resumed = faults.writers().by_pass(frozen_pass)
+    faults.signal_tree("worker-1", signal.SIGCONT)
+    ended = time.monotonic()
+    wait_for(lambda: not faults.running_chain_steps("worker-1"), 20, "the resumed step to end")
+    figures = faults.settle(
+        "lease runs out under a frozen step",
+        ended,
+        40,
+        note=f"lease gone after {expired_after:.1f} s, worker frozen {frozen_for:.1f} s",
+    )
+    after = faults.writers().by_pass(frozen_pass)
+    assert after == resumed, (
+        f"the pass whose lease ran out wrote after it: {resumed} then {after} ({figures})"
+    )
+
+
+@pytest.mark.parametrize("faults", [{"queues": "reconcile,provision,teardown"}], indirect=True)
+@pytest.mark.timeout(120)
+def test_a_step_delivered_twice_runs_once(faults: Faults) -> None:
+    name = faults.create("twice")
+    prefix = faults.stack.prefix
+    queue = f"{prefix}delivery"
+    # No worker serves the delivery queue yet: the pass that delivers waits there for it.
+    wait_for(lambda: faults.client.llen(queue) == 1, 60, "the delivery step in its queue")
+    raw = faults.client.lindex(queue, 0)
+    assert raw is not None
+    message = json.loads(raw)
+    copy = json.loads(raw)
+    copy["properties"]["delivery_tag"] = str(uuid.uuid4())
+    faults.client.lpush(queue, json.dumps(copy))
+    body = json.loads(base64.b64decode(message["body"]))
+    name_of_pass = str(body[0][1])  # the step's arguments name the pass, never its token
+    faults.start_worker("worker-3", "delivery")
+    ended = time.monotonic()
+    wait_for(lambda: faults.ready(name), 30, f"{name} to become Ready")
+    wait_for(lambda: order_quiet(faults.stack, faults.client, faults.key(name)), 20, "quiet")
+    duplicates = faults.stack.counter("worker-3", "tenantdb_duplicate_steps_total")
+    figures = faults.settle("step message delivered twice", ended, 20, note=f"dups={duplicates}")
+    assert duplicates == 1, f"one copy of the delivery step ends as a duplicate ({figures})"
+    delivered = [
+        e
+        for c in faults.clusters
+        for e in c.audit_log
+        if e.resource == "secrets"
+        and e.name == f"{name}-credentials"
+        and e.field_manager == "tenantdb"
+    ]
+    assert len(delivered) == 1, f"the Secret is written once, not by both copies: {delivered}"
+    span = faults.writers().by_pass(name_of_pass)
+    assert span is not None, "the delivering pass wrote"
