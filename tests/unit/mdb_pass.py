@@ -31,8 +31,8 @@ from tenantdb.adapters.mariadb_orders import (
 )
 from tenantdb.adapters.workqueue import Lease
 from tenantdb.core.actions import Action, ApplyObject, EnsureRole
-from tenantdb.core.mariadbdatabase.conditions import build_status_body
 from tenantdb.core.keys import OrderKey
+from tenantdb.core.mariadbdatabase.conditions import build_status_body
 from tenantdb.core.mariadbdatabase.delivery import DeliveryObservation, DeliveryPlan, plan_delivery
 from tenantdb.core.mariadbdatabase.models import (
     ControlPlane,
