@@ -399,6 +399,7 @@ def apply(
     wanted = set(applied_values)
     me = Entry(manager, "Apply", *stamp, scope.subresource)
     conflicts: list[tuple[Entry, Path]] = []
+    taken_over = _taken_over_from_last_applied(live, live_values, scope)
     for entry in entries:
         if entry.same_owner(manager, "Apply", scope.subresource):
             me = entry
@@ -406,8 +407,8 @@ def apply(
         for path in sorted(entry.paths & wanted):
             if live_values.get(path, _MISSING) != applied_values[path]:
                 conflicts.append((entry, path))
-    if conflicts and not force:
-        raise _conflict_error(conflicts)
+    if not force and any(path not in taken_over for _, path in conflicts):
+        raise _conflict_error([(e, p) for e, p in conflicts if p not in taken_over])
     for entry, path in conflicts:
         entry.paths.discard(path)
     merged = _merge(copy.deepcopy(live) if live else {}, applied, scope.schema)
@@ -420,5 +421,48 @@ def apply(
     me.api_version, me.time = stamp
     if me not in entries:
         entries.append(me)
+    _sync_last_applied(merged, live, applied, manager)
     write_entries(merged, entries)
     return dict(merged)
+
+
+def _sync_last_applied(
+    merged: dict[str, Any], live: dict[str, Any] | None, applied: dict[str, Any], manager: str
+) -> None:
+    # kubectl's server-side apply keeps a client-side apply's annotation in step (when there is
+    # one), so a later client-side apply computes its patch from what was applied last.
+    if manager == "kubectl" and live and LAST_APPLIED in _annotations(live):
+        merged.setdefault("metadata", {}).setdefault("annotations", {})[LAST_APPLIED] = json.dumps(
+            applied, separators=(",", ":"), sort_keys=True
+        )
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+"""The annotation a client-side ``kubectl apply`` keeps the applied configuration in."""
+
+
+def _annotations(obj: dict[str, Any]) -> dict[str, Any]:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return annotations if isinstance(annotations, dict) else {}
+
+
+def _taken_over_from_last_applied(
+    live: dict[str, Any] | None, live_values: dict[Path, Any], scope: Scope
+) -> set[Path]:
+    """The fields an apply may take over from a client-side apply without a conflict.
+
+    As the real API server does, so that ``kubectl apply --server-side`` succeeds on an object
+    ``kubectl apply`` made: the fields of the last-applied annotation whose live value is still
+    the one it records (nobody changed them since).
+    """
+    text = _annotations(live or {}).get(LAST_APPLIED)
+    if not isinstance(text, str):
+        return set()
+    try:
+        last = json.loads(text)
+    except ValueError:
+        return set()
+    if not isinstance(last, dict):
+        return set()
+    recorded = scope.values(last)
+    return {p for p, v in recorded.items() if live_values.get(p, _MISSING) == v}

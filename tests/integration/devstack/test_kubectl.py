@@ -19,6 +19,7 @@ import yaml
 from kubernetes import client
 from kubernetes import config as kube_config
 
+from devstack.kube.managed_fields import LAST_APPLIED
 from tests.integration.devstack.conftest import DB_CRD, KUBECTL, Kubectl
 
 DB = """
@@ -139,6 +140,42 @@ def test_server_side_apply_conflict_is_reported(kubectl: Kubectl, namespace: str
             stdin=yaml.safe_dump(cm),
         )
     )
+
+
+def test_server_side_apply_takes_over_what_a_client_side_apply_set(
+    kubectl: Kubectl, namespace: str, db_crd: Any
+) -> None:
+    order = DB.format(ns=namespace) + "  sizeGi: 5\n"
+    assert "created" in _ok(kubectl("apply", "-f", "-", stdin=order))
+
+    edited = order.replace("sizeGi: 5", "sizeGi: 7")
+    assert "serverside-applied" in _ok(kubectl("apply", "--server-side", "-f", "-", stdin=edited))
+
+    shown = kubectl("-n", namespace, "get", "mdb", "orders", "-o", "json", "--show-managed-fields")
+    got = json.loads(_ok(shown))
+    assert got["spec"]["sizeGi"] == 7
+    fields = {e["manager"]: json.dumps(e["fieldsV1"]) for e in got["metadata"]["managedFields"]}
+    assert "f:sizeGi" in fields["kubectl"]
+    assert "f:sizeGi" not in fields["kubectl-client-side-apply"], "the field changed hands"
+    last = json.loads(got["metadata"]["annotations"][LAST_APPLIED])
+    assert last["spec"]["sizeGi"] == 7, "the annotation follows kubectl's server-side apply"
+
+
+def test_server_side_apply_still_conflicts_over_a_field_changed_since_the_client_side_apply(
+    kubectl: Kubectl, namespace: str, db_crd: Any
+) -> None:
+    order = DB.format(ns=namespace) + "  sizeGi: 3\n"
+    _ok(kubectl("apply", "-f", "-", stdin=order))
+    patch = '{"spec":{"sizeGi":4}}'
+    _ok(kubectl("-n", namespace, "patch", "mdb", "orders", "--type", "merge", "-p", patch))
+
+    clash = kubectl(
+        "apply", "--server-side", "-f", "-", stdin=order.replace("sizeGi: 3", "sizeGi: 5")
+    )
+
+    assert clash.returncode != 0
+    assert 'conflict with "kubectl-patch"' in clash.stderr
+    assert ".spec.sizeGi" in clash.stderr
 
 
 def test_get_watch_prints_changes(
