@@ -45,7 +45,7 @@ class StepHolds:
 
     def received(self, name: str, args: Any, retries: int) -> None:
         """A message arrived: hold the pass it continues, or the entry it starts."""
-        if name == RECONCILE_ORDER and retries == 0 and isinstance(args, (list, tuple)):
+        if name == RECONCILE_ORDER and isinstance(args, (list, tuple)):
             self._received_entry(args)
             return
         if not isinstance(args, (list, tuple)) or len(args) != 4:
@@ -66,8 +66,8 @@ class StepHolds:
             log.warning("could not hold a received step (%s)", type(exc).__name__)
 
     def _received_entry(self, args: list[Any] | tuple[Any, ...]) -> None:
-        # An entry's first attempt: its pending mark says a pass is queued. A retry's countdown
-        # message carries no mark and is not held; it waits for the visibility timeout.
+        # An entry's pending mark says a pass is queued; a retry's countdown message is the
+        # key's pending pass too (``reconcile_order`` marks it).
         try:
             order = OrderKey.parse(str(args[0]))
             if workqueue().hold_pending(order):

@@ -34,7 +34,14 @@ from tasks.runtime import (
 )
 from tenantdb.adapters.metrics import LOCK_BUSY, RETRIES, STALE_MESSAGES
 from tenantdb.adapters.useragent import serving
-from tenantdb.adapters.workqueue import Heartbeat, Lease, LeaseLostError, Start, ready_fence
+from tenantdb.adapters.workqueue import (
+    Heartbeat,
+    Lease,
+    LeaseLostError,
+    Release,
+    Start,
+    ready_fence,
+)
 from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
 from tenantdb.core.tasknames import RECONCILE_ORDER
 
@@ -108,7 +115,7 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
         queue.request_pass(order)
         return result(key, "LeaseLost")
     except Exception as exc:
-        queue.release(lease, completed=False)
+        released = queue.release(lease, completed=False)
         countdown = backoff(self.request.retries)
         RETRIES.labels(task=self.name).inc()
         log.warning(
@@ -117,6 +124,11 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
             countdown,
             extra={"order": key},
         )
+        # The retry is the key's pending pass: events meanwhile are deduplicated against it, and
+        # a worker holding it through the countdown holds the mark (``tasks.holding``). When a
+        # pass is already queued (events arrived during this one), that pass is the retry.
+        if released is Release.DIRTY or not queue.mark_pending(order, countdown):
+            return result(key, "FailedNextQueued")
         raise self.retry(countdown=countdown) from None
     if outcome.handoff is not None:
         # For one lease until the chain is published, then over its first step's queue wait.

@@ -192,6 +192,14 @@ end
 return 0
 """
 
+_MARK_PENDING = """
+if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]) + 1000, ARGV[2])
+return 1
+"""
+
 # A worker holding an entry's message renews the key's pending mark for one lease, and marks the
 # key dirty for a second after that: once the worker dies, the mark runs out first, so the sweep's
 # enqueue publishes again.
@@ -458,6 +466,7 @@ class WorkQueue:
         self._hold = client.register_script(_HOLD)
         self._extend_wait = client.register_script(_EXTEND_WAIT)
         self._hold_pending = client.register_script(_HOLD_PENDING)
+        self._mark_pending = client.register_script(_MARK_PENDING)
         self._fence = client.register_script(_FENCE)
         self._sweep = client.register_script(_SWEEP_ORPHANS)
         self._claim_due = client.register_script(_CLAIM_DUE)
@@ -467,7 +476,8 @@ class WorkQueue:
         """Load every script into Redis now, so the first call of each costs one round trip."""
         for script in (
             self._enqueue, self._begin, self._acquire, self._release, self._extend, self._hold,
-            self._extend_wait, self._hold_pending, self._fence, self._sweep, self._claim_due,
+            self._extend_wait, self._hold_pending, self._mark_pending, self._fence, self._sweep,
+            self._claim_due,
             self._return_claims,
         ):  # fmt: skip
             self.redis.script_load(script.script)
@@ -501,6 +511,21 @@ class WorkQueue:
         elif found == 0 and force:
             self.publish(key)
         return found == 1 or (found == 0 and force)
+
+    def mark_pending(self, key: OrderKey, wait: float) -> bool:
+        """Set the key's pending mark for a message about to be published ``wait`` seconds out.
+
+        Covered by a dirty mark like every pending mark (see ``enqueue``). False when a mark is
+        already set: a message is queued for the key.
+        """
+        ttl_ms = int((wait + self.pending_ttl) * 1000)
+        return bool(
+            int(
+                self._mark_pending(
+                    keys=[self.keys.pending(key), self.keys.dirty], args=[ttl_ms, str(key)]
+                )
+            )
+        )
 
     def clear_pending(self, key: OrderKey) -> None:
         """Drop the pending mark."""

@@ -135,6 +135,16 @@ def test_a_pass_killed_with_sigkill_is_run_again_to_completion(stack: Stack) -> 
     assert stack.client.get(stack.keys["overlaps"]) is None
 
 
+def test_a_failed_pass_is_retried_as_the_keys_pending_pass(stack: Stack) -> None:
+    stack.start_worker("w1")
+    stack.client.set(stack.keys["fail"], 2)
+    assert stack.queue.enqueue(KEY)
+    _wait_for(lambda: stack.completed() == 1, 30, "the pass to succeed on its third attempt")
+    _wait_for(stack.quiet, 30, "the work queue to settle")
+    assert len(stack.started()) == 3, "two failures, then the pass that completed"
+    assert stack.client.get(stack.keys["overlaps"]) is None
+
+
 def test_a_thousand_enqueues_during_a_pass_cost_at_most_two_passes(stack: Stack) -> None:
     stack.start_worker("w1")
     stack.start_worker("w2")

@@ -395,6 +395,19 @@ def test_a_pending_mark_whose_publisher_died_is_enqueued_once_it_runs_out(
     assert start is Start.LEASED
 
 
+def test_a_retry_marked_pending_dedupes_events_and_is_swept_if_lost(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published, pending_ttl=1)
+    assert queue.mark_pending(KEY, 0.0), "the failed pass's retry is the key's pending pass"
+    assert not queue.mark_pending(KEY, 0.0), "a second retry is not published"
+    assert queue.enqueue(KEY) is False, "an event meanwhile is deduplicated against it"
+    time.sleep(2.1)  # the retry was lost with its worker: the mark ran out
+    assert queue.sweep_orphans() == [KEY]
+    assert published == [KEY]
+
+
 def test_a_stale_message_leaves_no_mark_to_bring_another_pass(
     client: redis.Redis, key_prefix: str
 ) -> None:

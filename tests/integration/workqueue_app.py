@@ -45,6 +45,7 @@ def probe_keys(prefix: str, key: str) -> dict[str, str]:
         "overlaps": f"{base}overlaps",
         "hold": f"{base}hold",
         "go": f"{base}go",
+        "fail": f"{base}fail:{key}",
     }
 
 
@@ -57,6 +58,9 @@ def probe_pass(ctx: PassContext) -> PassOutcome:
     if not client.set(keys["running"], os.getpid(), nx=True, px=lease_ms):
         client.incr(keys["overlaps"])
     client.rpush(keys["started"], os.getpid())
+    if client.get(keys["fail"]) and client.decr(keys["fail"]) >= 0:
+        client.delete(keys["running"])
+        raise RuntimeError("the probe fails as the test asked")
     if client.get(keys["hold"]):
         client.blpop([keys["go"]], timeout=HOLD_SECONDS)
     ctx.guard.check()
