@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import random
 import re
 import secrets
 import signal
@@ -79,11 +80,27 @@ def user_exists(name: str) -> bool:
         return cur.fetchone() is not None
 
 
+_PORTS = range(20_000, 32_768)
+"""Ports below Linux's ephemeral range (32768-60999): no outgoing connection takes one of them
+between the moment it is handed out and the moment a process binds it."""
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port nothing listens on right now, handed out once per test session."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.choice(_PORTS)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def wait_for(condition: Callable[[], Any], seconds: float, what: str) -> Any:

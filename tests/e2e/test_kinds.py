@@ -37,17 +37,7 @@ def _message(stack: Stack, name: str) -> str | None:
 
 def test_a_kind_declared_in_one_module_is_served_end_to_end(stack: Stack) -> None:
     kube = stack.kube()
-    kube.create(widget.build_crd())
-    wait_for(lambda: kube.get_or_none(CUSTOM_RESOURCE_DEFINITION, None, widget.IDENTITY.crd_name),
-             10, "the Widget CRD")  # fmt: skip
-    name = stack.name("toy")
-    body: dict[str, Any] = {
-        "apiVersion": widget.IDENTITY.api_version,
-        "kind": "Widget",
-        "metadata": {"name": name, "namespace": "tenant-a"},
-        "spec": {"message": "hello"},
-    }
-    wait_for(lambda: _create(stack, body), 10, "the Widget kind to be served")
+    name = _order_widget(stack, "toy", "hello")
 
     wait_for(lambda: _message(stack, name) == "hello", 30, "the ConfigMap the Widget plans")
     order = wait_for(lambda: _built(stack, name), 30, "the Widget's status")
@@ -75,17 +65,7 @@ def test_a_kind_declared_in_one_module_is_served_end_to_end(stack: Stack) -> Non
 
 def test_a_deletion_goes_ahead_of_a_step_retrying_without_end(stack: Stack) -> None:
     kube = stack.kube()
-    kube.create(widget.build_crd())
-    wait_for(lambda: kube.get_or_none(CUSTOM_RESOURCE_DEFINITION, None, widget.IDENTITY.crd_name),
-             10, "the Widget CRD")  # fmt: skip
-    name = stack.name("stuck")
-    body: dict[str, Any] = {
-        "apiVersion": widget.IDENTITY.api_version,
-        "kind": "Widget",
-        "metadata": {"name": name, "namespace": "tenant-a"},
-        "spec": {"message": widget.REFUSED},
-    }
-    wait_for(lambda: _create(stack, body), 10, "the Widget kind to be served")
+    name = _order_widget(stack, "stuck", widget.REFUSED)
     task = "tenantdb.widget.provision.build"
 
     def retries() -> float:
@@ -110,6 +90,23 @@ def test_the_cli_refuses_a_key_of_a_kind_nothing_serves(stack: Stack) -> None:
         "tenantdb: order key 'gadget/tenant-a/x': kind 'gadget' is not served"
         " (known kinds: mariadbdatabase, mysqldatabase, widget)"
     ]
+
+
+def _order_widget(stack: Stack, base: str, message: str) -> str:
+    """Install the Widget CRD and order a Widget once the kind is served; its name."""
+    kube = stack.kube()
+    kube.create(widget.build_crd())
+    wait_for(lambda: kube.get_or_none(CUSTOM_RESOURCE_DEFINITION, None, widget.IDENTITY.crd_name),
+             10, "the Widget CRD")  # fmt: skip
+    name = stack.name(base)
+    body: dict[str, Any] = {
+        "apiVersion": widget.IDENTITY.api_version,
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": "tenant-a"},
+        "spec": {"message": message},
+    }
+    wait_for(lambda: _create(stack, body), 10, "the Widget kind to be served")
+    return name
 
 
 def _create(stack: Stack, body: dict[str, Any]) -> bool:
