@@ -428,7 +428,13 @@ class Cluster:
             kind_of = "MODIFIED" if now_in else "DELETED"
         if kind_of is None:
             return None
-        return {"type": kind_of, "object": show(event.obj, req.kind, req.version)}
+        shown = event.obj
+        if kind_of == "DELETED" and event.type != "DELETED" and event.old is not None:
+            # An object leaving the selection: as the real watch cache does, the DELETED event
+            # carries the object as it was (what the watcher selected), at the change's version.
+            version = (event.obj.get("metadata") or {}).get("resourceVersion")
+            shown = {**event.old, "metadata": {**event.old["metadata"], "resourceVersion": version}}
+        return {"type": kind_of, "object": show(shown, req.kind, req.version)}
 
 
 def _error_event(error: errors.ApiError) -> dict[str, Any]:

@@ -101,6 +101,36 @@ def test_the_delivered_secret_is_repaired_but_foreign_keys_stay(stack: Stack) ->
     assert (stack.secret(secret_name) or {})["username"] == good["username"]
 
 
+@pytest.mark.parametrize("cluster", ["", "edge-1"], ids=["management", "target"])
+def test_a_secret_stripped_of_its_labels_and_edited_is_repaired_on_that_event(
+    stack: Stack, cluster: str
+) -> None:
+    name = stack.name("stripped-db")
+    stack.apply_order(name, cluster)
+    stack.wait_ready(name, cluster)
+    secret_name = f"{name}-credentials"
+    good = stack.secret(secret_name, cluster)
+    assert good is not None
+    kube = stack.kube(cluster)
+    labels = kube.get(SECRET, "tenant-a", secret_name)["metadata"]["labels"]
+
+    # One write: the labels the watch selects on are gone, and the password is wrong.
+    tampered = base64.b64encode(b"guess").decode()
+    kube.patch(
+        SECRET,
+        "tenant-a",
+        secret_name,
+        {"metadata": {"labels": None}, "data": {"password": tampered}},
+    )
+
+    wait_for(
+        lambda: (stack.secret(secret_name, cluster) or {}).get("password") == good["password"],
+        15,
+        "the repair on the Secret's own event (the next refresh is minutes away)",
+    )
+    assert kube.get(SECRET, "tenant-a", secret_name)["metadata"]["labels"] == labels
+
+
 def test_a_forced_refresh_mints_a_new_user_and_logs_it_once(stack: Stack) -> None:
     name = stack.name("refresh-db")
     stack.apply_order(name)

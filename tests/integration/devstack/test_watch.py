@@ -50,17 +50,21 @@ def test_watch_with_label_selector_sees_objects_leave_and_enter(
     core.patch_namespaced_config_map("x", namespace, {"metadata": {"labels": {"app": "db"}}})
     core.create_namespaced_config_map(namespace, _cm("other", app="web"))
     w = watch.Watch()
-    seen = [
-        e["type"]
-        for e in w.stream(
+    events = list(
+        w.stream(
             core.list_namespaced_config_map,
             namespace,
             resource_version=rv,
             label_selector="app=db",
             timeout_seconds=1,
         )
-    ]
-    assert seen == ["ADDED", "DELETED", "ADDED"]
+    )
+    assert [e["type"] for e in events] == ["ADDED", "DELETED", "ADDED"]
+    # As the real watch cache: the object as it was selected, at the version of its change.
+    left = events[1]["object"].metadata
+    assert left.labels == {"app": "db"}
+    assert int(left.resource_version) > int(events[0]["object"].metadata.resource_version)
+    assert int(left.resource_version) < int(events[2]["object"].metadata.resource_version)
 
 
 def test_bookmarks_carry_resource_version(core: client.CoreV1Api, namespace: str) -> None:
