@@ -184,12 +184,13 @@ DELETED_MEANWHILE = StepResult("DeletedMeanwhile", done=True, completed=False, a
 """A retried step of a live order's chain whose order is being deleted: the teardown goes first."""
 
 
-def _deleted_meanwhile(ctx: StepContext) -> bool:
+def _deleted_meanwhile(ctx: StepContext, finalizer: str) -> bool:
     # A step retrying through an outage keeps the order's lease, so a deletion would wait for
-    # the outage to end. Each retry looks at the order first (one read) and gives way.
+    # the outage to end. Each retry looks at the order first (one read) and gives way when the
+    # flow would no longer admit it: gone, or being deleted.
     raw = order_store().fetch(ctx.key)
     meta = None if raw is None else ObjectMeta.model_validate(raw.get("metadata") or {})
-    return meta is None or meta.deletion_timestamp is not None
+    return decide_path(observe_order(meta, finalizer)) is not PassPath.ADMIT
 
 
 # -- the flow ------------------------------------------------------------------------------------
@@ -292,7 +293,7 @@ def _step_task(spec: KindSpec[Any, Any], step: Step, *, teardown: bool = False) 
         note = load_note(ctx, step.note_type)
         if note is None:
             return NOTE_GONE
-        if ctx.attempt > 0 and not teardown and _deleted_meanwhile(ctx):
+        if ctx.attempt > 0 and not teardown and _deleted_meanwhile(ctx, spec.identity.finalizer):
             return DELETED_MEANWHILE
         return step.body(ctx, note)
 
