@@ -52,7 +52,7 @@ from tenantdb.adapters.workqueue import (
     ready_fence,
 )
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.tasknames import RECONCILE_ABORT
+from tenantdb.core.tasknames import RECONCILE_ABORT, routed_queue
 from tenantdb.settings import load_settings
 
 log = logging.getLogger(__name__)
@@ -172,7 +172,7 @@ def _retry(
         extra={"order": str(lease.key)},
     )
     retry = task.retry(countdown=countdown, throw=False)
-    queue.extend_wait(waiting, ttl_ms)
+    queue.extend_wait(waiting, ttl_ms, routed_queue(task.name).value)
     raise retry from None
 
 
@@ -192,7 +192,7 @@ class StepTask(Task[Any, Any]):
         if not isinstance(waiting, Lease):
             return
         try:
-            workqueue().extend_wait(waiting, handover_ms())
+            workqueue().extend_wait(waiting, handover_ms(), routed_queue(self.name).value)
         except RedisError:
             # The lease stays one lease long: a worker that receives the step holds it, and if
             # none does in time the sweep starts the pass afresh.

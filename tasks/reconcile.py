@@ -43,7 +43,7 @@ from tenantdb.adapters.workqueue import (
     ready_fence,
 )
 from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
-from tenantdb.core.tasknames import RECONCILE_ORDER
+from tenantdb.core.tasknames import RECONCILE_ORDER, routed_queue
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,13 @@ class PassOutcome:
 PassFunction = Callable[[PassContext], PassOutcome]
 
 _PASSES: dict[str, PassFunction] = {}
+
+
+def first_queue(steps: Signature) -> str:
+    """The queue a chain's (or a single step's) first message goes to."""
+    tasks = getattr(steps, "tasks", None)
+    first = tasks[0] if tasks else steps
+    return routed_queue(str(first.task)).value
 
 
 def register_pass(kind: str, function: PassFunction) -> None:
@@ -136,13 +143,14 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
         if handed is None:
             queue.request_pass(order)
             return result(key, "LeaseLost")
+        steps = outcome.handoff(handed)
         try:
-            outcome.handoff(handed).apply_async()
+            steps.apply_async()
         except Exception:
             # Without its chain the pass is over; the retry begins a new one.
             queue.release(handed, completed=False)
             raise self.retry(countdown=backoff(self.request.retries)) from None
-        queue.extend_wait(handed, handover_ms())
+        queue.extend_wait(handed, handover_ms(), first_queue(steps))
         return result(key, outcome.reason)
     finish_pass(queue, lease, outcome.requeue_after, reason=outcome.reason, gone=outcome.gone)
     return result(key, outcome.reason)

@@ -97,7 +97,8 @@ def sweep_once(
     interval: float = 1.0,
     batch: int = 500,
 ) -> SweepReport:
-    """Enqueue every due key, the refreshes this sweep's rate allows, and orphaned dirty keys.
+    """Enqueue every due key, the refreshes this sweep's rate allows, and orphaned keys: dirty
+    keys whose lease holder vanished, and passes whose next step's message was lost.
 
     Raises:
         RedisError, OperationalError: Redis or the broker failed; the keys not enqueued yet
@@ -107,6 +108,7 @@ def sweep_once(
     cap = compute_refresh_cap(queue.due_count(Timetable.REFRESH), refresh_cycle, interval)
     refreshed = _sweep_table(queue, now, Timetable.REFRESH, cap, batch)
     orphaned = len(queue.sweep_orphans(batch))
+    orphaned += len(queue.sweep_lost_waits([q.value for q in Queue], batch))
     return SweepReport(due=due, refreshed=refreshed, orphaned=orphaned)
 
 

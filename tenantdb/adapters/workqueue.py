@@ -24,6 +24,10 @@ These primitives give the engine its guarantees (ARCHITECTURE.md, "Work-queue in
   out a retry's countdown) holds the pass's lease to one lease length (``hold``), renewing it,
   so a worker that dies with the message only blocks the order until that lease runs out. An
   entry's message is held the same way through the key's pending mark (``hold_pending``).
+* A worker can die after popping a message from the broker and before holding it; the message is
+  then gone for good. A step's wait is looked at a lease after its publish (``sweep_lost_waits``):
+  a fence still waiting unheld while its queue is empty lost its message, and the pass is ended
+  and started afresh.
 * A ``Heartbeat`` extends the lease while a step runs; ``Heartbeat.check`` is called before every
   write and raises ``LeaseLostError`` once the lease is gone, so a step that lost it stops before
   writing.
@@ -226,14 +230,48 @@ return 1
 """
 
 # Once the next step's message is published, its wait in the queue is covered (the message is in
-# Redis, not lost with a process), unless a worker already holds it.
+# Redis, not lost with a process), unless a worker already holds it. The wait is looked at again
+# after one lease (``sweep_lost_waits``): a message a worker popped from the queue and died with
+# before it could hold it is in no queue and held by no one.
 _EXTEND_WAIT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[4])
 return 1
+"""
+
+# A waiting fence (``token#S.A``: neither held by a worker nor claimed by a running step) whose
+# queue is empty after a lease has lost its message: no queue has it and no worker received it,
+# or that worker would have marked it held. The lease is ended and the key handed back for a new
+# pass; should the message still turn up, its claim finds the lease gone and it ends. While the
+# queue is not empty the message may be waiting in it, so the key is looked at again a lease later.
+# ARGV[3..] are pairs of queue name and depth; members are "QUEUE KEY".
+_SWEEP_LOST_WAITS = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local depth = {}
+for i = 4, #ARGV, 2 do depth[ARGV[i]] = tonumber(ARGV[i + 1]) end
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
+local out = {}
+for _, member in ipairs(due) do
+  local space = string.find(member, ' ', 1, true)
+  local queue = string.sub(member, 1, space - 1)
+  local key = string.sub(member, space + 1)
+  local v = redis.call('GET', ARGV[2] .. key)
+  if not v or not string.find(v, '#%d+%.%d+$') then
+    redis.call('ZREM', KEYS[1], member)
+  elseif (depth[queue] or 1) == 0 then
+    redis.call('DEL', ARGV[2] .. key)
+    redis.call('ZREM', KEYS[1], member)
+    table.insert(out, key)
+  else
+    redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), member)
+  end
+end
+return out
 """
 
 # A dirty key whose lock is gone (its holder died or lost the lease without releasing) is handed
@@ -423,6 +461,11 @@ class WorkQueueKeys:
         return f"{self.prefix}dirty"
 
     @property
+    def waiting(self) -> str:
+        """The published steps' waits ("QUEUE KEY"), scored by when to look at them."""
+        return f"{self.prefix}waiting"
+
+    @property
     def due(self) -> str:
         """The due-set: keys scored by the epoch milliseconds they are due at."""
         return self.timetable(Timetable.DUE)
@@ -469,6 +512,7 @@ class WorkQueue:
         self._mark_pending = client.register_script(_MARK_PENDING)
         self._fence = client.register_script(_FENCE)
         self._sweep = client.register_script(_SWEEP_ORPHANS)
+        self._sweep_waits = client.register_script(_SWEEP_LOST_WAITS)
         self._claim_due = client.register_script(_CLAIM_DUE)
         self._return_claims = client.register_script(_RETURN_CLAIMS)
 
@@ -477,7 +521,7 @@ class WorkQueue:
         for script in (
             self._enqueue, self._begin, self._acquire, self._release, self._extend, self._hold,
             self._extend_wait, self._hold_pending, self._mark_pending, self._fence, self._sweep,
-            self._claim_due,
+            self._sweep_waits, self._claim_due,
             self._return_claims,
         ):  # fmt: skip
             self.redis.script_load(script.script)
@@ -609,19 +653,21 @@ class WorkQueue:
             )
         )
 
-    def extend_wait(self, lease: Lease, ttl_ms: int) -> bool:
-        """Cover a waiting fence's wait in its queue, now that the step's message is published.
+    def extend_wait(self, lease: Lease, ttl_ms: int, queue: str) -> bool:
+        """Cover a waiting fence's wait in ``queue``, now that the step's message is published.
 
         Nothing changes when a worker already holds the step (``hold``) or the fence moved on.
+        The wait is looked at again after one lease (``sweep_lost_waits``).
         """
         return bool(
             int(
                 self._extend_wait(
-                    keys=[self.keys.lock(lease.key), self.keys.dirty],
-                    args=[lease.value, ttl_ms, str(lease.key)],
+                    keys=[self.keys.lock(lease.key), self.keys.dirty, self.keys.waiting],
+                    args=[lease.value, ttl_ms, str(lease.key), f"{queue} {lease.key}",
+                          self.lock_ttl_ms],
                 )
             )
-        )
+        )  # fmt: skip
 
     def hand_over(self, lease: Lease, fence: str, ttl_ms: int) -> Lease | None:
         """Move the pass's fence on to ``fence`` for the next step; None when the lease is gone.
@@ -807,6 +853,31 @@ class WorkQueue:
     def sweep_orphans(self, batch: int = 500) -> list[OrderKey]:
         """Enqueue dirty keys whose lock holder vanished; return the keys enqueued."""
         members = self._sweep(keys=[self.keys.dirty], args=[batch, self.keys.lock_prefix])
+        found = [OrderKey.parse(_text(m)) for m in members]
+        for key in found:
+            self.request_pass(key)
+        return found
+
+    def sweep_lost_waits(self, queues: Sequence[str], batch: int = 500) -> list[OrderKey]:
+        """End the passes whose next step's message was lost on its way to a worker; enqueue them.
+
+        A worker that pops a message from the broker and dies before it holds it (the message is
+        then in no queue and in no unacknowledged set) would otherwise block its order until the
+        hand-over's wait runs out, up to the visibility timeout. A pass is taken for lost when its
+        fence still waits, unheld, a lease after the publish while its queue is empty; a queue
+        with messages in it is looked at again a lease later.
+
+        Args:
+            queues: the broker queues steps are published to.
+            batch: at most this many keys looked at.
+        """
+        depths: list[str | int] = []
+        for name in queues:
+            depths += [name, self.queue_depth(name)]
+        members = self._sweep_waits(
+            keys=[self.keys.waiting],
+            args=[batch, self.keys.lock_prefix, self.lock_ttl_ms, *depths],
+        )
         found = [OrderKey.parse(_text(m)) for m in members]
         for key in found:
             self.request_pass(key)

@@ -36,6 +36,14 @@ def step_task_name(kind: str, chain: Queue, step: str) -> str:
     return f"tenantdb.{kind}.{chain.value}.{step}"
 
 
+def routed_queue(task_name: str) -> Queue:
+    """The queue a task is published to: its chain's, or the default queue for any other task."""
+    try:
+        return queue_for(task_name)
+    except ValueError:
+        return Queue.RECONCILE
+
+
 def queue_for(task_name: str) -> Queue:
     """Return the queue a task runs on, from the chain part of its name.
 

@@ -131,3 +131,23 @@ def test_a_step_delivered_twice_runs_once(faults: Faults) -> None:
     assert len(delivered) == 1, f"the Secret is written once, not by both copies: {delivered}"
     span = faults.writers().by_pass(name_of_pass)
     assert span is not None, "the delivering pass wrote"
+
+
+@pytest.mark.parametrize("faults", [{"queues": "reconcile,provision,teardown"}], indirect=True)
+@pytest.mark.timeout(120)
+def test_a_step_message_lost_on_its_way_to_a_worker_is_replaced_within_a_lease(
+    faults: Faults,
+) -> None:
+    # A worker that pops a message from the broker and dies before it has even parsed it takes
+    # the message with it: it is in no queue and in no unacknowledged set, so the broker never
+    # delivers it again. Here the delivery step's message is taken out of its queue that way.
+    name = faults.create("lost")
+    queue = f"{faults.stack.prefix}delivery"
+    wait_for(lambda: faults.client.llen(queue) == 1, 60, "the delivery step in its queue")
+    assert faults.client.rpop(queue) is not None
+    lost_at = time.monotonic()
+    faults.start_worker("worker-3", "delivery")
+    # Without a look at the lost wait the order would wait out the visibility timeout (the
+    # hand-over covers the step's wait in its queue that long): here a lease (10 s) and a sweep.
+    wait_for(lambda: faults.ready(name), 40, f"{name} to become Ready after its step was lost")
+    faults.settle("step message lost before a worker held it", lost_at, 20)

@@ -602,6 +602,69 @@ def test_a_hand_over_whose_next_step_never_runs_is_swept(
     assert published == [KEY, KEY]
 
 
+def test_a_step_message_lost_between_queue_and_worker_frees_the_order_within_a_lease(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    # A worker pops the step's message and dies before it holds it: the message is in no queue
+    # and held by no one, while the hand-over covered its wait up to the visibility timeout.
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published, lock_ttl=0.2)
+    queue.enqueue(KEY)
+    _, lease = queue.begin(published.pop())
+    assert lease is not None
+    waiting = queue.hand_over(lease, ready_fence(1, 0), queue.lock_ttl_ms)
+    assert waiting is not None
+    assert queue.extend_wait(waiting, 600_000, "provision")
+    assert queue.sweep_lost_waits(["provision"]) == [], "not before a lease has passed"
+    time.sleep(0.3)
+    assert queue.sweep_orphans() == [], "the wait still covers the lease"
+    assert queue.sweep_lost_waits(["provision"]) == [KEY]
+    assert published == [KEY], "a new pass is asked for"
+    _, fresh = queue.begin(published.pop())
+    assert fresh is not None, "the lost pass's lease is gone"
+    assert queue.claim(waiting, ready_fence(1, 0)) == (Claim.LOST, None), (
+        "the lost message, should it turn up, ends without writing"
+    )
+
+
+def test_a_step_waiting_behind_other_messages_keeps_its_pass(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published, lock_ttl=0.2)
+    queue.enqueue(KEY)
+    _, lease = queue.begin(published.pop())
+    assert lease is not None
+    waiting = queue.hand_over(lease, ready_fence(2, 0), queue.lock_ttl_ms)
+    assert waiting is not None
+    client.lpush(f"{key_prefix}delivery", "a message ahead of the step")
+    queue.extend_wait(waiting, 600_000, "delivery")
+    time.sleep(0.3)
+    assert queue.sweep_lost_waits(["provision", "delivery"]) == [], "it may be in the queue"
+    assert queue.claim(waiting, ready_fence(2, 0))[0] is Claim.CLAIMED
+    client.delete(f"{key_prefix}delivery")
+    time.sleep(0.3)
+    assert queue.sweep_lost_waits(["provision", "delivery"]) == [], "a running step is not lost"
+    assert client.zcard(queue.keys.waiting) == 0
+
+
+def test_a_held_step_is_not_taken_for_lost(client: redis.Redis, key_prefix: str) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published, lock_ttl=0.2)
+    queue.enqueue(KEY)
+    _, lease = queue.begin(published.pop())
+    assert lease is not None
+    waiting = queue.hand_over(lease, ready_fence(1, 0), queue.lock_ttl_ms)
+    assert waiting is not None
+    queue.extend_wait(waiting, 600_000, "provision")
+    assert queue.hold(waiting), "a worker received the message"
+    for _ in range(3):  # renewed past the lease the wait is looked at after
+        time.sleep(0.1)
+        assert queue.hold(waiting)
+    assert queue.sweep_lost_waits(["provision"]) == []
+    assert queue.claim(waiting, ready_fence(1, 0))[0] is Claim.CLAIMED
+
+
 # -- (e) the due-set -------------------------------------------------------------------------------
 
 
