@@ -129,6 +129,14 @@ class Settings(BaseSettings):
     watch_backoff_max_seconds: float = Field(
         default=30.0, gt=0, description="Cap of the reconnect backoff of a failing watch."
     )
+    target_watch_scope: Literal["namespaces", "cluster"] = Field(
+        default="namespaces",
+        description=(
+            "How the order kinds, delivered Secrets and Database CRs are watched on a target"
+            " cluster: in each namespace the ControlPlanes assign or place Keystone on it, as the"
+            " chart's per-namespace grants allow, or cluster-wide where the cluster grants that."
+        ),
+    )
     watch_unserved_retry_seconds: float = Field(
         default=60.0, gt=0, description="How often a kind a cluster does not serve is tried again."
     )

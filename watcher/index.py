@@ -2,7 +2,8 @@
 
 Owns the index of management-cluster orders by ``compute_control_plane_index_key`` (each order
 reduced to its name and its controlPlaneRef) that a ControlPlane event fans out through, the
-ControlPlanes reduced to Keystone's placement that a Database CR event is judged by, and, per
+ControlPlanes reduced to Keystone's placement and their namespace assignments (which a Database
+CR event is judged by, and which a target cluster's namespaced watches follow), and, per
 watch, each object's fingerprint and the keys it mapped to last, which the update predicates and
 a relist that finds an object gone need. Everything is rebuilt from a relist, so a new leadership
 term starts empty. It must never hold an object's body (Secrets!), list anything or enqueue.
@@ -48,6 +49,9 @@ class SharedIndex:
         self._placements: dict[ObjectName, ControlPlane] = {}
         self.orders_synced = threading.Event()
         self.control_planes_synced = threading.Event()
+        self.placements_changed = threading.Event()
+        """Set when what is known of the ControlPlanes changed (the watches of a target cluster
+        follow its assigned and placed namespaces); whoever acts on it clears it first."""
         self._extensions: dict[str, object] = {}
 
     def extension(self, name: str, build: Callable[[], T]) -> T:
@@ -111,16 +115,20 @@ class SharedIndex:
     def put_control_plane(self, cp: Mapping[str, Any]) -> None:
         """Remember where a ControlPlane places Keystone."""
         placed = compute_keystone_placement(cp)
+        name = object_name(cp)
         with self._lock:
-            if placed is None:
-                self._placements.pop(object_name(cp), None)
-            else:
-                self._placements[object_name(cp)] = placed
+            before = self._placements.pop(name, None)
+            if placed is not None:
+                self._placements[name] = placed
+        if before != placed:
+            self.placements_changed.set()
 
     def drop_control_plane(self, name: ObjectName) -> None:
         """Forget a deleted ControlPlane."""
         with self._lock:
-            self._placements.pop(name, None)
+            before = self._placements.pop(name, None)
+        if before is not None:
+            self.placements_changed.set()
 
     def replace_control_planes(self, cps: Iterable[Mapping[str, Any]]) -> None:
         """Replace every ControlPlane with a relist's."""
@@ -129,9 +137,10 @@ class SharedIndex:
         for cp in cps:
             self.put_control_plane(cp)
         self.control_planes_synced.set()
+        self.placements_changed.set()
 
     def control_planes(self) -> list[ControlPlane]:
-        """The known ControlPlanes, reduced to Keystone's placement."""
+        """The known ControlPlanes, reduced to Keystone's placement and namespace assignments."""
         with self._lock:
             return list(self._placements.values())
 

@@ -99,8 +99,9 @@ class WatchLoop:
         self._stream: WatchStream | None = None
         self._lock = threading.Lock()
         self._label = cluster_label(self.cluster)
+        self._where = dispatcher.where
         self._thread = threading.Thread(
-            target=self._run, name=f"watch {self.route.kind}@{self._label}", daemon=True
+            target=self._run, name=f"watch {self.route.kind}@{self._where}", daemon=True
         )
 
     def start(self) -> None:
@@ -160,7 +161,7 @@ class WatchLoop:
         except KindNotServedError:
             self._version = ""
             if not self.listed.is_set():
-                log.info("%s is not served on %s; trying again later", self.route.kind, self._label)
+                log.info("%s is not served on %s; trying again later", self.route.kind, self._where)
             self.dispatcher.not_served()
             self.listed.set()
             return Reason.NOT_SERVED
@@ -174,7 +175,9 @@ class WatchLoop:
                 else Reason.ERROR
             )
             if not self._stopping.is_set():
-                log.warning("watch restarts (%s): %s", reason, exc)
+                log.warning(
+                    "watch of %s on %s restarts (%s): %s", self.route.kind, self._where, reason, exc
+                )
             return reason
         except Exception as exc:  # an enqueue failure must not end the loop
             # The event that failed may be lost from the stream; a relist hands it on again.
@@ -184,7 +187,7 @@ class WatchLoop:
                 log.warning(
                     "watch of %s on %s: handing on events failed (%s); relisting",
                     self.route.kind,
-                    self._label,
+                    self._where,
                     type(exc).__name__,
                 )
             return Reason.ENQUEUE
@@ -192,6 +195,7 @@ class WatchLoop:
     def _relist(self) -> None:
         items, version = self.client.list_with_version(
             self.route.resource,
+            self.dispatcher.namespace,
             label_selector=self.route.label_selector,
             field_selector=self.route.field_selector,
             page=self.timing.page,
@@ -201,7 +205,7 @@ class WatchLoop:
         self.dispatcher.relisted(items)
         self._version = version
         self.listed.set()
-        log.info("listed %d %s on %s", len(items), self.route.kind, self._label)
+        log.info("listed %d %s on %s", len(items), self.route.kind, self._where)
 
     def _follow(self) -> bool:
         """Follow one watch stream to its end; return whether anything arrived on it."""
@@ -209,6 +213,7 @@ class WatchLoop:
             return True
         stream = self.client.watch(
             self.route.resource,
+            self.dispatcher.namespace,
             resource_version=self._version,
             label_selector=self.route.label_selector,
             field_selector=self.route.field_selector,

@@ -3,7 +3,9 @@
 After the MariaDBDatabase reconciler's watches: orders, labelled Secrets and mariadb-operator
 Database CRs on every engaged cluster; ExternalSecrets, VaultDynamicSecrets and ControlPlanes on
 the management cluster only, and there too the shared OpenBao client certificate, so orders
-waiting for cert-manager go on when it is issued. The decisions are core's
+waiting for cert-manager go on when it is issued. On a target cluster that grants them per
+namespace, orders and delivered Secrets are watched in each namespace the ControlPlanes assign
+there, and Database CRs in each namespace where one places Keystone. The decisions are core's
 (``tenantdb.core.mariadbdatabase.mappers``); this module binds them to the kinds and the index.
 """
 
@@ -20,6 +22,10 @@ from tenantdb.adapters.kube import (
     VAULT_DYNAMIC_SECRET,
 )
 from tenantdb.core.keys import OrderKey
+from tenantdb.core.mariadbdatabase.controlplane import (
+    compute_assigned_namespaces,
+    compute_placed_namespaces,
+)
 from tenantdb.core.mariadbdatabase.mappers import (
     map_client_certificate,
     map_control_plane,
@@ -81,13 +87,21 @@ def _map_database(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> l
     return map_database_cr(obj, cluster, index.control_planes())
 
 
+def _assigned(index: SharedIndex, cluster: str) -> set[str]:
+    return compute_assigned_namespaces(index.control_planes(), cluster)
+
+
+def _placed(index: SharedIndex, cluster: str) -> set[str]:
+    return compute_placed_namespaces(index.control_planes(), cluster)
+
+
 def _map_control_plane(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
     namespace, name = object_name(obj)
     return map_control_plane(obj, index.orders_referencing(f"{namespace}/{name}"))
 
 
 ROUTES: tuple[Route, ...] = (
-    order_route(IDENTITY, tracker=_OrderTracker),
+    order_route(IDENTITY, tracker=_OrderTracker, namespaces=_assigned),
     Route(
         CONTROL_PLANE,
         None,
@@ -105,6 +119,7 @@ ROUTES: tuple[Route, ...] = (
         compute_child_fingerprint,
         should_enqueue_child_update,
         _map_secret,
+        namespaces=_assigned,
     ),
     Route(
         EXTERNAL_SECRET,
@@ -141,6 +156,7 @@ ROUTES: tuple[Route, ...] = (
         should_enqueue_child_update,
         _map_database,
         waits_for=lambda index: index.control_planes_synced,
+        namespaces=_placed,
     ),
 )
 

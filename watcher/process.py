@@ -2,7 +2,10 @@
 
 Owns ``run_watcher`` (what ``tenantdb watcher`` runs) and the ``Watcher`` that supervises the
 loops: it campaigns for the Redis lease of the ``watcher`` role, and only while it leads does it
-run a list-then-watch loop for every watched kind on every engaged cluster. On gaining the lease
+run a list-then-watch loop for every watched kind on every engaged cluster: cluster-wide on the
+management cluster, and on a target cluster in each namespace the ControlPlanes assign there (the
+order kinds and delivered Secrets) or place Keystone in (Database CRs), as the chart grants it;
+the namespaces follow the ControlPlanes as they change. On gaining the lease
 it starts them all with an empty index, so each one relists and no event of the gap between two
 leaders is lost; on losing it, the guarded ``enqueue`` refuses at once (it asks the lease, which
 also runs out locally when Redis cannot be reached) and the loops are stopped. Every few seconds
@@ -37,17 +40,17 @@ from tenantdb.adapters.metrics import ENQUEUES, LEADER
 from tenantdb.adapters.metrics import serve as serve_metrics
 from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import Publish, WorkQueue
-from tenantdb.core.keys import OrderKey
+from tenantdb.core.keys import MANAGEMENT_CLUSTER, OrderKey
 from tenantdb.settings import Settings
 from watcher.index import SharedIndex
 from watcher.loop import LoopTiming, WatchLoop
-from watcher.routes import Dispatcher, cluster_label, load_routes, routes_for
+from watcher.routes import Dispatcher, Route, cluster_label, load_routes, routes_for
 
 log = logging.getLogger(__name__)
 
 ROLE = "watcher"
-LoopId = tuple[str, str]
-"""A loop's (cluster, kind)."""
+LoopId = tuple[str, str, str]
+"""A loop's (cluster, kind, namespace); the namespace is "" for a cluster-wide watch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +117,12 @@ class Watcher:
     def engaged(self) -> list[str]:
         """The clusters this replica runs watch loops on ("" is management)."""
         with self._lock:
-            return sorted({cluster for cluster, _ in self._loops})
+            return sorted({cluster for cluster, _, _ in self._loops})
+
+    def watches(self) -> list[LoopId]:
+        """The (cluster, kind, namespace) of every watch loop this replica runs."""
+        with self._lock:
+            return sorted(self._loops)
 
     def synced(self) -> bool:
         """Whether this replica leads and every loop has handed on its first list."""
@@ -174,6 +182,8 @@ class Watcher:
         while not stop.is_set() and time.monotonic() < deadline:
             if self._wake.wait(min(0.2, self.config.cluster_poll)):
                 break
+            if self._index.placements_changed.is_set():
+                break  # a target cluster's namespaces may have changed
             if self._lapsed.is_set() and self.lease.is_leader:
                 break  # the lease is confirmed again: relist what went unqueued at once
         self._wake.clear()
@@ -241,27 +251,62 @@ class Watcher:
                 # A new term (or the first): everything relists against a fresh index.
                 self._lapsed.clear()
                 self._index = SharedIndex()
+            self._index.placements_changed.clear()
+            wanted: set[LoopId] = set()
             for cluster in sorted(self._digests, key=lambda c: (c != "", c)):
                 client = self._client(cluster)
                 if client is None:
+                    wanted |= {i for i in self._loops if i[0] == cluster}
                     continue
                 for route in routes_for(cluster):
-                    loop_id = (cluster, route.kind)
-                    if loop_id in self._loops:
-                        continue
-                    stopping = threading.Event()
-                    dispatcher = Dispatcher(
-                        route,
-                        cluster,
-                        self._index,
-                        self._enqueuer(stopping),
-                        stopping,
-                        sync_wait=self.config.sync_wait,
-                        is_own_write=self._is_own_write,
-                    )
-                    loop = WatchLoop(client, dispatcher, stopping, self.config.timing)
-                    self._loops[loop_id] = loop
-                    loop.start()
+                    for namespace in self._namespaces(cluster, route):
+                        loop_id = (cluster, route.kind, namespace or "")
+                        wanted.add(loop_id)
+                        if loop_id not in self._loops:
+                            self._start_loop(loop_id, client, route, namespace)
+            unwanted = sorted(set(self._loops) - wanted)
+            for cluster, kind, namespace in unwanted:
+                log.info(
+                    "no longer watching %s in %s on %s", kind, namespace, cluster_label(cluster)
+                )
+            self._retire(unwanted)
+
+    def _namespaces(self, cluster: str, route: Route) -> list[str | None]:
+        """Where a route is watched on a cluster: [None] is cluster-wide.
+
+        On a target cluster that grants the kind per namespace, the namespaces the ControlPlanes
+        assign or place Keystone in there; none until the ControlPlanes are listed.
+        """
+        if (
+            cluster == MANAGEMENT_CLUSTER
+            or route.namespaces is None
+            or self.settings.target_watch_scope == "cluster"
+        ):
+            return [None]
+        if not self._index.control_planes_synced.is_set():
+            return []
+        return [*sorted(route.namespaces(self._index, cluster))]
+
+    def _start_loop(
+        self, loop_id: LoopId, client: KubeClient, route: Route, namespace: str | None
+    ) -> None:
+        cluster = loop_id[0]
+        stopping = threading.Event()
+        dispatcher = Dispatcher(
+            route,
+            cluster,
+            self._index,
+            self._enqueuer(stopping),
+            stopping,
+            sync_wait=self.config.sync_wait,
+            is_own_write=self._is_own_write,
+            namespace=namespace,
+        )
+        loop = WatchLoop(client, dispatcher, stopping, self.config.timing)
+        self._loops[loop_id] = loop
+        loop.start()
+        if namespace is not None:
+            log.info("watching %s in %s on %s", route.kind, namespace, cluster_label(cluster))
 
     def _enqueuer(self, stopping: threading.Event) -> Callable[[OrderKey], None]:
         # A loop being retired is not listened to: its events are the next loops' to find.

@@ -1,9 +1,10 @@
 """How watch events become order keys: the routes every kind declares, and their dispatch.
 
 A ``Route`` is one watched kind: where it is watched (every engaged cluster, or the management
-cluster only), with which selectors, how an object is fingerprinted, which updates pass, how an
-event maps to order keys, and what keeps the shared index. Each order kind declares its routes
-in a module of its own (``watcher.mariadbdatabase`` for MariaDBDatabase) with
+cluster only; on a target cluster cluster-wide or in the namespaces the ControlPlanes assign or
+place Keystone in there), with which selectors, how an object is fingerprinted, which updates
+pass, how an event maps to order keys, and what keeps the shared index. Each order kind declares
+its routes in a module of its own (``watcher.mariadbdatabase`` for MariaDBDatabase) with
 ``register_routes``; ``routes_for`` gives the watcher every registered route of a cluster.
 
 The ``Dispatcher`` of one (cluster, route) watch feeds every event through the route's mapper
@@ -81,6 +82,9 @@ class Route:
     """Keeps the shared index from this kind's management-cluster watch."""
     waits_for: Callable[[SharedIndex], threading.Event] | None = None
     """What the first relist waits for, so its events map against a filled index."""
+    namespaces: Callable[[SharedIndex, str], set[str]] | None = None
+    """Where the kind is watched on a target cluster that grants it per namespace: given the
+    index and the cluster, the namespaces to watch; None watches it cluster-wide everywhere."""
 
     @property
     def kind(self) -> str:
@@ -159,6 +163,7 @@ class Dispatcher:
         *,
         sync_wait: float = 10.0,
         is_own_write: Callable[[str, Mapping[str, Any]], bool] | None = None,
+        namespace: str | None = None,
     ) -> None:
         """Bind a route to a cluster, the term's shared index and the guarded enqueue.
 
@@ -171,9 +176,11 @@ class Dispatcher:
             sync_wait: how long the first relist waits for the index it maps against.
             is_own_write: tells the event of one of tenantdb's own writes, which wakes no
                 order (the pass that wrote it saw it through); it answers False when unsure.
+            namespace: the one namespace watched; None watches the whole cluster.
         """
         self.route = route
         self.cluster = cluster
+        self.namespace = namespace
         self.index = index
         self._enqueue = enqueue
         self._stopping = stopping
@@ -186,6 +193,8 @@ class Dispatcher:
             else None
         )
         self._label = cluster_label(cluster)
+        self.where = self._label if namespace is None else f"{self._label}/{namespace}"
+        """The cluster, and the namespace when only one is watched, as log lines name it."""
 
     def _count(self, kind: str, n: int = 1) -> None:
         WATCH_EVENTS.labels(cluster=self._label, kind=self.route.kind, type=kind).inc(n)
@@ -258,6 +267,6 @@ class Dispatcher:
                     log.info(
                         "watch of %s on %s: mapping its relist before the index is filled",
                         self.route.kind,
-                        self._label,
+                        self.where,
                     )
                 return

@@ -4,7 +4,8 @@ Owns the fingerprints the kinds' update predicates (their ``mappers``) are fed i
 previous version of an object: each one is a small object of the same shape that the predicate
 judges exactly as it judges the whole object (labels, annotations and child bodies are reduced to
 digests, so a Secret's data never stays in memory), the reduced ControlPlane the Database CR
-mapping needs (Keystone's placement only), and the capped, jittered backoff of a watch reconnect.
+mapping and a target cluster's namespaced watches need (Keystone's placement and the namespace
+assignments only), and the capped, jittered backoff of a watch reconnect.
 It must never list, watch, enqueue or read a clock; randomness comes in as an argument.
 """
 
@@ -123,16 +124,25 @@ def compute_order_index_entry(order: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def compute_keystone_placement(obj: Mapping[str, Any]) -> ControlPlane | None:
-    """Reduce a ControlPlane to its name and Keystone's placement, or None when unreadable."""
+    """Reduce a ControlPlane to its name, Keystone's placement and its namespace assignments
+    (namespace and cluster only), or None when unreadable."""
     meta = _meta(obj)
     spec = obj.get("spec")
     services = spec.get("services") if isinstance(spec, Mapping) else None
+    assignments = spec.get("namespaceAssignments") if isinstance(spec, Mapping) else None
+    reduced = [
+        {k: entry[k] for k in ("namespace", "targetClusterRef") if k in entry}
+        for entry in assignments or ()
+        if isinstance(entry, Mapping)
+    ]
     try:
         return ControlPlane(
             metadata=ObjectMeta(
                 name=str(meta.get("name", "")), namespace=str(meta.get("namespace", ""))
             ),
-            spec=ControlPlaneSpec.model_validate({"services": services}),
+            spec=ControlPlaneSpec.model_validate(
+                {"services": services, "namespaceAssignments": reduced}
+            ),
         )
     except ValidationError:
         return None

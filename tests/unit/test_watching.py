@@ -7,8 +7,10 @@ from typing import Any
 import pytest
 
 from tenantdb.core.mariadbdatabase.controlplane import (
+    compute_assigned_namespaces,
     compute_keystone_cluster,
     compute_keystone_namespace,
+    compute_placed_namespaces,
 )
 from tenantdb.core.mariadbdatabase.mappers import (
     map_control_plane,
@@ -212,6 +214,41 @@ def test_keystone_placement_keeps_the_placement(
 def test_unreadable_control_plane_places_nothing() -> None:
     cp = {"metadata": {"name": "cp", "namespace": "cp-ns"}, "spec": {"services": "nonsense"}}
     assert compute_keystone_placement(cp) is None
+
+
+def _plane(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "cp-ns"}, "spec": spec}
+
+
+def test_a_target_clusters_watched_namespaces_come_from_every_control_plane() -> None:
+    edge = {"targetClusterRef": {"name": "edge-1"}}
+    planes = [
+        compute_keystone_placement(
+            _plane(
+                "a",
+                {
+                    "namespaceAssignments": [
+                        {"namespace": "tenant-a", **edge, "allowedRoles": ["x"]},
+                        {"namespace": "tenant-m"},
+                        {"namespace": "tenant-c", "targetClusterRef": {"name": "edge-2"}},
+                    ],
+                    "services": {"keystone": {"namespace": {"name": "ks"}, **edge}},
+                },
+            )
+        ),
+        compute_keystone_placement(
+            _plane("b", {"namespaceAssignments": [{"namespace": "tenant-b", **edge}]})
+        ),
+    ]
+    reduced = [p for p in planes if p is not None]
+    assert len(reduced) == 2
+    assert compute_assigned_namespaces(reduced, "edge-1") == {"tenant-a", "tenant-b"}
+    assert compute_assigned_namespaces(reduced, MANAGEMENT_CLUSTER) == {"tenant-m"}
+    assert compute_assigned_namespaces(reduced, "edge-3") == set()
+    assert compute_placed_namespaces(reduced, "edge-1") == {"ks"}
+    assert compute_placed_namespaces(reduced, MANAGEMENT_CLUSTER) == {"cp-ns"}, (
+        "a ControlPlane without a Keystone placement keeps Keystone beside it"
+    )
 
 
 BACKOFFS = [

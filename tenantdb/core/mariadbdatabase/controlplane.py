@@ -2,11 +2,14 @@
 
 Owns the helpers the reference shares with the ControlPlane's own DB credential: Keystone's
 namespace and cluster, the effective Keystone database, whether that database issues dynamic
-credentials, the namespace assignment lookup, and the TLS test. It must never fetch the
+credentials, the namespace assignment lookup, the namespaces assigned and placed on a cluster
+(where a target cluster's watches look), and the TLS test. It must never fetch the
 ControlPlane or decide an order's conditions.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from tenantdb.core.mariadbdatabase.models import (
     ControlPlane,
@@ -75,6 +78,26 @@ def find_namespace_assignment(
         if entry.namespace == namespace and entry_cluster == cluster:
             return entry
     return None
+
+
+def compute_assigned_namespaces(control_planes: Iterable[ControlPlane], cluster: str) -> set[str]:
+    """Return every namespace some ControlPlane assigns on the cluster ("" is management)."""
+    return {
+        entry.namespace
+        for cp in control_planes
+        for entry in cp.spec.namespace_assignments
+        if entry.namespace
+        and (entry.target_cluster_ref.name if entry.target_cluster_ref else "") == cluster
+    }
+
+
+def compute_placed_namespaces(control_planes: Iterable[ControlPlane], cluster: str) -> set[str]:
+    """Return every namespace some ControlPlane places Keystone in on the cluster."""
+    return {
+        compute_keystone_namespace(cp)
+        for cp in control_planes
+        if compute_keystone_cluster(cp) == cluster and compute_keystone_namespace(cp)
+    }
 
 
 def is_db_credentials_ready(cp: ControlPlane) -> bool:

@@ -198,6 +198,8 @@ def settings_for(kubeconfig_path: Path, key_prefix: str) -> Settings:
         management_context="management",
         redis_url=REDIS_URL,
         key_prefix=key_prefix,
+        # The admin token sees every namespace; test_namespaces.py watches as the chart grants.
+        target_watch_scope="cluster",
     )
 
 

@@ -1,0 +1,67 @@
+"""The chart's RBAC, rendered through the real Helm engine and applied to a devstack cluster.
+
+Tests that run tenantdb as the ServiceAccount the chart creates use this: whatever the chart
+grants (and nothing else) is what the devstack's authorizer lets that account do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from helm_python import Chart
+
+from devstack.kube.cluster import Cluster
+
+CHART_DIR = Path(__file__).resolve().parents[1] / "charts" / "tenantdb"
+RBAC_KINDS = {
+    "ServiceAccount": "serviceaccounts",
+    "Role": "roles.rbac.authorization.k8s.io",
+    "RoleBinding": "rolebindings.rbac.authorization.k8s.io",
+    "ClusterRole": "clusterroles.rbac.authorization.k8s.io",
+    "ClusterRoleBinding": "clusterrolebindings.rbac.authorization.k8s.io",
+}
+
+
+def render_chart(
+    values: Mapping[str, Any], *, release: str = "tdb", namespace: str = "tenantdb-system"
+) -> list[dict[str, Any]]:
+    """Every object the chart renders for these values, in template order."""
+    chart = Chart.load(CHART_DIR)
+    try:
+        rendered = chart.render(dict(values), name=release, namespace=namespace)
+    finally:
+        chart.close()
+    objects: list[dict[str, Any]] = []
+    for path in sorted(rendered):
+        objects.extend(doc for doc in yaml.safe_load_all(rendered[path]) if doc)
+    return objects
+
+
+def apply_rbac(cluster: Cluster, objects: list[dict[str, Any]], namespace: str) -> list[str]:
+    """Create the ServiceAccounts, Roles and bindings among ``objects``; return their names.
+
+    Namespaces the objects name are created when missing. Everything else is left out.
+    """
+    applied: list[str] = []
+    existing = {n["metadata"]["name"] for n in cluster.list("namespaces")}
+    for obj in objects:
+        resource = RBAC_KINDS.get(str(obj.get("kind")))
+        if resource is None:
+            continue
+        meta = obj["metadata"]
+        ns = "" if obj["kind"].startswith("Cluster") else str(meta.get("namespace") or namespace)
+        if ns and ns not in existing:
+            cluster.create("namespaces", {"metadata": {"name": ns}})
+            existing.add(ns)
+        cluster.create(resource, obj, ns)
+        applied.append("/".join(part for part in (obj["kind"], ns, meta["name"]) if part))
+    return applied
+
+
+def service_account_token(cluster: Cluster, namespace: str, name: str) -> str:
+    """A token of the ServiceAccount, as the TokenRequest API issues it (an hour long)."""
+    issued = cluster.token_request(namespace, name, {"spec": {"expirationSeconds": 3600}})
+    return str(issued["status"]["token"])
