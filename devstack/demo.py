@@ -2,9 +2,11 @@
 
 Starts the devstack (Kubernetes API servers for ``management`` and ``edge-1``, OpenBao, ESO,
 mariadb-operator, cert-manager) on the local Redis and MariaDB, then tenantdb's watcher, two
-workers, beat and Flower; applies the orders in ``examples/`` with kubectl (one on the management
-cluster, one on ``edge-1``, one that is refused) and shows them until they settle. Ctrl-C (or the
-end of ``--until-ready``) stops every process it started and nothing else.
+workers, beat and Flower, and a Prometheus (Debian's ``prometheus``, when installed) scraping
+every tenantdb process with the chart's alert rules loaded; applies the orders in ``examples/``
+with kubectl (one on the management cluster, one on ``edge-1``, one that is refused) and shows
+them until they settle; once they have, it waits for Prometheus to show them by Ready reason.
+Ctrl-C (or the end of ``--until-ready``) stops every process it started and nothing else.
 
 It prints how to read a delivered credential, never the credential itself; Flower's demo
 password goes to a file in the state directory. It lives with the devstack it starts, so the
@@ -24,15 +26,18 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import MARIADB_DATABASE, SECRET, KindNotServedError, KubeError
 from tenantdb.core.mariadbdatabase.naming import IDENTITY
+from tenantdb.core.readiness import compute_ready_state
 from tenantdb.core.report import QueueView, build_report
 from tenantdb.settings import Settings
 
@@ -41,6 +46,8 @@ EXAMPLES = REPO / "examples"
 KEY_PREFIX = "tenantdb-demo:"
 FLOWER_PORT = 5555
 METRICS_PORTS = {"watcher": 9103, "worker-1": 9101, "worker-2": 9102, "beat": 9104}
+PROMETHEUS_PORT = 9190
+RULES = REPO / "charts" / "tenantdb" / "rules" / "tenantdb.rules.yaml"
 
 
 @dataclass(frozen=True)
@@ -203,9 +210,87 @@ def running_stack(state: Path) -> Iterator[tuple[dict[str, str], Processes]]:
             [*tenantdb, "flower", "--port", str(FLOWER_PORT), "--address", "127.0.0.1"],
             {**env, "TENANTDB_FLOWER_BASIC_AUTH_FILE": str(auth_file)},
         )
+        prometheus = shutil.which("prometheus")
+        if prometheus is not None:
+            procs.start("prometheus", prometheus_argv(prometheus, state), dict(os.environ))
         yield env, procs
     finally:
         procs.stop()
+
+
+def prometheus_config() -> dict[str, object]:
+    """A Prometheus configuration scraping every tenantdb process, with the chart's rules."""
+    return {
+        "global": {"scrape_interval": "2s", "evaluation_interval": "5s"},
+        "rule_files": [str(RULES)],
+        "scrape_configs": [
+            {
+                "job_name": f"tenantdb-{name}",
+                "static_configs": [
+                    {"targets": [f"127.0.0.1:{port}"], "labels": {"namespace": "demo"}}
+                ],
+            }
+            for name, port in METRICS_PORTS.items()
+        ],
+    }
+
+
+def prometheus_argv(binary: str, state: Path) -> list[str]:
+    """Write the demo's Prometheus configuration under ``state``; return its command line."""
+    directory = state / "prometheus"
+    directory.mkdir(exist_ok=True)
+    config = directory / "prometheus.yml"
+    config.write_text(json.dumps(prometheus_config(), indent=2))  # JSON is YAML
+    return [
+        binary,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={directory / 'data'}",
+        f"--web.listen-address=127.0.0.1:{PROMETHEUS_PORT}",
+        "--storage.tsdb.retention.time=1d",
+    ]
+
+
+def query_prometheus(query: str) -> list[dict[str, object]] | None:
+    """The instant vector Prometheus answers for ``query``; None when it does not answer."""
+    url = f"http://127.0.0.1:{PROMETHEUS_PORT}/api/v1/query?" + urllib.parse.urlencode(
+        {"query": query}
+    )
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            body = json.loads(answer.read())
+    except (OSError, ValueError):
+        return None
+    result = body.get("data", {}).get("result") if isinstance(body, dict) else None
+    return result if isinstance(result, list) else None
+
+
+def expected_series(registry: ClusterRegistry) -> dict[tuple[str, str], int]:
+    """The ``tenantdb_orders`` samples the demo's orders make now: (status, reason) -> count."""
+    found: dict[tuple[str, str], int] = {}
+    for _, obj in read_orders(registry):
+        if obj is not None:
+            state = compute_ready_state(obj)
+            found[(state.status, state.reason)] = found.get((state.status, state.reason), 0) + 1
+    return found
+
+
+def orders_series_present(registry: ClusterRegistry) -> str | None:
+    """A line reporting the orders-by-reason series in Prometheus, or None while they are
+    not all there (Prometheus scrapes beat every 2 s; beat counts the orders every 10 s)."""
+    result = query_prometheus('sum by (status, reason) (tenantdb_orders{kind="mariadbdatabase"})')
+    if not result:
+        return None
+    seen: dict[tuple[str, str], int] = {}
+    for sample in result:
+        metric = sample.get("metric")
+        value = sample.get("value")
+        if isinstance(metric, dict) and isinstance(value, list) and len(value) == 2:
+            seen[(str(metric.get("status")), str(metric.get("reason")))] = int(float(value[1]))
+    expected = expected_series(registry)
+    if not expected or any(seen.get(labels) != n for labels, n in expected.items()):
+        return None
+    shown = ", ".join(f"{r} (Ready={st}) = {n}" for (st, r), n in sorted(expected.items()))
+    return f"Prometheus has tenantdb_orders for the demo orders: {shown}"
 
 
 def kubectl() -> str:
@@ -241,17 +326,30 @@ class Row:
     refreshed: str
 
 
+def read_orders(registry: ClusterRegistry) -> list[tuple[DemoOrder, dict[str, Any] | None]]:
+    """Each example order with the object its cluster holds (None: not there, or unreadable)."""
+    found: list[tuple[DemoOrder, dict[str, Any] | None]] = []
+    for order in ORDERS:
+        try:
+            obj = registry.get(_cluster(order)).get_or_none(
+                MARIADB_DATABASE, order.namespace, order.name
+            )
+        except (KubeError, KindNotServedError):
+            obj = None
+        found.append((order, obj))
+    return found
+
+
+def _cluster(order: DemoOrder) -> str:
+    return "" if order.cluster == "management" else order.cluster
+
+
 def read_rows(registry: ClusterRegistry) -> list[Row]:
     """The example orders as their clusters report them."""
     rows = []
-    for order in ORDERS:
-        cluster = "" if order.cluster == "management" else order.cluster
-        try:
-            obj = registry.get(cluster).get_or_none(MARIADB_DATABASE, order.namespace, order.name)
-        except (KubeError, KindNotServedError):
-            obj = None
+    for order, obj in read_orders(registry):
         report = build_report(
-            IDENTITY.key(order.namespace, order.name, cluster),
+            IDENTITY.key(order.namespace, order.name, _cluster(order)),
             obj,
             QueueView(),
             time.time(),
@@ -317,6 +415,12 @@ def _how_to(state: Path, kubeconfig: str, registry: ClusterRegistry) -> str:
             f'  mariadb -h {real_host} -P {real_port} -u "$USER" -p"$PASS" workflow_db',
             "",
             f"Flower:  http://127.0.0.1:{FLOWER_PORT}  (user:password in {state / 'flower-auth'})",
+            *(
+                [f"Prometheus: http://127.0.0.1:{PROMETHEUS_PORT}  (scrapes every tenantdb"
+                 " process, with the chart's alert rules loaded)"]
+                if shutil.which("prometheus") is not None
+                else []
+            ),
             "Metrics: "
             + ", ".join(f"{n} http://127.0.0.1:{p}/metrics" for n, p in METRICS_PORTS.items()),
             "Re-run a pass from another shell:",
@@ -328,11 +432,27 @@ def _how_to(state: Path, kubeconfig: str, registry: ClusterRegistry) -> str:
     )  # fmt: skip
 
 
+def _report_series(registry: ClusterRegistry, procs: Processes, stop: threading.Event) -> bool:
+    """Wait (a minute at most) for Prometheus to show the demo orders by reason; print it."""
+    deadline = time.monotonic() + 60
+    while not stop.is_set():
+        procs.check()
+        report = orders_series_present(registry)
+        if report is not None:
+            print(report)
+            return True
+        if time.monotonic() > deadline:
+            print("Prometheus shows no tenantdb_orders series for the demo orders")
+            return False
+        stop.wait(1.0)
+    return True
+
+
 def run_demo(state: Path, *, until_ready: bool, timeout: float, stop: threading.Event) -> int:
     """Run the demo; return 0 once the orders settled (``until_ready``) or on Ctrl-C."""
     ensure_services()
     with running_stack(state) as (env, procs):
-        kubeconfig = env["TENANTDB_KUBECONFIG"]
+        kubeconfig = env["DEVSTACK_KUBECONFIG"]  # the user's own: tenantdb creates no order
         apply_examples(kubeconfig)
         registry = ClusterRegistry.from_settings(
             Settings(kubeconfig=kubeconfig, management_context="management")
@@ -356,6 +476,8 @@ def run_demo(state: Path, *, until_ready: bool, timeout: float, stop: threading.
             return 0
         print(render(rows))
         print(_how_to(state, kubeconfig, registry))
+        if shutil.which("prometheus") is not None and not _report_series(registry, procs, stop):
+            return 1
         if until_ready:
             return 0
         stop.wait()

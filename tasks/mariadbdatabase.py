@@ -30,7 +30,7 @@ from typing import Any
 
 from tasks.chain import RetryStepError, StepContext, StepResult
 from tasks.reconcile import PassContext, PassOutcome
-from tasks.runtime import PerRegistry
+from tasks.runtime import PerRegistry, note_ready
 from tasks.scaffold import (
     Admission,
     KindSpec,
@@ -315,6 +315,7 @@ def record(
     if rec.write_status:
         check()
         stored = orders().write_status(key, fetched, rec.status, check)
+        note_ready(key, stored)
         if written is not None:
             written(stored)
     return rec

@@ -28,7 +28,7 @@ from typing import Any
 
 from tasks.chain import StepContext, StepResult
 from tasks.reconcile import PassContext, PassOutcome
-from tasks.runtime import PerRegistry, workqueue
+from tasks.runtime import PerRegistry, note_ready, workqueue
 from tasks.scaffold import Admission, KindSpec, Plan, Step, declare_kind, remember_write
 from tenantdb.adapters.mysql_orders import CredentialError, MysqlOrders, SecretData
 from tenantdb.adapters.mysqladmin import AdminError, AdminSession, TLSRequiredError, admin_pool
@@ -186,6 +186,7 @@ def _write(
     ctx: PassContext | StepContext, order: dict[str, Any], status: Mapping[str, Any]
 ) -> dict[str, Any]:
     written = orders().write_status(ctx.key, order, status, ctx.guard.check)
+    note_ready(ctx.key, written)
     if written is not order:
         remember_write(ctx.key.cluster, written)
     return written

@@ -4,19 +4,23 @@ The work queue is built on first use, after the prefork pool has forked, so each
 has Redis connections of its own; the cluster registry is read again when a configuration file
 changes. ``finish_pass`` is the one way a pass ends: it writes the
 pass's come-backs to the timetables and releases the order's lease, asking for another pass when
-events arrived meanwhile or the caller says so.
+events arrived meanwhile or the caller says so. ``note_ready`` records an order's Ready state
+for the orders gauges whenever a pass reads the order or writes its status; a pass that finds
+its order gone drops it.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from celery import Task, current_app
 from celery.utils.time import get_exponential_backoff_interval
+from redis import RedisError
 
 from tenantdb.adapters.celeryapp import make_publisher
 from tenantdb.adapters.clusters import (
@@ -28,6 +32,7 @@ from tenantdb.adapters.clusters import (
 from tenantdb.adapters.kube import KubeError
 from tenantdb.adapters.mariadb_orders import ActionError, ReadError
 from tenantdb.adapters.openbao import OpenBaoError
+from tenantdb.adapters.readiness import ReadyBook
 from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import Lease, LeaseLostError, Release, WorkQueue
 from tenantdb.core.keys import OrderKey
@@ -35,6 +40,8 @@ from tenantdb.core.schedule import compute_timetable, plan_comebacks
 from tenantdb.settings import load_settings
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     AnyTask = Task[Any, Any]
@@ -53,6 +60,21 @@ def workqueue() -> WorkQueue:
         lock_ttl=settings.lock_ttl_seconds,
         pending_ttl=settings.pending_ttl_seconds,
     )
+
+
+@lru_cache(maxsize=1)
+def ready_book() -> ReadyBook:
+    """The orders' Ready states, on this worker process's Redis."""
+    return ReadyBook(workqueue().redis, load_settings().key_prefix)
+
+
+def note_ready(key: OrderKey, order: Mapping[str, Any]) -> None:
+    """Record the Ready state of ``order`` as read or as written; a Redis failure costs only
+    the gauge's freshness, never the pass."""
+    try:
+        ready_book().record(key, order)
+    except RedisError:
+        log.warning("could not record the order's Ready state", extra={"order": str(key)})
 
 
 _CLUSTERS: dict[tuple[object, ...], ClusterRegistry] = {}
@@ -121,6 +143,7 @@ def finish_pass(
     )
     if gone:
         queue.forget(lease.key)
+        ready_book().forget(lease.key)
     elif completed:
         queue.replace_timetable(lease.key, compute_timetable(comebacks))
     else:

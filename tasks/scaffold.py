@@ -28,7 +28,7 @@ from redis import RedisError
 
 from tasks.chain import StepContext, StepResult, StepTask, run_step
 from tasks.reconcile import PassContext, PassOutcome, register_pass
-from tasks.runtime import AnyTask, PerRegistry, handover_ms, workqueue
+from tasks.runtime import AnyTask, PerRegistry, handover_ms, note_ready, workqueue
 from tenantdb.adapters.clusters import ClusterUnavailableError
 from tenantdb.adapters.metrics import PASSES
 from tenantdb.adapters.orders import OrderStore
@@ -215,6 +215,7 @@ def serve(spec: KindSpec[Order, Decision], ctx: PassContext) -> PassOutcome:
     if raw is None or path is PassPath.GONE:
         PASSES.labels(kind=kind, path=PassPath.GONE.value).inc()
         return PassOutcome("Gone", gone=True)
+    note_ready(key, raw)
     if path is PassPath.RELEASED:
         return PassOutcome("Deleting")
     order = spec.read(raw)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tenantdb.adapters.kube import Object, Resource, WatchEvent, resource_of
-from tenantdb.adapters.metrics import WATCH_EVENTS
+from tenantdb.adapters.metrics import WATCH_EVENTS, WATCH_LAST_EVENT
 from tenantdb.core.keys import MANAGEMENT_CLUSTER, InvalidOrderKeyError, OrderKey
 from tenantdb.core.kinds import KindIdentity
 from tenantdb.core.watching import (
@@ -198,6 +198,7 @@ class Dispatcher:
 
     def _count(self, kind: str, n: int = 1) -> None:
         WATCH_EVENTS.labels(cluster=self._label, kind=self.route.kind, type=kind).inc(n)
+        WATCH_LAST_EVENT.labels(cluster=self._label, kind=self.route.kind).set_to_current_time()
 
     def _send(self, keys: list[OrderKey] | tuple[OrderKey, ...]) -> None:
         for key in keys:

@@ -14,6 +14,12 @@ swallowed. An error ends the
 sweep, never the loop: beat logs it and sweeps again after a capped backoff. It holds no state
 of its own: a restarted beat carries on from Redis. Replicas elect one active beat through a
 Redis lease; the others stand by.
+
+The active beat also keeps the installation's gauges (``export_gauges``): the timetables' sizes,
+the broker queues' depths and the age of each queue's oldest message, the pending keys, and the
+orders by kind and Ready reason the workers record (``tenantdb.adapters.readiness``). Each key
+it claims from a timetable is observed in ``tenantdb_refresh_lag_seconds``: how late it was
+taken. A beat that stops leading drops the series only the leader keeps.
 """
 
 from __future__ import annotations
@@ -24,9 +30,27 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tenantdb.adapters.celeryapp import build_celery_app, make_publisher
+from tenantdb.adapters.celeryapp import (
+    build_celery_app,
+    make_publisher,
+    message_published_at,
+    message_tag,
+)
 from tenantdb.adapters.leader import LeaderLease
-from tenantdb.adapters.metrics import DUE_KEYS, LEADER, PENDING_KEYS, QUEUE_DEPTH, serve
+from tenantdb.adapters.metrics import (
+    DUE_KEYS,
+    LEADER,
+    OLDEST_PENDING,
+    ORDERS,
+    ORDERS_NOT_READY,
+    PENDING_KEYS,
+    QUEUE_DEPTH,
+    REFRESH_LAG,
+    forget_beat_gauges,
+    serve,
+    set_series,
+)
+from tenantdb.adapters.readiness import ReadyBook
 from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
@@ -60,7 +84,12 @@ def _sweep_table(
     enqueued = recover_claims(queue, now - CLAIM_RECOVERY, table)
     while limit is None or enqueued < limit:
         size = batch if limit is None else min(batch, limit - enqueued)
+        due_at = _peek_due(queue, now, size, table)
         keys = queue.claim_due(now, size, table)
+        lag = REFRESH_LAG.labels(table=table.value)
+        for key in keys:
+            if (at := due_at.get(str(key))) is not None:
+                lag.observe(max(0.0, now - at))
         done: list[OrderKey] = []
         try:
             for key in keys:
@@ -74,6 +103,18 @@ def _sweep_table(
         if len(keys) < size:
             break
     return enqueued
+
+
+def _peek_due(queue: WorkQueue, now: float, size: int, table: Timetable) -> dict[str, float]:
+    """When each of the keys the next claim takes was due (the claim keeps only its own time)."""
+    found: list[tuple[bytes | str, float]] = queue.redis.zrangebyscore(  # type: ignore[assignment]
+        queue.keys.timetable(table), "-inf", int(now * 1000), start=0, num=size, withscores=True
+    )
+    return {_text(member): float(score) / 1000 for member, score in found}
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def recover_claims(queue: WorkQueue, older_than: float, table: Timetable) -> int:
@@ -112,13 +153,48 @@ def sweep_once(
     return SweepReport(due=due, refreshed=refreshed, orphaned=orphaned)
 
 
-def export_gauges(queue: WorkQueue) -> None:
-    """Publish the timetables' sizes, the broker queues' depths and the pending keys."""
+class QueueHeads:
+    """When beat first saw each queue's next message, for messages that carry no publish time."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[str, float]] = {}
+
+    def age(self, queue: WorkQueue, name: str, now: float) -> float:
+        """Seconds the next message of broker queue ``name`` has waited; 0 when it is empty.
+
+        kombu pushes messages on the left of the queue's list and workers take them from the
+        right, so the rightmost is the oldest.
+        """
+        raw = queue.redis.lindex(f"{queue.keys.prefix}{name}", -1)
+        if raw is None:
+            self._seen.pop(name, None)
+            return 0.0
+        published = message_published_at(raw)
+        if published is not None:
+            return max(0.0, now - published)
+        tag = message_tag(raw) or ""
+        seen = self._seen.get(name)
+        if seen is None or seen[0] != tag:
+            seen = self._seen[name] = (tag, now)
+        return max(0.0, now - seen[1])
+
+
+_HEADS = QueueHeads()
+
+
+def export_gauges(queue: WorkQueue, now: float | None = None, heads: QueueHeads = _HEADS) -> None:
+    """Publish the timetables' sizes, the broker queues' depths and oldest messages' ages, the
+    pending keys, and the orders by kind and Ready reason."""
+    now = time.time() if now is None else now
     for table in Timetable:
         DUE_KEYS.labels(table=table.value).set(queue.due_count(table))
     for name in Queue:
         QUEUE_DEPTH.labels(queue=name.value).set(queue.queue_depth(name.value))
+        OLDEST_PENDING.labels(queue=name.value).set(heads.age(queue, name.value, now))
     PENDING_KEYS.set(queue.pending_count())
+    tally = ReadyBook(queue.redis, queue.keys.prefix).tally(now)
+    set_series(ORDERS, {labels: float(n) for labels, n in tally.orders.items()})
+    set_series(ORDERS_NOT_READY, {labels: age for labels, age in tally.not_ready_seconds.items()})
 
 
 def run_beat(
@@ -145,6 +221,8 @@ def run_beat(
     while not stop.is_set():
         next_tick += interval
         if not is_active():
+            if taken_over:
+                forget_beat_gauges()
             taken_over = False
             stop.wait(max(0.0, next_tick - time.monotonic()))
             continue

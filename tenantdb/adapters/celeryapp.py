@@ -6,14 +6,21 @@ shared broker the shortest one wins, so a producer with another value would caus
 
 Tasks carry order keys only and return condition reasons only; there is no result backend, so
 nothing a task returns is stored beyond the events Flower shows.
+
+Every message a tenantdb process publishes carries its publish time in the ``tenantdb-published``
+header (epoch seconds), which is how beat tells the age of the oldest message in a queue
+(``message_age``); a retry is a new message and is stamped anew.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from celery import Celery
+from celery.signals import before_task_publish
 from kombu import Queue as KombuQueue
 
 from tenantdb.adapters.redisclient import broker_connection
@@ -21,6 +28,33 @@ from tenantdb.adapters.workqueue import Publish
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.tasknames import RECONCILE_ORDER, Queue, queue_for
 from tenantdb.settings import Settings
+
+PUBLISHED_HEADER = "tenantdb-published"
+"""The message header holding the epoch second a tenantdb process published the message at."""
+
+
+@before_task_publish.connect(weak=False, dispatch_uid="tenantdb-published")
+def _stamp_published(headers: dict[str, Any] | None = None, **_: Any) -> None:
+    if headers is not None:
+        headers[PUBLISHED_HEADER] = round(time.time(), 3)
+
+
+def message_published_at(raw: bytes | str) -> float | None:
+    """When a message as the Redis transport keeps it was published; None without the stamp."""
+    try:
+        message = json.loads(raw)
+        stamp = message["headers"][PUBLISHED_HEADER]
+        return float(stamp)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def message_tag(raw: bytes | str) -> str | None:
+    """The transport's delivery tag of a message, which names it while it waits."""
+    try:
+        return str(json.loads(raw)["properties"]["delivery_tag"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _route(

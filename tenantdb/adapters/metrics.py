@@ -8,20 +8,41 @@ write, even when its writes ran in several chain steps.
 
 Worker processes run under Celery's prefork pool: with ``PROMETHEUS_MULTIPROC_DIR`` set (the
 ``tenantdb worker`` command sets it), every child writes its samples to that directory and the
-parent serves them all. Labels never carry a secret: kinds, paths, legs and condition types only.
+parent serves them all. Labels never carry a secret or an order's name: kinds, paths, legs,
+condition types and reasons, queues, operations, clusters and watched kinds only.
+
+Beat keeps the gauges of the whole installation (the orders by Ready reason, the queues, the
+timetables) from what is in Redis; only the active beat exports them, and a beat that loses its
+lease drops the orders and queue-age series (``forget_beat_gauges``), so a standby never shows
+stale values beside the leader's.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from time import perf_counter, time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client import multiprocess as prometheus_multiprocess
 
 LEG_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+LAG_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+
+OPENBAO_OPERATIONS = (
+    "login",
+    "read_role",
+    "write_role",
+    "delete_role",
+    "revoke_leases",
+    "revoke_token",
+)
+"""The OpenBao requests tenantdb makes, as the ``operation`` label names them."""
+SQL_OPERATIONS = ("connect", "query", "execute")
+"""The requests to a MySQL server: opening the admin connection, a read-only query, and one
+writing statement."""
 
 RECONCILE_DURATION = Histogram(
     "c5c3_operator_reconcile_duration_seconds",
@@ -97,6 +118,126 @@ LEADER = Gauge(
     ["role"],
     multiprocess_mode="livemax",
 )
+
+ORDERS = Gauge(
+    "tenantdb_orders",
+    "Orders by kind and by the status and reason of their Ready condition, as tenantdb last "
+    "read or wrote it (for an order not Ready, the reason of its first condition that is not "
+    "True). Kept by the active beat.",
+    ["kind", "status", "reason"],
+    multiprocess_mode="livemax",
+)
+ORDERS_NOT_READY = Gauge(
+    "tenantdb_orders_not_ready_seconds",
+    "The longest time an order of this kind and reason has been not Ready: seconds since its "
+    "Ready condition last changed status (since its creation when it has none). Kept by the "
+    "active beat.",
+    ["kind", "reason"],
+    multiprocess_mode="livemax",
+)
+OLDEST_PENDING = Gauge(
+    "tenantdb_oldest_pending_seconds",
+    "Age of the next message a worker takes from each chain's broker queue (the oldest "
+    "waiting): seconds since it was published, from the publish time every tenantdb process "
+    "stamps on its messages; a message without the stamp counts from when beat first saw it "
+    "next in line. 0 when the queue is empty.",
+    ["queue"],
+    multiprocess_mode="livemax",
+)
+REFRESH_LAG = Histogram(
+    "tenantdb_refresh_lag_seconds",
+    "How late beat takes due come-backs, by timetable: for each key it claims, the claim time "
+    "minus the time the key was due.",
+    ["table"],
+    buckets=LAG_BUCKETS,
+)
+OPENBAO_DURATION = Histogram(
+    "tenantdb_openbao_request_duration_seconds",
+    "Duration of OpenBao requests by operation, failed ones included.",
+    ["operation"],
+    buckets=REQUEST_BUCKETS,
+)
+OPENBAO_ERRORS = Counter(
+    "tenantdb_openbao_request_errors",
+    "OpenBao requests that failed (no answer, or an error status tenantdb does not expect; "
+    "a role or lease that is not there is no error), by operation.",
+    ["operation"],
+)
+SQL_DURATION = Histogram(
+    "tenantdb_sql_request_duration_seconds",
+    "Duration of requests to MySQL servers by operation (connect, query, execute), failed "
+    "ones included.",
+    ["operation"],
+    buckets=REQUEST_BUCKETS,
+)
+SQL_ERRORS = Counter(
+    "tenantdb_sql_request_errors",
+    "Requests to MySQL servers that failed, by operation.",
+    ["operation"],
+)
+WATCH_LAST_EVENT = Gauge(
+    "tenantdb_watch_last_event_timestamp_seconds",
+    "When the watcher last heard from a watch, by cluster and kind: an event, a bookmark or a "
+    "relist, in epoch seconds.",
+    ["cluster", "kind"],
+    multiprocess_mode="livemax",
+)
+
+for _operation in OPENBAO_OPERATIONS:
+    OPENBAO_DURATION.labels(operation=_operation)
+    OPENBAO_ERRORS.labels(operation=_operation)
+for _operation in SQL_OPERATIONS:
+    SQL_DURATION.labels(operation=_operation)
+    SQL_ERRORS.labels(operation=_operation)
+
+
+@contextmanager
+def observe_request(duration: Histogram, errors: Counter, operation: str) -> Iterator[None]:
+    """Time one request to an external system; count it as failed when the body raises."""
+    started = perf_counter()
+    try:
+        yield
+    except Exception:
+        errors.labels(operation=operation).inc()
+        raise
+    finally:
+        duration.labels(operation=operation).observe(perf_counter() - started)
+
+
+def openbao_request(operation: str) -> AbstractContextManager[None]:
+    """Time one OpenBao request (``OPENBAO_OPERATIONS``)."""
+    return observe_request(OPENBAO_DURATION, OPENBAO_ERRORS, operation)
+
+
+def sql_request(operation: str) -> AbstractContextManager[None]:
+    """Time one request to a MySQL server (``SQL_OPERATIONS``)."""
+    return observe_request(SQL_DURATION, SQL_ERRORS, operation)
+
+
+def forget_beat_gauges() -> None:
+    """Drop the series only the active beat keeps: this replica no longer leads."""
+    for gauge in (ORDERS, ORDERS_NOT_READY, OLDEST_PENDING):
+        gauge.clear()
+
+
+def set_series(gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
+    """Set a labelled gauge to exactly these series: new values first, then drop the rest.
+
+    A scrape in between sees every current series, never a gap.
+    """
+    for labels, value in values.items():
+        gauge.labels(*labels).set(value)
+    for labels in _label_sets(gauge) - set(values):
+        gauge.remove(*labels)
+
+
+def _label_sets(gauge: Gauge) -> set[tuple[str, ...]]:
+    names = gauge._labelnames
+    return {
+        tuple(sample.labels[n] for n in names)
+        for metric in gauge.collect()
+        for sample in metric.samples
+    }
 
 
 @contextmanager

@@ -8,7 +8,8 @@ for every connect), plaintext otherwise unless ``TENANTDB_MYSQL_REQUIRE_TLS`` re
 never PyMySQL's unverified TLS; one pooled connection per group and site per worker process,
 with connect, read and write timeouts, and a short memory of a failed connect so one
 unreachable group costs each pass at most one timeout and never holds a worker for long; and
-running statements with their bound values, counting them, and turning driver errors into
+running statements with their bound values, counting them, timing every connect, query and
+statement and counting its failures (``tenantdb_sql_request_*``), and turning driver errors into
 ``AdminError`` whose text never holds a password.
 
 In-cluster addresses are dialled as they are unless ``TENANTDB_ADDRESS_MAP_FILE`` maps them (a
@@ -33,6 +34,7 @@ from typing import Any
 import pymysql
 from prometheus_client import Counter
 
+from tenantdb.adapters.metrics import sql_request
 from tenantdb.core.mysqldatabase.errors import is_transient as _is_transient
 from tenantdb.core.mysqldatabase.errors import may_have_run
 from tenantdb.core.mysqldatabase.sql import Dialect, Statement, detect_dialect
@@ -219,7 +221,7 @@ class AdminSession:
         """Run a read-only query; its rows."""
         STATEMENTS.labels(verb="SELECT").inc()
         try:
-            with self._pooled.connection.cursor() as cursor:
+            with sql_request("query"), self._pooled.connection.cursor() as cursor:
                 cursor.execute(statement.template, statement.params)
                 return [tuple(row) for row in cursor.fetchall()]
         except (pymysql.err.MySQLError, OSError) as error:
@@ -236,7 +238,7 @@ class AdminSession:
             params = tuple(values.get(p, p) for p in statement.params)
             STATEMENTS.labels(verb=statement.template.split(" ", 1)[0]).inc()
             try:
-                with self._pooled.connection.cursor() as cursor:
+                with sql_request("execute"), self._pooled.connection.cursor() as cursor:
                     cursor.execute(statement.template, params)
             except (pymysql.err.MySQLError, OSError) as error:
                 raise _failure(
@@ -323,10 +325,11 @@ class AdminPool:
             options["ssl_disabled"] = True
         secrets = [login.password, login.root_password]
         try:
-            connection = self._login(options, login)
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT VERSION()")
-                row = cursor.fetchone()
+            with sql_request("connect"):
+                connection = self._login(options, login)
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT VERSION()")
+                    row = cursor.fetchone()
         except (pymysql.err.MySQLError, OSError) as error:
             failure = _failure(error, f"connect to site {target.site}", ran=False, secrets=secrets)
             if failure.transient:

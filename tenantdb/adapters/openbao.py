@@ -9,7 +9,9 @@ killed mid-session. Every session revokes its own token on the way out;
 a failure there is only logged, since the token expires with its short TTL anyway.
 
 Errors come out as ``OpenBaoError`` in the shape ``openbao: <status> on <METHOD> <path>: <errors>``
-with OpenBao's own error texts, and never carry the JWT, the token or a key.
+with OpenBao's own error texts, and never carry the JWT, the token or a key. Every request is
+timed and its failures counted by operation (``tenantdb.adapters.metrics.OPENBAO_OPERATIONS``);
+a role or lease that is not there is an answer, not a failure.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import hvac.exceptions
 import requests
 
 from tenantdb.adapters import memfiles
+from tenantdb.adapters.metrics import openbao_request
 from tenantdb.adapters.useragent import USER_AGENT
 
 log = logging.getLogger(__name__)
@@ -102,59 +105,66 @@ class OpenBaoSession:
     def read_role(self, name: str) -> dict[str, Any] | None:
         """Read a database role's ``data``; None when it does not exist."""
         path = f"/v1/{DATABASE_MOUNT}/roles/{name}"
-        try:
-            answer = self._client.secrets.database.read_role(name, mount_point=DATABASE_MOUNT)
-        except hvac.exceptions.InvalidPath:
-            return None
-        except (hvac.exceptions.VaultError, requests.RequestException, OSError) as exc:
-            raise _error(exc, "GET", path) from None
+        with openbao_request("read_role"):
+            try:
+                answer = self._client.secrets.database.read_role(name, mount_point=DATABASE_MOUNT)
+            except hvac.exceptions.InvalidPath:
+                return None
+            except (hvac.exceptions.VaultError, requests.RequestException, OSError) as exc:
+                raise _error(exc, "GET", path) from None
         return cast(dict[str, Any], (answer or {}).get("data") or {})
 
     def write_role(self, name: str, body: Mapping[str, Any]) -> None:
         """Create or replace a database role from its request body."""
-        self._do(
-            "POST",
-            f"/v1/{DATABASE_MOUNT}/roles/{name}",
-            lambda: self._client.secrets.database.create_role(
-                name,
-                db_name=body["db_name"],
-                creation_statements=list(body["creation_statements"]),
-                revocation_statements=list(body.get("revocation_statements") or ()),
-                default_ttl=body.get("default_ttl"),
-                max_ttl=body.get("max_ttl"),
-                mount_point=DATABASE_MOUNT,
-            ),
-        )
+        with openbao_request("write_role"):
+            self._do(
+                "POST",
+                f"/v1/{DATABASE_MOUNT}/roles/{name}",
+                lambda: self._client.secrets.database.create_role(
+                    name,
+                    db_name=body["db_name"],
+                    creation_statements=list(body["creation_statements"]),
+                    revocation_statements=list(body.get("revocation_statements") or ()),
+                    default_ttl=body.get("default_ttl"),
+                    max_ttl=body.get("max_ttl"),
+                    mount_point=DATABASE_MOUNT,
+                ),
+            )
 
     def delete_role(self, name: str) -> None:
         """Delete a database role; an absent one counts as deleted."""
-        try:
-            self._do(
-                "DELETE",
-                f"/v1/{DATABASE_MOUNT}/roles/{name}",
-                lambda: self._client.secrets.database.delete_role(name, mount_point=DATABASE_MOUNT),
-            )
-        except OpenBaoError as exc:
-            if exc.status != 404:
-                raise
+        with openbao_request("delete_role"):
+            try:
+                self._do(
+                    "DELETE",
+                    f"/v1/{DATABASE_MOUNT}/roles/{name}",
+                    lambda: self._client.secrets.database.delete_role(
+                        name, mount_point=DATABASE_MOUNT
+                    ),
+                )
+            except OpenBaoError as exc:
+                if exc.status != 404:
+                    raise
 
     def revoke_role_leases(self, name: str) -> None:
         """Revoke every lease issued from the role's creds path, which drops its SQL users."""
         prefix = f"{DATABASE_MOUNT}/creds/{name}"
-        try:
-            self._do(
-                "POST",
-                f"/v1/sys/leases/revoke-prefix/{prefix}",
-                lambda: self._client.sys.revoke_prefix(prefix),
-            )
-        except OpenBaoError as exc:
-            if exc.status != 404:
-                raise
+        with openbao_request("revoke_leases"):
+            try:
+                self._do(
+                    "POST",
+                    f"/v1/sys/leases/revoke-prefix/{prefix}",
+                    lambda: self._client.sys.revoke_prefix(prefix),
+                )
+            except OpenBaoError as exc:
+                if exc.status != 404:
+                    raise
 
     def revoke_self(self) -> None:
         """Revoke this session's token; a failure is logged, not raised."""
         try:
-            self._client.auth.token.revoke_self()
+            with openbao_request("revoke_token"):
+                self._client.auth.token.revoke_self()
         except (hvac.exceptions.VaultError, requests.RequestException, OSError) as exc:
             log.info(
                 "revoking tenantdb's OpenBao token failed: %s",
@@ -232,12 +242,15 @@ def open_session(
         client = hvac.Client(url=server, cert=client_cert, verify=verify, timeout=timeout)
         client.adapter.session.headers["User-Agent"] = USER_AGENT
         try:
-            answer = client.auth.kubernetes.login(role, jwt, mount_point=mount)
+            with openbao_request("login"):
+                answer = client.auth.kubernetes.login(role, jwt, mount_point=mount)
+                token = ((answer or {}).get("auth") or {}).get("client_token")
+                if not token:
+                    raise OpenBaoError(
+                        f"openbao: POST {login_path}: the answer carries no client token"
+                    )
         except (hvac.exceptions.VaultError, requests.RequestException, OSError) as exc:
             raise _error(exc, "POST", login_path) from None
-        token = ((answer or {}).get("auth") or {}).get("client_token")
-        if not token:
-            raise OpenBaoError(f"openbao: POST {login_path}: the answer carries no client token")
         client.token = token
         session = OpenBaoSession(client)
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,6 +79,12 @@ def test_demo_until_ready_exits_0_once_the_orders_settle(
     assert "DatabaseNameReserved" in table
     assert "get secret workflow-db-credentials -o jsonpath='{.data.password}'" in table
     assert "tenantdb reconcile mariadbdatabase/tenant-a/workflow-db --wait 30" in table
+    # Debian's prometheus is installed (.ci/run installs it): the demo's Prometheus scraped
+    # every process and shows the orders by Ready reason.
+    assert shutil.which("prometheus"), "prometheus is not installed (apt-get install prometheus)"
+    assert "Prometheus: http://127.0.0.1:9190" in table
+    assert "Prometheus has tenantdb_orders for the demo orders:" in table
+    assert "DatabaseNameReserved (Ready=False) = 1" in table
 
 
 def test_ctrl_c_stops_everything_the_demo_started(tmp_path: Path, demo_cleanup: None) -> None:

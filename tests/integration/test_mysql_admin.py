@@ -14,7 +14,9 @@ from typing import Any
 
 import pymysql
 import pytest
+from prometheus_client import REGISTRY, generate_latest
 
+from tenantdb.adapters.metrics import SQL_OPERATIONS
 from tenantdb.adapters.mysqladmin import AdminError, AdminLogin, AdminPool, AdminSession, Target
 from tenantdb.core.mysqldatabase import sql
 from tenantdb.core.mysqldatabase.apply import (
@@ -217,3 +219,64 @@ def test_a_refused_login_names_no_password(pool: AdminPool) -> None:
     assert "hunter2-secret" not in text
     assert "root-secret-xyz" not in text
     assert not failed.value.transient
+
+
+# ---------------------------------------------------------------- request metrics
+
+
+def _sql_requests() -> dict[str, tuple[float, float]]:
+    """Per operation: requests timed, and errors counted."""
+    found = {}
+    for operation in SQL_OPERATIONS:
+        labels = {"operation": operation}
+        timed = REGISTRY.get_sample_value("tenantdb_sql_request_duration_seconds_count", labels)
+        errors = REGISTRY.get_sample_value("tenantdb_sql_request_errors_total", labels)
+        assert timed is not None, f"{operation} is exported before its first request"
+        assert errors is not None, f"{operation}'s errors are exported before the first"
+        found[operation] = (timed, errors)
+    return found
+
+
+def _sql_moved(before: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    after = _sql_requests()
+    return {
+        op: (after[op][0] - before[op][0], after[op][1] - before[op][1])
+        for op in SQL_OPERATIONS
+        if after[op] != before[op]
+    }
+
+
+def test_connects_queries_and_statements_are_timed_and_failures_counted(
+    pool: AdminPool, names: dict[str, str]
+) -> None:
+    before = _sql_requests()
+    with pool.session(TARGET, ROOT) as session:
+        session.query(sql.Statement("SELECT 1"))
+        session.execute(
+            [
+                sql.Statement(f"CREATE DATABASE `{names['db']}`"),
+                sql.Statement(f"CREATE TABLE `{names['db']}`.t (id INT)"),
+            ],
+            {},
+        )
+        with pytest.raises(AdminError):
+            session.execute([sql.Statement(f"CREATE DATABASE `{names['db']}`")], {})
+    assert _sql_moved(before) == {"connect": (1, 0), "query": (1, 0), "execute": (3, 1)}
+    with pytest.raises(AdminError), pool.session(TARGET, ROOT) as session:
+        session.query(sql.Statement("SELECT * FROM no_such_schema_here.t"))
+    moved = _sql_moved(before)
+    assert moved["query"] == (2, 1)
+    assert moved["connect"][1] == 0
+
+
+def test_a_refused_login_is_a_connect_error_and_no_label_holds_a_password(
+    pool: AdminPool,
+) -> None:
+    before = _sql_requests()
+    login = AdminLogin("tdb_nobody", "hunter2-metrics", root_password="")
+    with pytest.raises(AdminError), pool.session(TARGET, login):
+        pass
+    assert _sql_moved(before) == {"connect": (1, 1)}
+    page = generate_latest(REGISTRY).decode()
+    assert "hunter2-metrics" not in page
+    assert "tdb_nobody" not in page

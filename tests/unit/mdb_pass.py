@@ -3,10 +3,10 @@
 ``run_pass`` calls the scaffold's ``serve`` with the kind's declaration (``tasks.mariadbdatabase``),
 then each step of the chain the entry handed over, in order, with the note the entry left, as a
 Celery chain would. Only the I/O is replaced: the order store and the kind's adapter answer from
-the ``World`` and record what is written, every write succeeding except the OpenBao role when
-the world says it fails. A step that fails with a retry ends the run, as its first attempt would.
-What the pass composed (its record, its provision and delivery plans) is read through spies on
-the product's own functions.
+the ``World`` and record what is written (the Ready states for the orders gauges too), every
+write succeeding except the OpenBao role when the world says it fails. A step that fails with a
+retry ends the run, as its first attempt would. What the pass composed (its record, its
+provision and delivery plans) is read through spies on the product's own functions.
 """
 
 from __future__ import annotations
@@ -70,6 +70,11 @@ class WorldIO:
     finalizers: list[list[str]] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
     notes: NoteLog = field(default_factory=lambda: NoteLog())
+    ready: list[tuple[OrderKey, dict[str, Any]]] = field(default_factory=list)
+    """The orders as ``note_ready`` received them (Redis, in a real worker)."""
+
+    def note_ready(self, key: OrderKey, order: dict[str, Any]) -> None:
+        self.ready.append((key, order))
 
     # -- the order store -----------------------------------------------------------------------
 
@@ -218,6 +223,8 @@ def _wired(world: World, captured: dict[str, Any]) -> Iterator[WorldIO]:
         stack.enter_context(mock.patch.object(scaffold, "order_store", return_value=io))
         stack.enter_context(mock.patch.object(scaffold, "build_chain", build_chain))
         stack.enter_context(mock.patch.object(kind, "save_note", io.notes.append_note))
+        stack.enter_context(mock.patch.object(scaffold, "note_ready", io.note_ready))
+        stack.enter_context(mock.patch.object(kind, "note_ready", io.note_ready))
         yield io
 
 

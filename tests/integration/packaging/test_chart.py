@@ -39,7 +39,11 @@ ALL_ON: dict[str, Any] = {
     },
     "keyPrefix": "prod:",
     "keda": {"enabled": True, "passwordSecret": "redis-password", "maxReplicas": 20},
-    "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+    "metrics": {
+        "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
+        "prometheusRule": {"enabled": True, "labels": {"release": "prom"}},
+        "dashboard": {"enabled": True},
+    },
     "kubeconfig": {
         "existingSecret": "tenantdb-clusters",
         "managementContext": "mgmt",
@@ -167,7 +171,7 @@ def test_schema_accepts_the_documented_values(chart: Chart, values: dict[str, An
 
 @pytest.mark.parametrize("values", CASES.values(), ids=CASES.keys())
 def test_builtin_kinds_match_the_kubernetes_schemas(chart: Chart, values: dict[str, Any]) -> None:
-    custom = {"ScaledObject", "TriggerAuthentication", "ServiceMonitor"}
+    custom = {"ScaledObject", "TriggerAuthentication", "ServiceMonitor", "PrometheusRule"}
     for obj in render(chart, values):
         if obj["kind"] in custom:
             continue
@@ -417,20 +421,24 @@ def test_keda_without_sentinel_uses_the_redis_list_scaler(chart: Chart) -> None:
     assert by_kind(objects, "TriggerAuthentication") == []
 
 
-def test_service_monitor_scrapes_the_metrics_and_flower_ports(all_on: list[Manifest]) -> None:
-    monitor = named(all_on, "ServiceMonitor", FULL)
-    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
-    assert monitor["metadata"]["labels"]["release"] == "prom"
-    selector = monitor["spec"]["selector"]["matchLabels"].items()
-    ports = {
-        port["name"]
-        for service in by_kind(all_on, "Service")
-        if selector <= service["metadata"]["labels"].items()
-        for port in service["spec"]["ports"]
-    }
-    endpoints = monitor["spec"]["endpoints"]
-    assert {e["port"] for e in endpoints} == {"metrics", "http"} == ports
-    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+def test_service_monitors_scrape_the_metrics_and_flower_ports(all_on: list[Manifest]) -> None:
+    scraped: set[tuple[str, str]] = set()
+    for monitor in by_kind(all_on, "ServiceMonitor"):
+        assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+        assert monitor["metadata"]["labels"]["release"] == "prom"
+        assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+        selector = monitor["spec"]["selector"]["matchLabels"].items()
+        services = [
+            s for s in by_kind(all_on, "Service") if selector <= s["metadata"]["labels"].items()
+        ]
+        assert len(services) == 1, monitor["metadata"]["name"]
+        ports = {port["name"] for port in services[0]["spec"]["ports"]}
+        for endpoint in monitor["spec"]["endpoints"]:
+            assert endpoint["port"] in ports
+            scraped.add((services[0]["metadata"]["name"], endpoint["port"]))
+    assert scraped == {(f"{FULL}-metrics", "metrics"), (f"{FULL}-flower", "http")}
+    names = {m["metadata"]["name"] for m in by_kind(all_on, "ServiceMonitor")}
+    assert names == {f"{FULL}-{role}" for role in ("watcher", "worker", "beat", "flower")}
 
 
 def test_network_policy_opens_only_the_serving_ports(all_on: list[Manifest]) -> None:

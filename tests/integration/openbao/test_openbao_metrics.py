@@ -1,0 +1,122 @@
+"""OpenBao request durations and errors by operation, through tenantdb's adapter and the stand-in.
+
+A request is timed whether it succeeds or fails; only a failure is an error: a role or lease
+that is not there is an answer. The labels name the operation only, never a role, a path, a
+token or the JWT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from prometheus_client import REGISTRY, generate_latest
+
+from devstack.openbao import TLSConfig
+from devstack.openbao.bootstrap import KUBE_MOUNT
+from devstack.openbao.pki import LocalPKI
+from tenantdb.adapters.metrics import OPENBAO_OPERATIONS
+from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
+from tenantdb.core.mariadbdatabase.openbao import build_role
+
+from .openbao_support import Platform
+
+
+def _certificate(pki: LocalPKI) -> ClientCertificate:
+    return ClientCertificate(
+        ca_crt=Path(pki.ca_file).read_bytes(),
+        tls_crt=Path(pki.client.cert_file).read_bytes(),
+        tls_key=Path(pki.client.key_file).read_bytes(),
+    )
+
+
+@pytest.fixture
+def tls_platform(make_platform: Callable[..., Platform], pki: LocalPKI) -> Platform:
+    tls = TLSConfig(pki.server.cert_file, pki.server.key_file, client_ca_file=pki.ca_file)
+    return make_platform(
+        tls=tls,
+        client_kwargs={"cert": (pki.client.cert_file, pki.client.key_file), "verify": pki.ca_file},
+    )
+
+
+def _snapshot() -> dict[str, tuple[float, float]]:
+    """Per operation: requests timed, and errors counted."""
+    found = {}
+    for operation in OPENBAO_OPERATIONS:
+        labels = {"operation": operation}
+        timed = REGISTRY.get_sample_value("tenantdb_openbao_request_duration_seconds_count", labels)
+        errors = REGISTRY.get_sample_value("tenantdb_openbao_request_errors_total", labels)
+        assert timed is not None, f"{operation} is exported before its first request"
+        assert errors is not None, f"{operation}'s errors are exported before the first"
+        found[operation] = (timed, errors)
+    return found
+
+
+def _delta(before: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    after = _snapshot()
+    moved = {
+        op: (after[op][0] - before[op][0], after[op][1] - before[op][1])
+        for op in OPENBAO_OPERATIONS
+    }
+    return {op: change for op, change in moved.items() if change != (0, 0)}
+
+
+def test_each_request_is_timed_by_operation_and_absent_objects_are_no_error(
+    tls_platform: Platform, pki: LocalPKI, schemas: Callable[[], str]
+) -> None:
+    role = f"order.{tls_platform.cp_namespace}.metrics-0000-database"
+    body = build_role(schemas(), tls_platform.tenant.keystone_namespace).to_request()
+    jwt = tls_platform.reviewer.issue("c5c3-system", "c5c3-operator")
+    before = _snapshot()
+    args = (tls_platform.server.url, KUBE_MOUNT, "c5c3-operator", lambda: jwt, _certificate(pki))
+    with open_session(*args) as session:
+        assert session.read_role(role) is None
+        session.write_role(role, body)
+        session.read_role(role)
+        session.revoke_role_leases(role)
+        session.delete_role(role)
+        session.delete_role(role)
+    assert _delta(before) == {
+        "login": (1, 0),
+        "read_role": (2, 0),
+        "write_role": (1, 0),
+        "revoke_leases": (1, 0),
+        "delete_role": (2, 0),
+        "revoke_token": (1, 0),
+    }
+    page = generate_latest(REGISTRY).decode()
+    assert role not in page
+    assert jwt not in page
+
+
+def test_a_refused_write_and_a_denied_login_count_as_errors(
+    tls_platform: Platform, pki: LocalPKI, schemas: Callable[[], str]
+) -> None:
+    body = build_role(schemas(), tls_platform.tenant.keystone_namespace).to_request()
+    issue = tls_platform.reviewer.issue
+    before = _snapshot()
+    args = (tls_platform.server.url, KUBE_MOUNT, "c5c3-operator")
+    with (
+        open_session(
+            *args, lambda: issue("c5c3-system", "c5c3-operator"), _certificate(pki)
+        ) as session,
+        pytest.raises(OpenBaoError),
+    ):
+        session.write_role("order.elsewhere.x-0000-database", body)
+    with (
+        pytest.raises(OpenBaoError),
+        open_session(*args, lambda: issue("tenant-a", "intruder"), _certificate(pki)),
+    ):
+        pass
+    assert _delta(before) == {"login": (2, 1), "write_role": (1, 1), "revoke_token": (1, 0)}
+
+
+def test_an_unreachable_server_counts_a_login_error(pki: LocalPKI) -> None:
+    before = _snapshot()
+    session = open_session(
+        "https://127.0.0.1:9", KUBE_MOUNT, "c5c3-operator", lambda: "jwt", _certificate(pki)
+    )
+    with pytest.raises(OpenBaoError):
+        session.__enter__()
+    assert _delta(before) == {"login": (1, 1)}
