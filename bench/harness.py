@@ -266,7 +266,7 @@ class Stack:
         return self
 
     def _connect(self) -> None:
-        kubeconfig = self.env["TENANTDB_KUBECONFIG"]
+        kubeconfig = self.env["DEVSTACK_KUBECONFIG"]  # the bench acts as the order owners
         for cluster in CLUSTERS:
             api = k8s_config.new_client_from_config(config_file=kubeconfig, context=cluster)
             api.user_agent = f"{BENCH_AGENT}/1"

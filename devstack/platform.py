@@ -29,11 +29,18 @@ verified for `mysql-main-<site>.bloodraven.svc.cluster.local`, the name tenantdb
 passed in running with TLS lends the platform its CA as the devstack CA unless `ca` is given,
 which must then be that same CA.
 
-It writes into the state directory: `kubeconfig` (one context per cluster), `env` (KEY=VALUE
-lines; `set -a; . DIR/env` configures `tenantdb`), `services.json` (in-cluster Service addresses
-to real ones, each group site's `mysql-main-<site>-internal.bloodraven.svc.cluster.local:3306`
-among them), `c5c3-operator.token`, `ca.crt` and the OpenBao listener's and an admin client's
-keypairs. Secrets go into 0600 files only, never to stdout or a log line.
+tenantdb runs as the ServiceAccount `c5c3-system/c5c3-operator` with the RBAC tenantdb's chart
+renders through the Helm engine: the management values on `management`, the target-cluster values
+(`tenant-a` assigned) on every other cluster, so a grant the chart lacks fails there as it would
+on a real cluster.
+
+It writes into the state directory: `kubeconfig` (one context per cluster, an unrestricted admin
+on each), `tenantdb.kubeconfig` (the same contexts with the ServiceAccount's tokens), `env`
+(KEY=VALUE lines; `set -a; . DIR/env` configures `tenantdb`), `services.json` (in-cluster
+Service addresses to real ones, each group site's
+`mysql-main-<site>-internal.bloodraven.svc.cluster.local:3306` among them),
+`c5c3-operator.token`, `ca.crt` and the OpenBao listener's and an admin client's keypairs.
+Secrets go into 0600 files only, never to stdout or a log line.
 
 Stopping (`Platform.stop()`) stops the controllers, stops OpenBao (which revokes every lease and so
 drops every SQL user it created), drops the schemas the devstack's Database CRs created unless
@@ -63,6 +70,7 @@ import yaml
 from devstack import crds
 from devstack.certmanager import CLUSTER_RESOURCE_NAMESPACE, CertificateAuthority, CertManager
 from devstack.certmanager.ca import Request
+from devstack.chart import apply_rbac, render_chart, service_account_of
 from devstack.eso import ExternalSecrets
 from devstack.kube import Cluster, ClusterServer, kubeconfig, start_clusters
 from devstack.mariadb_operator import MariaDBOperator, Server
@@ -136,6 +144,12 @@ class Platform:
     def kubeconfig_path(self) -> Path:
         """The kubeconfig with one context per cluster."""
         return self.state_dir / "kubeconfig"
+
+    @property
+    def tenantdb_kubeconfig_path(self) -> Path:
+        """The kubeconfig tenantdb runs with: on each cluster the chart's ServiceAccount, which
+        holds only what the chart grants there (the admin kubeconfig is ``kubeconfig_path``)."""
+        return self.state_dir / "tenantdb.kubeconfig"
 
     @property
     def env_path(self) -> Path:
@@ -293,6 +307,7 @@ def start_platform(
     platform = Platform(
         directory, start_clusters(names), mariadb or Server(), time_scale=time_scale
     )
+    platform.tenantdb_kubeconfig_path.unlink(missing_ok=True)  # a bare platform grants nothing
     try:
         for name, server in platform.servers.items():
             wanted = crds.management_crds() if name == MANAGEMENT else crds.target_crds()
@@ -302,6 +317,7 @@ def start_platform(
             _start_full(platform, ca)
             if mysql_group is not False:
                 _start_mysql_group(platform, mysql_group, tls=mysql_tls)
+            _grant_tenantdb(platform)
         _write_env(platform)
     except BaseException:
         platform.stop()
@@ -745,13 +761,52 @@ def _seed_mysql_tls(cluster: Cluster, material: GroupTLS) -> None:
     )
 
 
+def _grant_tenantdb(platform: Platform) -> None:
+    """Apply the chart's RBAC (management values on management, target values elsewhere) and
+    write tenantdb's kubeconfig with a token of the chart's ServiceAccount on each cluster.
+
+    The ServiceAccount is `c5c3-system/c5c3-operator`, the identity OpenBao's Kubernetes auth
+    role is bound to, as a release into `c5c3-system` with that account name deploys it.
+    """
+    config = kubeconfig(platform.servers, current=MANAGEMENT)
+    tokens: dict[str, str] = {}
+    for name, server in platform.servers.items():
+        values: dict[str, Any] = {"serviceAccount": {"name": OPERATOR_SERVICE_ACCOUNT}}
+        if name != MANAGEMENT:
+            values["targetCluster"] = {
+                "enabled": True,
+                "assignedNamespaces": [TENANT_NAMESPACE],
+                "placedNamespaces": [],
+            }
+        objects = render_chart(values, release="tenantdb", namespace=OPERATOR_NAMESPACE)
+        apply_rbac(server.cluster, objects, OPERATOR_NAMESPACE)
+        account = service_account_of(objects)
+        if name == MANAGEMENT and account == OPERATOR_SERVICE_ACCOUNT:
+            tokens[name] = platform.operator_token_file.read_text().strip()
+        else:
+            tokens[name] = server.cluster.issue_token(
+                OPERATOR_NAMESPACE, account, seconds=OPERATOR_TOKEN_SECONDS
+            )
+    for user in config["users"]:
+        cluster = str(user["name"]).removesuffix("-admin")
+        user["name"] = f"{cluster}-tenantdb"
+        user["user"] = {"token": tokens[cluster]}
+    for context in config["contexts"]:
+        context["context"]["user"] = f"{context['name']}-tenantdb"
+    _write_private(platform.tenantdb_kubeconfig_path, yaml.safe_dump(config))
+
+
 # ------------------------------------------------------------ state files
 
 
 def _write_env(platform: Platform) -> None:
     directory = platform.state_dir
     env = {
-        "TENANTDB_KUBECONFIG": str(platform.kubeconfig_path),
+        "TENANTDB_KUBECONFIG": str(
+            platform.tenantdb_kubeconfig_path
+            if platform.tenantdb_kubeconfig_path.exists()
+            else platform.kubeconfig_path
+        ),
         "TENANTDB_ADDRESS_MAP_FILE": str(directory / "services.json"),
         "TENANTDB_MANAGEMENT_CONTEXT": MANAGEMENT,
         "DEVSTACK_KUBECONFIG": str(platform.kubeconfig_path),

@@ -16,7 +16,7 @@ from tenantdb.adapters.kube import CONFIG_MAP, CUSTOM_RESOURCE_DEFINITION, resou
 from tests.e2e.conftest import Stack, wait_for
 from tests.kinds import widget
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("widget_grants")]
 
 REPO = Path(__file__).resolve().parents[2]
 WIDGET = resource_of(widget.IDENTITY)
@@ -28,6 +28,41 @@ def stack_env() -> dict[str, str]:
         "TENANTDB_KIND_MODULES": "tests.kinds.widget",
         "TENANTDB_WATCH_UNSERVED_RETRY_SECONDS": "1",
     }
+
+
+@pytest.fixture
+def widget_grants(stack: Stack) -> None:
+    """Grant tenantdb's ServiceAccount what the Widget kind needs, on every cluster, as an
+    operator installing a kind module extends the chart's RBAC: the chart grants tenantdb's own
+    kinds only."""
+    rules = [
+        {"apiGroups": [widget.IDENTITY.group], "resources": [widget.IDENTITY.plural],
+         "verbs": ["get", "list", "watch", "update", "patch"]},
+        {"apiGroups": [widget.IDENTITY.group],
+         "resources": [f"{widget.IDENTITY.plural}/status", f"{widget.IDENTITY.plural}/finalizers"],
+         "verbs": ["get", "update", "patch"]},
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+    ]  # fmt: skip
+    for server in stack.platform.servers.values():
+        server.cluster.create(
+            "clusterroles.rbac.authorization.k8s.io",
+            {"metadata": {"name": "tenantdb-widgets"}, "rules": rules},
+        )
+        server.cluster.create(
+            "clusterrolebindings.rbac.authorization.k8s.io",
+            {
+                "metadata": {"name": "tenantdb-widgets"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "tenantdb-widgets",
+                },
+                "subjects": [
+                    {"kind": "ServiceAccount", "name": "c5c3-operator", "namespace": "c5c3-system"}
+                ],
+            },
+        )
 
 
 def _message(stack: Stack, name: str) -> str | None:

@@ -86,7 +86,7 @@ def test_seed_is_what_tenantdb_reads(
     for key, value in _env(platform.state_dir).items():
         monkeypatch.setenv(key, value)
     settings = Settings()
-    assert Path(settings.kubeconfig) == platform.kubeconfig_path
+    assert Path(settings.kubeconfig) == platform.tenantdb_kubeconfig_path
     assert settings.management_context == "management"
     assert Path(settings.service_account_token_file) == platform.operator_token_file
     services = json.loads((platform.state_dir / "services.json").read_text())
@@ -253,7 +253,9 @@ def test_devstack_up_is_ready_fast_and_cleans_up_on_sigint(
     assert elapsed < READY_DEADLINE
     assert os.stat(state / "env").st_mode & 0o077 == 0
     env = _env(state)
-    assert env["TENANTDB_KUBECONFIG"] == str(state / "kubeconfig")
+    assert env["TENANTDB_KUBECONFIG"] == str(state / "tenantdb.kubeconfig")
+    assert env["DEVSTACK_KUBECONFIG"] == str(state / "kubeconfig")
+    assert os.stat(state / "tenantdb.kubeconfig").st_mode & 0o077 == 0
     assert env["DEVSTACK_MARIADB_ADDR"] == "127.0.0.1:3306"
     services = json.loads((state / "services.json").read_text())
     group_sites = [

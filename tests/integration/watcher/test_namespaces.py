@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from devstack.chart import apply_rbac, render_chart, service_account_of, service_account_token
 from devstack.kube.server import ClusterServer, kubeconfig
-from tests.chart import apply_rbac, render_chart, service_account_token
 from tests.integration.watcher.conftest import (
     ORDERS,
     Published,
@@ -66,10 +66,9 @@ def granted_kubeconfig(servers: dict[str, ClusterServer], tmp_path: Path) -> Pat
             "placedNamespaces": ["keystone"],
         }
     }
-    apply_rbac(edge, render_chart(values, namespace=RELEASE_NAMESPACE), RELEASE_NAMESPACE)
-    account = next(
-        o["metadata"]["name"] for o in render_chart(values) if o["kind"] == "ServiceAccount"
-    )
+    objects = render_chart(values, namespace=RELEASE_NAMESPACE)
+    apply_rbac(edge, objects, RELEASE_NAMESPACE)
+    account = service_account_of(objects)
     # What a placed Keystone's namespace grants tenantdb on its own: its Database CRs.
     subject = {"kind": "ServiceAccount", "name": account, "namespace": RELEASE_NAMESPACE}
     rule = {"apiGroups": ["k8s.mariadb.com"], "resources": ["databases"], "verbs": ["*"]}

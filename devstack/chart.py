@@ -1,7 +1,8 @@
-"""The chart's RBAC, rendered through the real Helm engine and applied to a devstack cluster.
+"""tenantdb's chart RBAC, rendered through the real Helm engine and applied to a devstack cluster.
 
-Tests that run tenantdb as the ServiceAccount the chart creates use this: whatever the chart
-grants (and nothing else) is what the devstack's authorizer lets that account do.
+The platform runs tenantdb as the ServiceAccount the chart creates: whatever the chart grants on
+a cluster (the management values there, the target-cluster values on every other cluster), and
+nothing else, is what the devstack's authorizer lets tenantdb do.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ RBAC_KINDS = {
     "ClusterRole": "clusterroles.rbac.authorization.k8s.io",
     "ClusterRoleBinding": "clusterrolebindings.rbac.authorization.k8s.io",
 }
+MANAGER = "helm"
 
 
 def render_chart(
@@ -41,9 +43,9 @@ def render_chart(
 
 
 def apply_rbac(cluster: Cluster, objects: list[dict[str, Any]], namespace: str) -> list[str]:
-    """Create the ServiceAccounts, Roles and bindings among ``objects``; return their names.
+    """Apply the ServiceAccounts, Roles and bindings among ``objects``; return what was applied.
 
-    Namespaces the objects name are created when missing. Everything else is left out.
+    Namespaces the objects live in are created when missing; every other kind is left out.
     """
     applied: list[str] = []
     existing = {n["metadata"]["name"] for n in cluster.list("namespaces")}
@@ -56,9 +58,14 @@ def apply_rbac(cluster: Cluster, objects: list[dict[str, Any]], namespace: str) 
         if ns and ns not in existing:
             cluster.create("namespaces", {"metadata": {"name": ns}})
             existing.add(ns)
-        cluster.create(resource, obj, ns)
+        cluster.apply(resource, obj, ns, manager=MANAGER)
         applied.append("/".join(part for part in (obj["kind"], ns, meta["name"]) if part))
     return applied
+
+
+def service_account_of(objects: list[dict[str, Any]]) -> str:
+    """The name of the ServiceAccount the chart renders."""
+    return next(str(o["metadata"]["name"]) for o in objects if o["kind"] == "ServiceAccount")
 
 
 def service_account_token(cluster: Cluster, namespace: str, name: str) -> str:
