@@ -119,10 +119,13 @@ class Watcher:
         with self._lock:
             return sorted({cluster for cluster, _, _ in self._loops})
 
-    def watches(self) -> list[LoopId]:
-        """The (cluster, kind, namespace) of every watch loop this replica runs."""
+    def watches(self, *, listed: bool = False) -> list[LoopId]:
+        """The (cluster, kind, namespace) of every watch loop this replica runs; with
+        ``listed``, of those that have handed on their first list."""
         with self._lock:
-            return sorted(self._loops)
+            return sorted(
+                i for i, loop in self._loops.items() if loop.listed.is_set() or not listed
+            )
 
     def synced(self) -> bool:
         """Whether this replica leads and every loop has handed on its first list."""
