@@ -23,6 +23,7 @@ from celery import Celery
 from celery.signals import before_task_publish
 from kombu import Queue as KombuQueue
 
+from tenantdb.adapters.broker import transport_for
 from tenantdb.adapters.redisclient import broker_connection
 from tenantdb.adapters.workqueue import Publish
 from tenantdb.core.keys import OrderKey
@@ -101,6 +102,8 @@ def build_celery_app(settings: Settings, *, include: Iterable[str] = ()) -> Cele
         task_soft_time_limit=max(1, settings.task_time_limit_seconds - 10),
         broker_transport_options=transport,
         broker_connection_retry_on_startup=True,
+        # kombu's transport, guarded so that a lost broker never ends the worker process.
+        broker_transport=transport_for(broker_url),
         task_queues=[KombuQueue(q.value) for q in Queue],
         task_default_queue=Queue.RECONCILE.value,
         task_routes=(_route,),
