@@ -241,7 +241,7 @@ def _flower(port: int, address: str, *, local: bool) -> int:
         "-m",
         "celery",
         "-A",
-        "workers.app",
+        "workers.app:flower",
         "flower",
         f"--port={port}",
         f"--address={address}",

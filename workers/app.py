@@ -1,6 +1,7 @@
 """The worker's Celery app: tenantdb's configuration plus the task modules a worker runs.
 
-``tenantdb worker`` (or ``celery -A workers.app worker``) runs it. The configuration itself lives
+``tenantdb worker`` (or ``celery -A workers.app worker``) runs it; ``tenantdb flower`` runs
+``workers.app:flower``. The configuration itself lives
 in ``tenantdb.adapters.celeryapp`` so that every process that publishes agrees with the
 workers. With ``TENANTDB_METRICS_PORT`` set, the worker's parent process serves /metrics for all
 its prefork children (``tenantdb worker`` points them at a shared multiprocess directory).
@@ -28,6 +29,14 @@ TASK_MODULES = (
 """The task modules of every worker: the entry, the chain protocol, and each kind's declaration."""
 
 app = build_celery_app(load_settings(), include=(*TASK_MODULES, *load_settings().kind_module_names))
+
+flower = build_celery_app(
+    load_settings(),
+    include=(*TASK_MODULES, *load_settings().kind_module_names),
+    guard_transport=False,
+)
+"""The app ``tenantdb flower`` runs: the same configuration on kombu's own transport, whose URL
+scheme Flower's broker page reads; Flower runs no task, so it needs no worker's guard."""
 
 
 @worker_init.connect

@@ -68,12 +68,16 @@ def _route(
         return None
 
 
-def build_celery_app(settings: Settings, *, include: Iterable[str] = ()) -> Celery:
+def build_celery_app(
+    settings: Settings, *, include: Iterable[str] = (), guard_transport: bool = True
+) -> Celery:
     """Build the Celery app for these settings.
 
     Args:
         settings: the process settings.
         include: task modules a worker imports at start-up.
+        guard_transport: run on tenantdb's guarded Redis transport (``tenantdb.adapters.broker``);
+            Flower, which runs no task and reads the broker URL's scheme, takes kombu's own.
     """
     broker_url, sentinel_options = broker_connection(settings)
     app = Celery("tenantdb", broker=broker_url, include=list(include))
@@ -103,7 +107,7 @@ def build_celery_app(settings: Settings, *, include: Iterable[str] = ()) -> Cele
         broker_transport_options=transport,
         broker_connection_retry_on_startup=True,
         # kombu's transport, guarded so that a lost broker never ends the worker process.
-        broker_transport=transport_for(broker_url),
+        broker_transport=transport_for(broker_url) if guard_transport else None,
         task_queues=[KombuQueue(q.value) for q in Queue],
         task_default_queue=Queue.RECONCILE.value,
         task_routes=(_route,),
