@@ -63,6 +63,7 @@ from tenantdb.core.mariadbdatabase.gates import (
     AdmissionObservation,
     plan_admission,
     plan_unreadable_control_plane,
+    plan_unreadable_teardown,
     should_read_control_plane,
 )
 from tenantdb.core.mariadbdatabase.models import ControlPlane, MariaDBDatabase
@@ -467,14 +468,17 @@ class TeardownNote:
 def teardown(ctx: PassContext, fetched: FetchedOrder) -> Plan:
     """Observe the children once and plan their removal; finalize here or hand over the deletes."""
     io = orders()
-    cp = io.fetch_control_plane(fetched.order)
-    scope = compute_order_scope(fetched.order, ctx.key.cluster, cp)
-    observation = io.fetch_teardown(
-        fetched.order,
-        scope,
-        control_plane_present=cp is not None,
-        connection=io.fetch_connection(scope),
-    )
+    try:
+        cp = io.fetch_control_plane(fetched.order)
+        scope = compute_order_scope(fetched.order, ctx.key.cluster, cp)
+        observation = io.fetch_teardown(
+            fetched.order,
+            scope,
+            control_plane_present=cp is not None,
+            connection=io.fetch_connection(scope),
+        )
+    except UnreadableError as exc:
+        return Plan((), local=plan_unreadable_teardown(exc.context, exc.message))
     planned = plan_teardown(observation)
     steps = plan_teardown_steps(planned.actions)
     if steps == (FINALIZE_STEP,):
@@ -483,8 +487,11 @@ def teardown(ctx: PassContext, fetched: FetchedOrder) -> Plan:
 
 
 def finalize(ctx: PassContext, fetched: FetchedOrder, plan: Plan) -> PassOutcome:
-    """Decide the finalizer in the entry when the teardown has nothing to delete."""
+    """Decide the finalizer in the entry when the teardown has nothing to delete, or hold it."""
     planned = plan.local
+    if isinstance(planned, AdmissionDecision):
+        # Held on an object that does not parse: named on the order, nothing removed.
+        return _outcome(record(ctx.guard.check, ctx.key, fetched, planned))
     if not isinstance(planned, TeardownPlan):
         raise TypeError("a MariaDBDatabase teardown without a delete carries its plan")
     result = _finalize(ctx.key, ctx.guard.check, fetched, planned, ())

@@ -292,6 +292,8 @@ class World:
     """The ControlPlane as stored, read through the adapter's parsing instead of ``cp``."""
     database_raws: tuple[dict[str, Any], ...] | None = None
     """The Database CRs as stored, read through the adapter's parsing instead of ``databases``."""
+    store_raw: dict[str, Any] | None = None
+    """The order's SecretStore as stored, read through the adapter's parsing (None: defaults)."""
 
 
 def target_world(

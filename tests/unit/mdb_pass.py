@@ -1,12 +1,13 @@
 """Run one real MariaDBDatabase pass over a ``World``: the product's entry and steps, fake I/O.
 
 ``run_pass`` calls the scaffold's ``serve`` with the kind's declaration (``tasks.mariadbdatabase``),
-then each step of the chain the entry handed over, in order, with the note the entry left, as a
-Celery chain would. Only the I/O is replaced: the order store and the kind's adapter answer from
-the ``World`` and record what is written (the Ready states for the orders gauges too), every
-write succeeding except the OpenBao role when the world says it fails. A step that fails with a
-retry ends the run, as its first attempt would. What the pass composed (its record, its
-provision and delivery plans) is read through spies on the product's own functions.
+then each step of the chain the entry handed over (the teardown's, for a deleting order), in
+order, with the note the entry left, as a Celery chain would. Only the I/O is replaced: the order
+store and the kind's adapter answer from the ``World`` and record what is written (the Ready
+states for the orders gauges too), every write succeeding except the OpenBao role when the world
+says it fails. A step that fails with a retry ends the run, as its first attempt would. What the
+pass composed (its record, its provision and delivery plans) is read through spies on the
+product's own functions.
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ from tenantdb.core.mariadbdatabase.conditions import build_status_body
 from tenantdb.core.mariadbdatabase.delivery import DeliveryObservation, DeliveryPlan, plan_delivery
 from tenantdb.core.mariadbdatabase.models import (
     ControlPlane,
+    DatabaseCR,
     MariaDBDatabase,
     MariaDBDatabaseStatus,
+    SecretStore,
 )
 from tenantdb.core.mariadbdatabase.naming import IDENTITY
-from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection
+from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection, compute_connection
 from tenantdb.core.mariadbdatabase.passes import PassRecord
 from tenantdb.core.mariadbdatabase.provision import (
     ProvisionObservation,
@@ -48,6 +51,8 @@ from tenantdb.core.mariadbdatabase.provision import (
     plan_provision,
 )
 from tenantdb.core.mariadbdatabase.scope import OrderScope
+from tenantdb.core.mariadbdatabase.teardown import TeardownObservation
+from tenantdb.core.objects import KubeObject
 from tests.unit.mdb_builders import CONNECTION, World
 
 
@@ -95,6 +100,9 @@ class WorldIO:
         return self.world.cp
 
     def fetch_connection(self, scope: OrderScope) -> OpenBaoConnection:
+        if self.world.store_raw is not None:
+            store = parse_object(SecretStore, self.world.store_raw, scope.store.kind)
+            return compute_connection(store)
         return CONNECTION
 
     def fetch_provision(
@@ -138,6 +146,33 @@ class WorldIO:
             ca_bundle=world.ca_bundle,
             materialised_secret=world.materialised,
             external_secret=world.external_secret,
+            delivered_secret=world.delivered,
+        )
+
+    def fetch_teardown(
+        self,
+        order: MariaDBDatabase,
+        scope: OrderScope,
+        *,
+        control_plane_present: bool,
+        connection: OpenBaoConnection,
+    ) -> TeardownObservation:
+        world = self.world
+        databases = (
+            world.databases
+            if world.database_raws is None
+            else tuple(parse_object(DatabaseCR, d, "Database") for d in world.database_raws)
+        )
+        return TeardownObservation(
+            order=order,
+            scope=scope,
+            control_plane_present=control_plane_present,
+            connection=connection,
+            client_certificate=world.client_certificate,
+            external_secrets=()
+            if world.external_secret is None
+            else (KubeObject(metadata=world.external_secret.metadata),),
+            databases=databases,
             delivered_secret=world.delivered,
         )
 
@@ -251,7 +286,9 @@ def run_pass(world: World) -> PassRun:
         outcome.handoff(Lease(key, "token", 1))
         plan: scaffold.Plan = captured["plan"]
         run = replace(run, steps=plan.steps)
-        steps = {step.name: step for step in kind.SPEC.steps}
+        deleting = world.order.metadata.deletion_timestamp is not None
+        declared = kind.SPEC.teardown_steps if deleting else kind.SPEC.steps
+        steps = {step.name: step for step in declared}
         for position, name in enumerate(plan.steps, start=1):
             step = steps[name]
             # The note travels as JSON, as it does through Redis.

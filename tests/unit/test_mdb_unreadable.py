@@ -1,8 +1,9 @@
 """An object an order depends on that does not parse is named on the order, never retried blind.
 
-A ControlPlane of a newer API version, a malformed Database CR: the pass writes
+A ControlPlane of a newer API version, a malformed Database CR or SecretStore: the pass writes
 DependencyUnreadable with the object and the fields that failed (never their values), runs no
-action, and comes back on the object's watch event or the 10-minute refresh.
+action, and comes back on the object's watch event or the 10-minute refresh. A deleting order is
+held the same way, its finalizer kept and nothing removed.
 """
 
 from __future__ import annotations
@@ -10,14 +11,16 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from tenantdb.core.actions import DeleteObject, RemoveRole
 from tests.unit.mdb_builders import (
     World,
     make_control_plane,
     make_database_cr,
+    make_order,
     names_for,
     own_database_cr,
 )
-from tests.unit.mdb_pass import run_pass
+from tests.unit.mdb_pass import PassRun, run_pass
 
 
 def _raw(model: Any) -> dict[str, Any]:
@@ -68,3 +71,70 @@ def test_the_orders_own_database_that_does_not_parse_stops_the_provision_leg() -
     assert delivery is not None
     assert delivery[:2] == ("False", "WaitingForCredentials")
     assert run.io.actions == [], "nothing is written over a child that cannot be read"
+
+
+# -- a deleting order --------------------------------------------------------------------------
+
+
+def _deleting(**overrides: Any) -> World:
+    return World(order=make_order(deleting=True), **overrides)
+
+
+def _store(server: Any) -> dict[str, Any]:
+    vault = {"server": server, "path": "secret", "auth": {"kubernetes": {"mountPath": "k8s"}}}
+    return {
+        "apiVersion": "external-secrets.io/v1",
+        "kind": "SecretStore",
+        "metadata": {"name": "openbao", "namespace": "default"},
+        "spec": {"provider": {"vault": vault}},
+    }
+
+
+def _assert_deletion_held(run: PassRun, what: str, field: str) -> None:
+    for condition in ("DatabaseReady", "DeliveryReady"):
+        found = run.condition(condition)
+        assert found is not None
+        status, reason, message = found
+        assert (status, reason) == ("False", "DependencyUnreadable")
+        assert message.startswith(f"{what} cannot be read: {field}")
+        assert "the deletion waits until it is fixed" in message
+    assert run.steps == (), "no teardown step is handed over"
+    assert run.io.actions == [], "nothing is removed while the teardown cannot read its inputs"
+    assert run.io.finalizers == [], "the finalizer stays"
+    assert run.record.result.requeue_after == timedelta(minutes=10)
+
+
+def test_a_deletion_whose_control_plane_does_not_parse_is_held_and_named() -> None:
+    cp = _raw(make_control_plane())
+    cp["spec"]["namespaceAssignments"] = {"tenant-a": "s3cr3t-looking-value"}
+    run = run_pass(_deleting(cp_raw=cp))
+
+    _assert_deletion_held(run, "ControlPlane default/cp", "spec.namespaceAssignments")
+    for condition in ("DatabaseReady", "DeliveryReady"):
+        found = run.condition(condition)
+        assert found is not None
+        assert "s3cr3t-looking-value" not in found[2]
+
+
+def test_a_deletion_whose_secret_store_does_not_parse_is_held_and_named() -> None:
+    store = _store({"url": "https://openbao.example:8200"})  # an object where a URL belongs
+    run = run_pass(_deleting(store_raw=store))
+
+    _assert_deletion_held(run, "SecretStore default/openbao", "spec.provider.vault.server")
+
+
+def test_a_deletion_whose_own_database_does_not_parse_is_held_and_named() -> None:
+    own = _raw(own_database_cr())
+    own["spec"]["name"] = ["app_db"]
+    run = run_pass(_deleting(database_raws=(own,)))
+
+    _assert_deletion_held(run, f"Database default/{names_for('').database_cr}", "spec.name")
+
+
+def test_a_deletion_goes_ahead_once_its_secret_store_parses_again() -> None:
+    run = run_pass(_deleting(store_raw=_store("https://openbao.example:8200")))
+
+    assert run.steps, "the teardown is handed over"
+    removed = [a for a in run.io.actions if isinstance(a, RemoveRole)]
+    assert [r.connection.server for r in removed] == ["https://openbao.example:8200"]
+    assert any(isinstance(a, DeleteObject) and a.ref.kind == "Database" for a in run.io.actions)

@@ -24,6 +24,7 @@ from tenantdb.core.mariadbdatabase.reasons import (
     Reason,
     msg_cluster_name_too_long,
     msg_control_plane_not_found,
+    msg_deletion_unreadable,
     msg_dependency_unreadable,
     msg_dynamic_credentials_unavailable,
     msg_namespace_not_assigned,
@@ -117,6 +118,20 @@ def plan_unreadable_control_plane(what: str, detail: str) -> AdmissionDecision:
     """
     outcome = StepOutcome(
         conditions=on_both(Reason.DEPENDENCY_UNREADABLE, msg_dependency_unreadable(what, detail))
+    )
+    return _refuse(outcome, PassResult(requeue_after=ORDER_REFRESH_AFTER))
+
+
+def plan_unreadable_teardown(what: str, detail: str) -> AdmissionDecision:
+    """Hold a deletion whose teardown reads an object that does not parse: DependencyUnreadable.
+
+    Nothing is deleted and the finalizer stays, since the teardown cannot tell what to remove
+    without it: the ControlPlane decides whether the deletion is held or fail-open, the
+    SecretStore names the OpenBao that holds the role, the order's own Database CR carries the
+    cleanup policy. The object's watch event or the 10-minute refresh brings the next pass.
+    """
+    outcome = StepOutcome(
+        conditions=on_both(Reason.DEPENDENCY_UNREADABLE, msg_deletion_unreadable(what, detail))
     )
     return _refuse(outcome, PassResult(requeue_after=ORDER_REFRESH_AFTER))
 

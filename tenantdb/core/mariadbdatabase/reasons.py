@@ -75,6 +75,15 @@ def msg_dependency_unreadable(what: str, detail: str) -> str:
     )
 
 
+def msg_deletion_unreadable(what: str, detail: str) -> str:
+    """Word DependencyUnreadable on a deleting order: its teardown waits for the object."""
+    return (
+        f"{what} cannot be read: {detail}; the deletion waits until it is fixed, and nothing is "
+        "removed meanwhile (an object of a newer API version than tenantdb reads needs a newer "
+        "tenantdb)"
+    )
+
+
 def describe_location(cluster: str) -> str:
     """Name the cluster an order lives on the way every message names it."""
     return "the management cluster" if cluster == "" else f'target cluster "{cluster}"'

@@ -5,7 +5,8 @@ objects, then the Database CR with its cleanupPolicy patched to the policy in fo
 delivered Secret), the two modes (held while the ControlPlane exists: the first failure ends the
 pass and the finalizer stays while anything is still listed; fail-open once it is gone: every
 step runs and the finalizer goes at once), and the client-certificate-gone path. The namespace
-assignment is never consulted here, and the teardown writes no status.
+assignment is never consulted here, and the teardown writes no status, except when an object it
+reads does not parse (``gates.plan_unreadable_teardown``): then it removes nothing and says why.
 """
 
 from __future__ import annotations
