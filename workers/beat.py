@@ -84,12 +84,11 @@ def _sweep_table(
     enqueued = recover_claims(queue, now - CLAIM_RECOVERY, table)
     while limit is None or enqueued < limit:
         size = batch if limit is None else min(batch, limit - enqueued)
-        due_at = _peek_due(queue, now, size, table)
-        keys = queue.claim_due(now, size, table)
+        claimed = queue.claim_due(now, size, table)
         lag = REFRESH_LAG.labels(table=table.value)
-        for key in keys:
-            if (at := due_at.get(str(key))) is not None:
-                lag.observe(max(0.0, now - at))
+        for claim in claimed:
+            lag.observe(max(0.0, now - claim.due_at))
+        keys = [claim.key for claim in claimed]
         done: list[OrderKey] = []
         try:
             for key in keys:
@@ -103,18 +102,6 @@ def _sweep_table(
         if len(keys) < size:
             break
     return enqueued
-
-
-def _peek_due(queue: WorkQueue, now: float, size: int, table: Timetable) -> dict[str, float]:
-    """When each of the keys the next claim takes was due (the claim keeps only its own time)."""
-    found: list[tuple[bytes | str, float]] = queue.redis.zrangebyscore(  # type: ignore[assignment]
-        queue.keys.timetable(table), "-inf", int(now * 1000), start=0, num=size, withscores=True
-    )
-    return {_text(member): float(score) / 1000 for member, score in found}
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def recover_claims(queue: WorkQueue, older_than: float, table: Timetable) -> int:

@@ -296,14 +296,16 @@ return out
 """
 
 # Move up to ARGV[2] members due by ARGV[1] from the timetable into its claims set, scored with
-# the claim time: a key leaves the timetable only into a place it is recovered from.
+# the claim time: a key leaves the timetable only into a place it is recovered from. Returns
+# member, due time, member, due time, ...
 _CLAIM_DUE = """
-local keys = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
-for _, member in ipairs(keys) do
-  redis.call('ZREM', KEYS[1], member)
-  redis.call('ZADD', KEYS[2], ARGV[1], member)
+local found = redis.call(
+  'ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, ARGV[2])
+for i = 1, #found, 2 do
+  redis.call('ZREM', KEYS[1], found[i])
+  redis.call('ZADD', KEYS[2], ARGV[1], found[i])
 end
-return keys
+return found
 """
 
 # Put claims back into the timetable (the earliest time wins against a come-back a pass wrote
@@ -328,6 +330,14 @@ for _, member in ipairs(members) do
 end
 return returned
 """
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A key claimed from a timetable, and when it was due there (epoch seconds)."""
+
+    key: OrderKey
+    due_at: float
 
 
 class LeaseLostError(RuntimeError):
@@ -906,17 +916,20 @@ class WorkQueue:
 
     def claim_due(
         self, now: float, batch: int = 500, table: Timetable = Timetable.DUE
-    ) -> list[OrderKey]:
+    ) -> list[Claimed]:
         """Take up to ``batch`` keys due by ``now`` out of the timetable into its claims.
 
         A claimed key is released once enqueued (``release_claims``), put back when its enqueue
         failed (``return_claims``), and found by ``stale_claims`` when the claimer died,
         so no key leaves the timetable for good before its enqueue."""
-        members = self._claim_due(
+        found = self._claim_due(
             keys=[self.keys.timetable(table), self.keys.claims(table)],
             args=[int(now * 1000), batch],
         )
-        return [OrderKey.parse(_text(m)) for m in members]
+        return [
+            Claimed(OrderKey.parse(_text(member)), float(score) / 1000)
+            for member, score in zip(found[::2], found[1::2], strict=True)
+        ]
 
     def release_claims(self, keys: Sequence[OrderKey], table: Timetable = Timetable.DUE) -> None:
         """Forget the claims of enqueued keys."""

@@ -123,7 +123,7 @@ def test_the_claims_of_a_beat_that_died_come_back(real_redis: redis.Redis, key_p
     broker = FlakyBroker(fail_on=set())
     queue = _queue(real_redis, key_prefix, broker)
     queue.schedule(KEYS[0], 1_000.0)
-    assert queue.claim_due(5_000.0) == [KEYS[0]]  # ... and the sweeper was killed here
+    assert [c.key for c in queue.claim_due(5_000.0)] == [KEYS[0]]  # ... and the sweeper died here
     sweep_once(queue, 5_030.0)
     assert broker.published == [], "a fresh claim may still be in its sweep"
     sweep_once(queue, 5_000.0 + CLAIM_RECOVERY + 1)
@@ -138,7 +138,7 @@ def test_a_new_leader_enqueues_a_dead_sweeps_claims_at_once_past_its_pending_mar
     queue = _queue(real_redis, key_prefix, broker)
     queue.schedule(KEYS[0], 1_000.0)
     queue.schedule(KEYS[1], 1_000.0)
-    assert sorted(queue.claim_due(2_000.0)) == sorted(KEYS[:2])
+    assert sorted(c.key for c in queue.claim_due(2_000.0)) == sorted(KEYS[:2])
     # The dead sweep had set KEYS[0]'s pending mark and died before it published.
     real_redis.set(f"{key_prefix}pending:{KEYS[0]}", "1", ex=300)
 

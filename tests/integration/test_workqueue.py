@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from tenantdb.adapters.workqueue import (
     Claim,
+    Claimed,
     Lease,
     LeaseLostError,
     Release,
@@ -602,6 +603,17 @@ def test_a_hand_over_whose_next_step_never_runs_is_swept(
     assert published == [KEY, KEY]
 
 
+def _waiting_in(queue: WorkQueue, published: list[OrderKey], fence: str, queue_name: str) -> Lease:
+    """A pass handed over to a step whose message waits in ``queue_name`` (its wait recorded)."""
+    queue.enqueue(KEY)
+    _, lease = queue.begin(published.pop())
+    assert lease is not None
+    waiting = queue.hand_over(lease, fence, queue.lock_ttl_ms)
+    assert waiting is not None
+    assert queue.extend_wait(waiting, 600_000, queue_name)
+    return waiting
+
+
 def test_a_step_message_lost_between_queue_and_worker_frees_the_order_within_a_lease(
     client: redis.Redis, key_prefix: str
 ) -> None:
@@ -609,12 +621,7 @@ def test_a_step_message_lost_between_queue_and_worker_frees_the_order_within_a_l
     # and held by no one, while the hand-over covered its wait up to the visibility timeout.
     published: list[OrderKey] = []
     queue = _queue(client, key_prefix, published, lock_ttl=0.2)
-    queue.enqueue(KEY)
-    _, lease = queue.begin(published.pop())
-    assert lease is not None
-    waiting = queue.hand_over(lease, ready_fence(1, 0), queue.lock_ttl_ms)
-    assert waiting is not None
-    assert queue.extend_wait(waiting, 600_000, "provision")
+    waiting = _waiting_in(queue, published, ready_fence(1, 0), "provision")
     assert queue.sweep_lost_waits(["provision"]) == [], "not before a lease has passed"
     time.sleep(0.3)
     assert queue.sweep_orphans() == [], "the wait still covers the lease"
@@ -632,13 +639,8 @@ def test_a_step_waiting_behind_other_messages_keeps_its_pass(
 ) -> None:
     published: list[OrderKey] = []
     queue = _queue(client, key_prefix, published, lock_ttl=0.2)
-    queue.enqueue(KEY)
-    _, lease = queue.begin(published.pop())
-    assert lease is not None
-    waiting = queue.hand_over(lease, ready_fence(2, 0), queue.lock_ttl_ms)
-    assert waiting is not None
+    waiting = _waiting_in(queue, published, ready_fence(2, 0), "delivery")
     client.lpush(f"{key_prefix}delivery", "a message ahead of the step")
-    queue.extend_wait(waiting, 600_000, "delivery")
     time.sleep(0.3)
     assert queue.sweep_lost_waits(["provision", "delivery"]) == [], "it may be in the queue"
     assert queue.claim(waiting, ready_fence(2, 0))[0] is Claim.CLAIMED
@@ -651,12 +653,7 @@ def test_a_step_waiting_behind_other_messages_keeps_its_pass(
 def test_a_held_step_is_not_taken_for_lost(client: redis.Redis, key_prefix: str) -> None:
     published: list[OrderKey] = []
     queue = _queue(client, key_prefix, published, lock_ttl=0.2)
-    queue.enqueue(KEY)
-    _, lease = queue.begin(published.pop())
-    assert lease is not None
-    waiting = queue.hand_over(lease, ready_fence(1, 0), queue.lock_ttl_ms)
-    assert waiting is not None
-    queue.extend_wait(waiting, 600_000, "provision")
+    waiting = _waiting_in(queue, published, ready_fence(1, 0), "provision")
     assert queue.hold(waiting), "a worker received the message"
     for _ in range(3):  # renewed past the lease the wait is looked at after
         time.sleep(0.1)
@@ -675,7 +672,7 @@ def test_the_earliest_due_time_wins(client: redis.Redis, key_prefix: str) -> Non
     queue.schedule(KEY, 3000.0)
     assert queue.due_at(KEY) == 1000.0
     assert queue.claim_due(999.0) == []
-    assert queue.claim_due(1000.0) == [KEY]
+    assert queue.claim_due(1000.0) == [Claimed(KEY, 1000.0)]
     assert queue.claim_due(5000.0) == []
 
 
@@ -698,7 +695,8 @@ def test_a_claimed_key_leaves_for_good_only_once_released(
     for key in (KEY, other, third):
         queue.schedule(key, 1_000.0)
     claimed = queue.claim_due(2_000.0)
-    assert sorted(claimed) == sorted([KEY, other, third])
+    assert sorted(c.key for c in claimed) == sorted([KEY, other, third])
+    assert {c.due_at for c in claimed} == {1_000.0}, "each claim says when it was due"
     assert queue.claim_due(2_000.0) == [], "a claimed key is not claimed twice"
     # A pass wrote a later come-back for one key meanwhile; a returned claim (due since it was
     # claimed, at 2000) wins over it, as the earliest time does.
@@ -728,7 +726,7 @@ def test_due_keys_are_claimed_exactly_once_under_four_sweepers(
         own = _queue(redis.Redis.from_url(REDIS_URL), key_prefix)
         start.wait()
         while batch := own.claim_due(1e9, batch=25):
-            results[slot].extend(batch)
+            results[slot].extend(c.key for c in batch)
 
     threads = [threading.Thread(target=claim, args=(i,)) for i in range(4)]
     for thread in threads:
