@@ -21,17 +21,22 @@ import redis
 from kombu.transport import redis as kombu_redis
 
 
-def _guarded(channel: Any) -> None:
-    if getattr(channel.connection, "client", None) is None:
-        raise redis.ConnectionError("the broker connection is closed")
+class _GuardedConnect:
+    """Refuse to build a Redis connection once the channel's transport connection is closed.
 
+    Mixed in ahead of a kombu channel class, so both channels below share the one guard.
+    """
 
-class RedisChannel(kombu_redis.Channel):
-    """kombu's Redis channel, refusing to connect once its transport connection is closed."""
+    connection: Any
 
     def _connparams(self, asynchronous: bool = False) -> Any:
-        _guarded(self)
+        if getattr(self.connection, "client", None) is None:
+            raise redis.ConnectionError("the broker connection is closed")
         return super()._connparams(asynchronous)  # type: ignore[misc]
+
+
+class RedisChannel(_GuardedConnect, kombu_redis.Channel):
+    """kombu's Redis channel, refusing to connect once its transport connection is closed."""
 
 
 class RedisTransport(kombu_redis.Transport):
@@ -40,12 +45,8 @@ class RedisTransport(kombu_redis.Transport):
     Channel = RedisChannel
 
 
-class SentinelChannel(kombu_redis.SentinelChannel):
+class SentinelChannel(_GuardedConnect, kombu_redis.SentinelChannel):
     """kombu's Sentinel channel, refusing to connect once its transport connection is closed."""
-
-    def _connparams(self, asynchronous: bool = False) -> Any:
-        _guarded(self)
-        return super()._connparams(asynchronous)  # type: ignore[misc]
 
 
 class SentinelTransport(kombu_redis.SentinelTransport):
