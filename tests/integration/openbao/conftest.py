@@ -13,9 +13,10 @@ from typing import Any
 import hvac
 import pytest
 
-from devstack.openbao import OpenBaoServer
+from devstack.openbao import OpenBaoServer, TLSConfig
 from devstack.openbao.bootstrap import TenantDatabase, bootstrap_platform
 from devstack.openbao.pki import LocalPKI, write_local_pki
+from tenantdb.adapters.openbao import ClientCertificate
 
 from .openbao_support import (
     MARIADB,
@@ -112,3 +113,23 @@ def platform(make_platform: Callable[..., Platform]) -> Platform:
 def pki(tmp_path_factory: pytest.TempPathFactory) -> LocalPKI:
     """A CA with a loopback server keypair and a client keypair."""
     return write_local_pki(Path(tmp_path_factory.mktemp("openbao-pki")))
+
+
+@pytest.fixture
+def tls_platform(make_platform: Callable[..., Platform], pki: LocalPKI) -> Platform:
+    """A bootstrapped stand-in that asks for the PKI's client certificate (mutual TLS)."""
+    tls = TLSConfig(pki.server.cert_file, pki.server.key_file, client_ca_file=pki.ca_file)
+    return make_platform(
+        tls=tls,
+        client_kwargs={"cert": (pki.client.cert_file, pki.client.key_file), "verify": pki.ca_file},
+    )
+
+
+@pytest.fixture(scope="session")
+def client_certificate(pki: LocalPKI) -> ClientCertificate:
+    """The PKI's client keypair and CA as tenantdb's adapter takes them from a Secret."""
+    return ClientCertificate(
+        ca_crt=Path(pki.ca_file).read_bytes(),
+        tls_crt=Path(pki.client.cert_file).read_bytes(),
+        tls_key=Path(pki.client.key_file).read_bytes(),
+    )

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from devstack.openbao import TLSConfig
 from devstack.openbao.bootstrap import KUBE_MOUNT
 from devstack.openbao.pki import LocalPKI
 from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
@@ -23,29 +22,15 @@ from tenantdb.core.mariadbdatabase.openbao import build_role, should_write_role
 from .openbao_support import Platform, sql_user_exists
 
 
-def _certificate(pki: LocalPKI) -> ClientCertificate:
-    return ClientCertificate(
-        ca_crt=Path(pki.ca_file).read_bytes(),
-        tls_crt=Path(pki.client.cert_file).read_bytes(),
-        tls_key=Path(pki.client.key_file).read_bytes(),
-    )
-
-
-@pytest.fixture
-def tls_platform(make_platform: Callable[..., Platform], pki: LocalPKI) -> Platform:
-    tls = TLSConfig(pki.server.cert_file, pki.server.key_file, client_ca_file=pki.ca_file)
-    return make_platform(
-        tls=tls,
-        client_kwargs={"cert": (pki.client.cert_file, pki.client.key_file), "verify": pki.ca_file},
-    )
-
-
 def _leftover_key_dirs() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("tenantdb-openbao-*")}
 
 
 def test_a_session_writes_the_role_once_and_removes_it_with_its_users(
-    tls_platform: Platform, pki: LocalPKI, schemas: Callable[[], str]
+    tls_platform: Platform,
+    pki: LocalPKI,
+    client_certificate: ClientCertificate,
+    schemas: Callable[[], str],
 ) -> None:
     schema = schemas()
     role = f"order.{tls_platform.cp_namespace}.adapter-0000-database"
@@ -58,7 +43,7 @@ def test_a_session_writes_the_role_once_and_removes_it_with_its_users(
         return jwt
 
     before = _leftover_key_dirs()
-    args = (tls_platform.server.url, KUBE_MOUNT, "c5c3-operator", read_jwt, _certificate(pki))
+    args = (tls_platform.server.url, KUBE_MOUNT, "c5c3-operator", read_jwt, client_certificate)
     with open_session(*args) as session:
         assert session.read_role(role) is None
         session.write_role(role, desired.to_request())
@@ -89,10 +74,12 @@ def test_a_session_writes_the_role_once_and_removes_it_with_its_users(
     assert not sql_user_exists(username)
 
 
-def test_a_denied_login_is_a_403_without_the_jwt(tls_platform: Platform, pki: LocalPKI) -> None:
+def test_a_denied_login_is_a_403_without_the_jwt(
+    tls_platform: Platform, client_certificate: ClientCertificate
+) -> None:
     jwt = tls_platform.reviewer.issue("tenant-a", "intruder")
     session = open_session(
-        tls_platform.server.url, KUBE_MOUNT, "c5c3-operator", lambda: jwt, _certificate(pki)
+        tls_platform.server.url, KUBE_MOUNT, "c5c3-operator", lambda: jwt, client_certificate
     )
     with pytest.raises(OpenBaoError) as denied:
         session.__enter__()
@@ -102,7 +89,7 @@ def test_a_denied_login_is_a_403_without_the_jwt(tls_platform: Platform, pki: Lo
 
 
 def test_a_role_the_connection_does_not_allow_is_a_400(
-    tls_platform: Platform, pki: LocalPKI, schemas: Callable[[], str]
+    tls_platform: Platform, client_certificate: ClientCertificate, schemas: Callable[[], str]
 ) -> None:
     role = "order.elsewhere.x-0000-database"
     args = (
@@ -110,7 +97,7 @@ def test_a_role_the_connection_does_not_allow_is_a_400(
         KUBE_MOUNT,
         "c5c3-operator",
         lambda: tls_platform.reviewer.issue("c5c3-system", "c5c3-operator"),
-        _certificate(pki),
+        client_certificate,
     )
     body = build_role(schemas(), tls_platform.tenant.keystone_namespace).to_request()
     with open_session(*args) as session, pytest.raises(OpenBaoError) as refused:
@@ -122,9 +109,9 @@ def test_a_role_the_connection_does_not_allow_is_a_400(
     )
 
 
-def test_an_unreachable_server_is_a_transport_error(pki: LocalPKI) -> None:
+def test_an_unreachable_server_is_a_transport_error(client_certificate: ClientCertificate) -> None:
     session = open_session(
-        "https://127.0.0.1:9", KUBE_MOUNT, "c5c3-operator", lambda: "jwt", _certificate(pki)
+        "https://127.0.0.1:9", KUBE_MOUNT, "c5c3-operator", lambda: "jwt", client_certificate
     )
     with pytest.raises(OpenBaoError, match=r"^openbao: POST /v1/auth/.*/login: ConnectionError"):
         session.__enter__()

@@ -8,36 +8,16 @@ token or the JWT.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
-from devstack.openbao import TLSConfig
 from devstack.openbao.bootstrap import KUBE_MOUNT
-from devstack.openbao.pki import LocalPKI
 from tenantdb.adapters.metrics import OPENBAO_OPERATIONS
 from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
 from tenantdb.core.mariadbdatabase.openbao import build_role
 
 from .openbao_support import Platform
-
-
-def _certificate(pki: LocalPKI) -> ClientCertificate:
-    return ClientCertificate(
-        ca_crt=Path(pki.ca_file).read_bytes(),
-        tls_crt=Path(pki.client.cert_file).read_bytes(),
-        tls_key=Path(pki.client.key_file).read_bytes(),
-    )
-
-
-@pytest.fixture
-def tls_platform(make_platform: Callable[..., Platform], pki: LocalPKI) -> Platform:
-    tls = TLSConfig(pki.server.cert_file, pki.server.key_file, client_ca_file=pki.ca_file)
-    return make_platform(
-        tls=tls,
-        client_kwargs={"cert": (pki.client.cert_file, pki.client.key_file), "verify": pki.ca_file},
-    )
 
 
 def _snapshot() -> dict[str, tuple[float, float]]:
@@ -63,13 +43,13 @@ def _delta(before: dict[str, tuple[float, float]]) -> dict[str, tuple[float, flo
 
 
 def test_each_request_is_timed_by_operation_and_absent_objects_are_no_error(
-    tls_platform: Platform, pki: LocalPKI, schemas: Callable[[], str]
+    tls_platform: Platform, client_certificate: ClientCertificate, schemas: Callable[[], str]
 ) -> None:
     role = f"order.{tls_platform.cp_namespace}.metrics-0000-database"
     body = build_role(schemas(), tls_platform.tenant.keystone_namespace).to_request()
     jwt = tls_platform.reviewer.issue("c5c3-system", "c5c3-operator")
     before = _snapshot()
-    args = (tls_platform.server.url, KUBE_MOUNT, "c5c3-operator", lambda: jwt, _certificate(pki))
+    args = (tls_platform.server.url, KUBE_MOUNT, "c5c3-operator", lambda: jwt, client_certificate)
     with open_session(*args) as session:
         assert session.read_role(role) is None
         session.write_role(role, body)
@@ -91,7 +71,7 @@ def test_each_request_is_timed_by_operation_and_absent_objects_are_no_error(
 
 
 def test_a_refused_write_and_a_denied_login_count_as_errors(
-    tls_platform: Platform, pki: LocalPKI, schemas: Callable[[], str]
+    tls_platform: Platform, client_certificate: ClientCertificate, schemas: Callable[[], str]
 ) -> None:
     body = build_role(schemas(), tls_platform.tenant.keystone_namespace).to_request()
     issue = tls_platform.reviewer.issue
@@ -99,23 +79,23 @@ def test_a_refused_write_and_a_denied_login_count_as_errors(
     args = (tls_platform.server.url, KUBE_MOUNT, "c5c3-operator")
     with (
         open_session(
-            *args, lambda: issue("c5c3-system", "c5c3-operator"), _certificate(pki)
+            *args, lambda: issue("c5c3-system", "c5c3-operator"), client_certificate
         ) as session,
         pytest.raises(OpenBaoError),
     ):
         session.write_role("order.elsewhere.x-0000-database", body)
     with (
         pytest.raises(OpenBaoError),
-        open_session(*args, lambda: issue("tenant-a", "intruder"), _certificate(pki)),
+        open_session(*args, lambda: issue("tenant-a", "intruder"), client_certificate),
     ):
         pass
     assert _delta(before) == {"login": (2, 1), "write_role": (1, 1), "revoke_token": (1, 0)}
 
 
-def test_an_unreachable_server_counts_a_login_error(pki: LocalPKI) -> None:
+def test_an_unreachable_server_counts_a_login_error(client_certificate: ClientCertificate) -> None:
     before = _snapshot()
     session = open_session(
-        "https://127.0.0.1:9", KUBE_MOUNT, "c5c3-operator", lambda: "jwt", _certificate(pki)
+        "https://127.0.0.1:9", KUBE_MOUNT, "c5c3-operator", lambda: "jwt", client_certificate
     )
     with pytest.raises(OpenBaoError):
         session.__enter__()
