@@ -11,16 +11,20 @@ PyMySQL on the servers themselves, and statements are counted from the primary's
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pymysql
 import pytest
+import redis
 import yaml
 from kubernetes import client as k8s
 
 from devstack.mysql_group import MysqlGroup
-from tests.e2e.conftest import REPO, Stack, wait_for
+from tenantdb.core.mysqldatabase.naming import IDENTITY
+from tests.conftest import REDIS_URL
+from tests.e2e.conftest import REPO, Stack, order_quiet, wait_for
 
 CALLER_ROLE = REPO / "charts/tenantdb/examples/mysqldatabase-caller-role.yaml"
 NS = "bloodraven"
@@ -145,6 +149,25 @@ class Tenants:
             reached, seconds, f"{name} Ready reason {reason}; last status {self.status(name)}"
         )
         return found
+
+    def come_back_now(self, name: str, within: tuple[float, float]) -> None:
+        """Check the order's last pass asked to come back ``within`` (seconds from now, low and
+        high), then fast-forward that come-back to now, so the test need not wait it out.
+
+        Only once no pass is in flight: a pass that completes replaces the order's come-backs.
+        """
+        key = str(IDENTITY.key(NS, name))
+        client = redis.Redis.from_url(REDIS_URL)
+        try:
+            wait_for(lambda: order_quiet(self.stack, client, key), 20, f"{name} to be quiet")
+            due = client.zscore(f"{self.stack.prefix}due", key)
+            assert due is not None, f"{name} asked for no come-back"
+            ahead = due / 1000 - time.time()
+            low, high = within
+            assert low - 2 <= ahead <= high, f"{name} comes back in {ahead:.0f} s"
+            client.zadd(f"{self.stack.prefix}due", {key: 0})
+        finally:
+            client.close()
 
     def events(self, name: str) -> list[str]:
         core = k8s.CoreV1Api(self.stack.kube().api)

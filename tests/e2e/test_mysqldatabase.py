@@ -119,7 +119,9 @@ def test_a_missing_grant_user_fails_without_sql_and_heals_when_the_user_appears(
     assert not tenants.schema_exists(db)
     assert "GrantUserMissing" in tenants.events("tenant-heal")
     tenants.sql(f"CREATE USER '{ghost}'@'%' IDENTIFIED BY 'x'")
-    tenants.condition("tenant-heal", "DatabaseReconciled", seconds=90)
+    # Nothing a watch sees changed: the order heals on the 60 s come-back its failure asked for.
+    tenants.come_back_now("tenant-heal", within=(50, 60))
+    tenants.condition("tenant-heal", "DatabaseReconciled", seconds=20)
     assert tenants.grants(ghost) == {f"GRANT SELECT ON `{db}`.* TO `{ghost}`@`%`"}
 
     # A verdict of the server itself is Failed MySQLError, worded without the password.
@@ -215,7 +217,9 @@ def test_every_refusal_is_reachable_and_runs_no_sql(tenants: Tenants) -> None:
     tenants.order("tenant-younger", tenants.name("younger"), "younger-owner")
     tenants.condition("tenant-younger", "PeerOwnerSecretMissing")
     cluster.delete("secrets", "main-readonly", NS)
-    tenants.condition("tenant-younger", "GroupSecretMissing", seconds=60)  # on its requeue
+    # No watch reports the group's Secrets: the order sees it gone on its Pending come-back.
+    tenants.come_back_now("tenant-younger", within=(10, 45))
+    tenants.condition("tenant-younger", "GroupSecretMissing", seconds=20)
     groups = "mysqlfailovergroups.shipstream.io"
     cluster.patch(groups, GROUP, {"spec": {"restoreInPlace": {"confirm": "now"}}}, NS)
     tenants.condition("tenant-younger", "RestoreInProgress")
@@ -296,5 +300,7 @@ def test_an_apply_against_a_read_only_replica_waits_instead_of_failing(tenants: 
     assert tenants.writes("dc2") == before
     tenants.group.promote("dc2")
     tenants.group.repoint("dc1", "dc2")
-    tenants.condition("tenant-ro", "DatabaseReconciled", seconds=60)
+    # A promotion no watch sees: the order tries again on its Pending come-back (15 to 45 s).
+    tenants.come_back_now("tenant-ro", within=(10, 45))
+    tenants.condition("tenant-ro", "DatabaseReconciled", seconds=20)
     assert tenants.schema_exists(db, "dc2")
