@@ -18,6 +18,7 @@ log lines carry kinds, cluster names and order keys only.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -36,7 +37,7 @@ from tenantdb.adapters.clusters import (
 )
 from tenantdb.adapters.kube import KubeClient
 from tenantdb.adapters.leader import LeaderLease
-from tenantdb.adapters.metrics import ENQUEUES, LEADER
+from tenantdb.adapters.metrics import ENQUEUES, LEADER, WATCH_LAST_EVENT
 from tenantdb.adapters.metrics import serve as serve_metrics
 from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import Publish, WorkQueue
@@ -325,6 +326,12 @@ class Watcher:
             if loop is not None:
                 loop.stop()
                 self._retired_loops.append(loop)
+        # A (cluster, kind) no loop watches any more has no last event to report: left in place,
+        # its timestamp would only age (and TenantdbWatchStale fire) until the process restarts.
+        watched = {(cluster, kind) for cluster, kind, _ in self._loops}
+        for cluster, kind in {(cluster, kind) for cluster, kind, _ in loop_ids} - watched:
+            with contextlib.suppress(KeyError):
+                WATCH_LAST_EVENT.remove(cluster_label(cluster), kind)
 
     def _reap(self) -> None:
         with self._lock:

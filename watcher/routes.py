@@ -198,7 +198,8 @@ class Dispatcher:
 
     def _count(self, kind: str, n: int = 1) -> None:
         WATCH_EVENTS.labels(cluster=self._label, kind=self.route.kind, type=kind).inc(n)
-        WATCH_LAST_EVENT.labels(cluster=self._label, kind=self.route.kind).set_to_current_time()
+        if not self._stopping.is_set():  # a retired watch's last word is not a sign of life
+            WATCH_LAST_EVENT.labels(cluster=self._label, kind=self.route.kind).set_to_current_time()
 
     def _send(self, keys: list[OrderKey] | tuple[OrderKey, ...]) -> None:
         for key in keys:

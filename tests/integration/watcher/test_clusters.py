@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from prometheus_client import REGISTRY
+
 from devstack.kube.server import ClusterServer
 from tests.integration.watcher.conftest import (
     ORDERS,
@@ -14,6 +16,13 @@ from tests.integration.watcher.conftest import (
     poll_until,
     write_kubeconfig,
 )
+
+
+def _last_heard(cluster: str) -> float | None:
+    return REGISTRY.get_sample_value(
+        "tenantdb_watch_last_event_timestamp_seconds",
+        {"cluster": cluster, "kind": "MariaDBDatabase"},
+    )
 
 
 def test_a_target_cluster_added_to_the_kubeconfig_is_engaged_and_a_removed_one_dropped(
@@ -31,8 +40,12 @@ def test_a_target_cluster_added_to_the_kubeconfig_is_engaged_and_a_removed_one_d
     servers["edge-1"].cluster.create(ORDERS, order("far"), "tenant-a")
     published.take(key("far", "edge-1"))
 
+    assert _last_heard("edge-1") is not None, "an engaged cluster's watches report their events"
+
     write_kubeconfig(kubeconfig_file, {"management": servers["management"]})
     poll_until(lambda: watcher.engaged() == [""], "edge-1 was not dropped")
+    assert _last_heard("edge-1") is None, "a dropped cluster leaves no watch to age and alert on"
+    assert _last_heard("management") is not None
     # The management cluster's watches were left alone.
     servers["management"].cluster.create(ORDERS, order("near"), "tenant-a")
     published.take(key("near"))
