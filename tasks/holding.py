@@ -14,6 +14,14 @@ length and renewed until the pass begins (which clears it), and the order is mar
 second after the mark would run out, so the orphan sweep publishes a new entry once the worker
 is gone. A pending mark held this way renews for at most a second message an event published
 meanwhile; the holder lets go when the mark is gone.
+
+When the worker loses its broker connection, Celery forgets the messages it had received and not
+started (their delivery tags belong to the lost channel), and what the broker makes of them
+depends on whether the channel could put them back: if Redis was away at that moment they stay
+unacknowledged until the visibility timeout. So the worker lets go of every hold then
+(``LetGoOnConnectionLoss``, a consumer bootstep): each cut lease runs out within one lease
+length and the orphan sweep starts the order's pass afresh. A message put back at once is
+received and held again; either way no order waits for the visibility timeout.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import logging
 import threading
 from typing import Any
 
+from celery import bootsteps
 from celery.signals import worker_ready
 from celery.worker.request import Request
 from redis import RedisError
@@ -77,6 +86,14 @@ class StepHolds:
         except (IndexError, InvalidOrderKeyError, RedisError) as exc:
             log.warning("could not hold a received entry (%s)", type(exc).__name__)
 
+    def let_go(self) -> int:
+        """Stop renewing every hold (the messages are no longer this worker's); how many."""
+        with self._lock:
+            count = len(self._held) + len(self._entries)
+            self._held.clear()
+            self._entries.clear()
+        return count
+
     def _start(self) -> None:
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
@@ -127,6 +144,25 @@ class HoldingRequest(Request):
 
 REQUEST = f"{__name__}:HoldingRequest"
 """The ``Request`` option of the entry and step tasks."""
+
+
+class LetGoOnConnectionLoss(bootsteps.StartStopStep):
+    """A consumer bootstep: let go of the holds whenever the consumer stops.
+
+    Celery stops the consumer's steps when its broker connection is lost (before it reconnects)
+    and when the worker shuts down; in both cases the received messages are no longer this
+    worker's to run.
+    """
+
+    def stop(self, parent: Any) -> None:
+        """Let go of every hold; the orders are swept within a lease."""
+        released = _HOLDS.let_go()
+        if released:
+            log.warning(
+                "lost the broker connection: letting go of %d received messages; their orders "
+                "get a new pass within a lease",
+                released,
+            )
 
 
 @worker_ready.connect

@@ -193,7 +193,8 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        """Start an empty server on the port and wait until it answers."""
+        """Start the server on the port (with what ``save`` left, else empty); wait until it
+        answers."""
         with (self.directory / "redis.log").open("ab") as out:
             self.proc = subprocess.Popen(
                 [
@@ -216,8 +217,16 @@ class RedisServer:
 
         wait_for(answers, 10, f"redis-server on port {self.port}")
 
+    def save(self) -> None:
+        """Write everything it holds to its directory, where ``start`` loads it from."""
+        client = redis.Redis.from_url(self.url, socket_timeout=10)
+        try:
+            client.save()
+        finally:
+            client.close()
+
     def kill(self) -> None:
-        """SIGKILL: everything it held is gone."""
+        """SIGKILL: everything it held since the last ``save`` is gone."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGCONT)
         self.proc.kill()

@@ -1,8 +1,10 @@
-"""Redis under fault: restarted empty under load, and frozen for longer than a lease."""
+"""Redis under fault: restarted empty under load, restarted with its data while steps wait out
+their retries, and frozen for longer than a lease."""
 
 from __future__ import annotations
 
 import time
+import urllib.error
 
 import pytest
 
@@ -14,6 +16,13 @@ pytestmark = pytest.mark.slow
 ORDERS = 10
 PAUSE_SECONDS = 13.0
 """Longer than the stack's 10 s lease (TENANTDB_LOCK_TTL_SECONDS)."""
+
+
+def _retries(faults: Faults) -> float:
+    try:
+        return faults.counter("tenantdb_step_retries_total")
+    except urllib.error.URLError:  # a worker not serving its metrics yet
+        return 0.0
 
 
 def _leader(faults: Faults, name: str, role: str) -> float:
@@ -60,3 +69,28 @@ def test_redis_frozen_past_the_lease_loses_no_order(faults: Faults) -> None:
     faults.settle("redis frozen 13 s (lease 10 s)", ended, 60)
     alive = faults.alive()
     assert alive == dict.fromkeys(alive, True), f"a process died with Redis frozen: {alive}"
+
+
+@pytest.mark.timeout(150)
+def test_redis_restarted_with_its_data_frees_the_steps_workers_held(faults: Faults) -> None:
+    # Steps waiting out a retry's countdown live in their worker, held there. Redis goes away
+    # and comes back with its data: the worker's broker connection is lost, and with it the
+    # countdowns, while the messages stay unacknowledged in Redis until the visibility timeout.
+    openbao = faults.stack.platform.openbao
+    assert openbao is not None
+    openbao.suspend()
+    try:
+        names = [faults.create(f"kept-redis{n}") for n in range(4)]
+        wait_for(
+            lambda: _retries(faults) >= 2 * len(names), 60, "every order's role step to retry"
+        )
+        faults.redis_server.save()
+        faults.redis_server.kill()
+        hold(2.0)
+        faults.redis_server.start()
+    finally:
+        openbao.resume()
+    ended = time.monotonic()
+    faults.settle("redis restarted with its data, retries held", ended, 60)
+    alive = faults.alive()
+    assert alive == dict.fromkeys(alive, True), f"a process died with Redis: {alive}"
