@@ -28,6 +28,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +42,12 @@ from devstack.platform import Platform, start_platform
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import (
     CONTROL_PLANE,
+    EXTERNAL_SECRET,
     MARIADB_DATABASE,
     SECRET,
     KubeClient,
 )
+from tenantdb.core.mariadbdatabase.naming import compute_order_names
 from tenantdb.settings import Settings
 from tests.conftest import REDIS_URL
 from tests.e2e import leaks
@@ -271,6 +274,44 @@ class Stack:
             f"{name} {kind}={reason}; last status {self.order(name, cluster)}",
         )
         return found
+
+    def force_refresh(self, name: str, ready: dict[str, Any]) -> dict[str, Any]:
+        """Force ESO to fetch a new credential for a Ready management-cluster order (as an
+        operator's force-sync annotation does); return the order once tenantdb delivered it.
+
+        ``ready`` is the order as last read, Ready; the delivered user must change and
+        ``credentialsRefreshedAt`` move past it.
+        """
+        before = self.secret(f"{name}-credentials") or {}
+        assert before.get("username"), f"{name} has no delivered credential to refresh"
+        refreshed = ready["status"]["credentialsRefreshedAt"]
+        # refreshTime has whole seconds: let the clock pass the first one before forcing one.
+        first = datetime.fromisoformat(refreshed).timestamp()
+        wait_for(lambda: time.time() >= first + 1, 5, "a new second")
+        es_name = compute_order_names("", "tenant-a", name, "openstack").credentials
+        self.kube().patch(
+            EXTERNAL_SECRET,
+            "openstack",
+            es_name,
+            {"metadata": {"annotations": {"force-sync": str(time.time())}}},
+        )
+        wait_for(
+            lambda: (
+                (self.secret(f"{name}-credentials") or {}).get("username") != before["username"]
+            ),
+            20,
+            "the delivered Secret to carry the refreshed user",
+        )
+        after: dict[str, Any] = wait_for(
+            lambda: (
+                (o := self.order(name))
+                and o["status"].get("credentialsRefreshedAt") != refreshed
+                and o
+            ),
+            20,
+            "credentialsRefreshedAt to move",
+        )
+        return after
 
     def secret(
         self, name: str, cluster: str = "", namespace: str = "tenant-a"

@@ -7,14 +7,11 @@ them, beat brings orders back when they asked to wait. Nothing here enqueues by 
 from __future__ import annotations
 
 import base64
-import time
-from datetime import UTC, datetime
 
 import pymysql
 import pytest
 
-from tenantdb.adapters.kube import EXTERNAL_SECRET, SECRET
-from tenantdb.core.mariadbdatabase.naming import compute_order_names
+from tenantdb.adapters.kube import SECRET
 from tests.e2e.conftest import Stack, sql_login, wait_for
 
 pytestmark = pytest.mark.slow
@@ -135,35 +132,7 @@ def test_a_forced_refresh_mints_a_new_user_and_logs_it_once(stack: Stack) -> Non
     name = stack.name("refresh-db")
     stack.apply_order(name)
     first = stack.wait_ready(name)
-    before = stack.secret(f"{name}-credentials")
-    assert before is not None
-    es_name = compute_order_names("", "tenant-a", name, "openstack").credentials
-    # refreshTime has whole seconds: let the clock pass the first one before forcing a refresh.
-    first_refresh = datetime.fromisoformat(first["status"]["credentialsRefreshedAt"])
-    wait_for(
-        lambda: datetime.now(UTC).timestamp() >= first_refresh.timestamp() + 1, 5, "a new second"
-    )
-    stack.kube().patch(
-        EXTERNAL_SECRET,
-        "openstack",
-        es_name,
-        {"metadata": {"annotations": {"force-sync": str(time.time())}}},
-    )
-    wait_for(
-        lambda: (stack.secret(f"{name}-credentials") or {}).get("username") != before["username"],
-        20,
-        "the delivered Secret to carry the refreshed user",
-    )
-    after = wait_for(
-        lambda: (
-            (o := stack.order(name))
-            and o["status"].get("credentialsRefreshedAt")
-            != first["status"]["credentialsRefreshedAt"]
-            and o
-        ),
-        20,
-        "credentialsRefreshedAt to move",
-    )
+    after = stack.force_refresh(name, first)
     assert after["status"]["credentialsRefreshedAt"] > first["status"]["credentialsRefreshedAt"]
     new = stack.secret(f"{name}-credentials") or {}
     with sql_login(new["username"], new["password"], name.replace("-", "_")):

@@ -22,8 +22,7 @@ import pytest
 import redis
 
 from devstack.mysql_group import MysqlGroup
-from tenantdb.adapters.kube import EXTERNAL_SECRET, MARIADB_DATABASE
-from tenantdb.core.mariadbdatabase.naming import compute_order_names
+from tenantdb.adapters.kube import MARIADB_DATABASE
 from tests.e2e import leaks
 from tests.e2e.conftest import Stack, _scan_for_leaks, free_port, wait_for
 from tests.e2e.mysql_tenants import Tenants, order_with_grant
@@ -160,31 +159,8 @@ def _mariadb_lifecycle(stack: Stack) -> None:
     name = stack.name("leak-db")
     stack.apply_order(name)
     first = stack.wait_ready(name)
-    before = stack.secret(f"{name}-credentials") or {}
-    assert before.get("password")
     # A forced refresh: ESO fetches a new credential and tenantdb delivers it.
-    refreshed = first["status"]["credentialsRefreshedAt"]
-    # refreshTime has whole seconds: let the clock pass the first one before forcing a refresh.
-    time.sleep(1.1)
-    es_name = compute_order_names("", "tenant-a", name, "openstack").credentials
-    stack.kube().patch(
-        EXTERNAL_SECRET,
-        "openstack",
-        es_name,
-        {"metadata": {"annotations": {"force-sync": str(time.time())}}},
-    )
-    wait_for(
-        lambda: (stack.secret(f"{name}-credentials") or {}).get("username") != before["username"],
-        30,
-        "the refreshed credential to be delivered",
-    )
-    wait_for(
-        lambda: (
-            (stack.order(name) or {}).get("status", {}).get("credentialsRefreshedAt") != refreshed
-        ),
-        30,
-        "credentialsRefreshedAt to move",
-    )
+    stack.force_refresh(name, first)
     stack.kube().delete(MARIADB_DATABASE, "tenant-a", name)
     wait_for(lambda: stack.order(name) is None, 40, "the MariaDBDatabase order to be gone")
 
