@@ -81,9 +81,7 @@ def test_redis_restarted_with_its_data_frees_the_steps_workers_held(faults: Faul
     openbao.suspend()
     try:
         names = [faults.create(f"kept-redis{n}") for n in range(4)]
-        wait_for(
-            lambda: _retries(faults) >= 2 * len(names), 60, "every order's role step to retry"
-        )
+        wait_for(lambda: _retries(faults) >= 2 * len(names), 60, "every order's role step to retry")
         faults.redis_server.save()
         faults.redis_server.kill()
         hold(2.0)
