@@ -76,17 +76,27 @@ Publish = Callable[[OrderKey], None]
 SEQUENCE_TTL = 7 * 24 * 3600
 """Life of a key's event counters after their last change; both fields expire together."""
 
+# Every script that reads the clock reads the server's, so that all of them agree with each other
+# and with the TTLs Redis keeps, whichever host the caller runs on.
+_NOW_MS = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"""
+
 # While a pass holds the key's lock, the counted event is enough: the pass's release finds it
 # and asks for the next pass itself, so no message is sent that could only find the lock busy.
 # The key is marked dirty for when the lease ends, in case its holder dies instead.
 # A pending mark set is covered by a dirty mark a second after it would run out: when its
 # message is lost (the publisher or the worker holding it died), the sweep enqueues the key
 # again once the mark is gone. The pass the message starts replaces that dirty mark with its own.
-_ENQUEUE = """
+_ENQUEUE = (
+    _NOW_MS
+    + """
 redis.call('HINCRBY', KEYS[2], 'events', 1)
 redis.call('EXPIRE', KEYS[2], ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local pttl = redis.call('PTTL', KEYS[3])
 if pttl > 0 and redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('ZADD', KEYS[4], now + pttl, ARGV[4])
@@ -99,15 +109,17 @@ end
 if ARGV[3] == '1' then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return 0
 """
+)
 
 # Shared by begin and acquire: take the lock, or mark the key dirty until the busy lease ends.
 # A lease taken joins the dirty set too, to be looked at when it would run out: a holder that
 # dies without releasing (a hard time limit, a hand-off whose publish failed) leaves an orphan
 # beat finds, and the release of a pass that ends well removes the mark.
-_LOCK_OR_MARK = """
+_LOCK_OR_MARK = (
+    _NOW_MS
+    + """
 local function lock_or_mark(lock, dirty, token, ttl, member)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = now_ms()
   if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
     redis.call('ZADD', dirty, now + tonumber(ttl), member)
     return true
@@ -118,6 +130,7 @@ local function lock_or_mark(lock, dirty, token, ttl, member)
   return false
 end
 """
+)
 
 _BEGIN = (
     _LOCK_OR_MARK
@@ -143,7 +156,9 @@ return 0
 """
 )
 
-_RELEASE = """
+_RELEASE = (
+    _NOW_MS
+    + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 redis.call('DEL', KEYS[1], KEYS[5])
 redis.call('ZREM', KEYS[2], ARGV[2])
@@ -160,21 +175,22 @@ if events <= started then return 0 end
 -- Ask for the next pass before the lock is free to take, without counting a new event: a pass
 -- that takes the lock from here on covers these events, and this message then ends as stale.
 if redis.call('SET', KEYS[4], '1', 'NX', 'EX', ARGV[6]) then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = now_ms()
   redis.call('ZADD', KEYS[2], now + tonumber(ARGV[6]) * 1000 + 1000, ARGV[2])
   return 2
 end
 return 1
 """
+)
 
 # Compare-and-set of a pass's fence: the lock moves from one value of the pass's token to the
 # next. A claim that finds another value of the same token marks the key dirty for when that
 # lease ends (its holder may have died); any other value means the lease is gone.
-_FENCE = """
+_FENCE = (
+    _NOW_MS
+    + """
 local v = redis.call('GET', KEYS[1])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 if v == ARGV[2] or (ARGV[7] == '1' and v == ARGV[2] .. '~') then
   redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
   if ARGV[6] == '1' then redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[5]) end
@@ -188,6 +204,7 @@ if v and (v == ARGV[1] or string.sub(v, 1, string.len(ARGV[1]) + 1) == ARGV[1] .
 end
 return -1
 """
+)
 
 _EXTEND = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -196,52 +213,60 @@ end
 return 0
 """
 
-_MARK_PENDING = """
+_MARK_PENDING = (
+    _NOW_MS
+    + """
 if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]) + 1000, ARGV[2])
 return 1
 """
+)
 
 # A worker holding an entry's message renews the key's pending mark for one lease, and marks the
 # key dirty for a second after that: once the worker dies, the mark runs out first, so the sweep's
 # enqueue publishes again.
-_HOLD_PENDING = """
+_HOLD_PENDING = (
+    _NOW_MS
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]) + 1000, ARGV[2])
 return 1
 """
+)
 
 # A worker holding a step's message marks the waiting fence held ('~'), sets it to one lease and
 # marks the key dirty for when that runs out; it renews both until the step starts. Once the
 # worker dies, the order is swept within a lease.
-_HOLD = """
+_HOLD = (
+    _NOW_MS
+    + """
 local v = redis.call('GET', KEYS[1])
 if v ~= ARGV[1] and v ~= ARGV[1] .. '~' then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 redis.call('SET', KEYS[1], ARGV[1] .. '~', 'PX', ARGV[2])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
 return 1
 """
+)
 
 # Once the next step's message is published, its wait in the queue is covered (the message is in
 # Redis, not lost with a process), unless a worker already holds it. The wait is looked at again
 # after one lease (``sweep_lost_waits``): a message a worker popped from the queue and died with
 # before it could hold it is in no queue and held by no one.
-_EXTEND_WAIT = """
+_EXTEND_WAIT = (
+    _NOW_MS
+    + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[4])
 return 1
 """
+)
 
 # A waiting fence (``token#S.A``: neither held by a worker nor claimed by a running step) whose
 # queue is empty after a lease has lost its message: no queue has it and no worker received it,
@@ -249,9 +274,10 @@ return 1
 # pass; should the message still turn up, its claim finds the lease gone and it ends. While the
 # queue is not empty the message may be waiting in it, so the key is looked at again a lease later.
 # ARGV[3..] are pairs of queue name and depth; members are "QUEUE KEY".
-_SWEEP_LOST_WAITS = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+_SWEEP_LOST_WAITS = (
+    _NOW_MS
+    + """
+local now = now_ms()
 local depth = {}
 for i = 4, #ARGV, 2 do depth[ARGV[i]] = tonumber(ARGV[i + 1]) end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
@@ -273,12 +299,14 @@ for _, member in ipairs(due) do
 end
 return out
 """
+)
 
 # A dirty key whose lock is gone (its holder died or lost the lease without releasing) is handed
 # back for an enqueue; one whose lock is still held is looked at again when that lease ends.
-_SWEEP_ORPHANS = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+_SWEEP_ORPHANS = (
+    _NOW_MS
+    + """
+local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
 local out = {}
 for _, member in ipairs(due) do
@@ -294,6 +322,7 @@ for _, member in ipairs(due) do
 end
 return out
 """
+)
 
 # Move up to ARGV[2] members due by ARGV[1] from the timetable into its claims set, scored with
 # the claim time: a key leaves the timetable only into a place it is recovered from. Returns
