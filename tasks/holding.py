@@ -31,7 +31,7 @@ import threading
 from typing import Any
 
 from celery import bootsteps
-from celery.signals import worker_ready
+from celery.signals import worker_init, worker_ready
 from celery.worker.request import Request
 from redis import RedisError
 
@@ -163,6 +163,12 @@ class LetGoOnConnectionLoss(bootsteps.StartStopStep):
                 "get a new pass within a lease",
                 released,
             )
+
+
+@worker_init.connect
+def _add_consumer_step(sender: Any, **_: Any) -> None:
+    # Sent after the worker imported its task modules and before it builds its consumer.
+    sender.app.steps["consumer"].add(LetGoOnConnectionLoss)
 
 
 @worker_ready.connect

@@ -14,7 +14,6 @@ from typing import Any
 
 from celery.signals import setup_logging, worker_init, worker_process_shutdown
 
-from tasks.holding import LetGoOnConnectionLoss
 from tenantdb.adapters.celeryapp import build_celery_app
 from tenantdb.adapters.metrics import mark_process_dead, serve
 from tenantdb.logs import configure_logging
@@ -30,7 +29,6 @@ TASK_MODULES = (
 """The task modules of every worker: the entry, the chain protocol, and each kind's declaration."""
 
 app = build_celery_app(load_settings(), include=(*TASK_MODULES, *load_settings().kind_module_names))
-app.steps["consumer"].add(LetGoOnConnectionLoss)
 
 flower = build_celery_app(
     load_settings(),
