@@ -158,9 +158,10 @@ class LetGoOnConnectionLoss(bootsteps.StartStopStep):
         """Let go of every hold; the orders are swept within a lease."""
         released = _HOLDS.let_go()
         if released:
-            log.warning(
-                "lost the broker connection: letting go of %d received messages; their orders "
-                "get a new pass within a lease",
+            # The broker connection was lost, or the worker is shutting down.
+            log.info(
+                "the consumer stopped: no longer holding %d received messages; an order still "
+                "waiting on one gets a new pass within a lease",
                 released,
             )
 
