@@ -1,4 +1,4 @@
-"""`python -m bench`: what a MariaDBDatabase order costs, measured from outside, in one command.
+"""`python -m bench`: what an order costs, measured from outside, in one command.
 
 Runs every scenario of `bench.scenarios` against fresh devstacks with tenantdb's real watcher,
 worker and beat, repeats each figure (`--runs`, at least 3 for the report; the 1,000-order cold
@@ -31,7 +31,7 @@ from typing import Any
 import redis
 
 from bench import refresh_spread, scenarios
-from bench.harness import REPO, BenchError, Stack, temp_state
+from bench.harness import MYSQL, REPO, BenchError, Stack, temp_state
 from bench.report import render_markdown
 
 Figures = dict[str, Any]
@@ -147,19 +147,28 @@ def run_warm(profile: Profile) -> Figures:
     """New orders on warm workers, converged passes and the one-order storm, on one stack."""
 
     def body(stack: Stack) -> Figures:
-        runs: dict[str, list[Figures]] = {k: [] for k in ("new", "forced", "refresh", "storm")}
-        scenarios.converged_forced(stack)  # warms the workers' imports and connections
+        names = ("new", "forced", "refresh", "storm", "mysql_new", "mysql_forced")
+        runs: dict[str, list[Figures]] = {k: [] for k in names}
+        # Warm the workers' imports and connections, the admin connections to the group too.
+        scenarios.converged_forced(stack)
+        scenarios.converged_forced(stack, kind=MYSQL)
         for i in range(profile.runs):
             _say(f"bench: warm stack, run {i + 1}/{profile.runs}")
             runs["new"].append(scenarios.new_orders_warm(stack, profile.warm_orders))
             runs["forced"].append(scenarios.converged_forced(stack))
             runs["refresh"].append(scenarios.converged_refresh(stack))
             runs["storm"].append(scenarios.storm_one(stack, profile.storm_updates))
+            runs["mysql_new"].append(
+                scenarios.new_orders_warm(stack, profile.warm_orders, kind=MYSQL)
+            )
+            runs["mysql_forced"].append(scenarios.converged_forced(stack, kind=MYSQL))
         return {
             "new_order": summarize(runs["new"]),
             "converged_forced": summarize(runs["forced"]),
             "converged_refresh": summarize(runs["refresh"]),
             "storm_one_order": summarize(runs["storm"]),
+            "mysql_new_order": summarize(runs["mysql_new"]),
+            "mysql_converged_forced": summarize(runs["mysql_forced"]),
         }
 
     return _with_stack(2, body)

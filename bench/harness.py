@@ -47,6 +47,8 @@ from tenantdb.settings import Settings
 REPO = Path(__file__).resolve().parent.parent
 GROUP, VERSION, PLURAL = "c5c3.io", "v1alpha1", "mariadbdatabases"
 NAMESPACE = "tenant-a"
+MYSQL_GROUP_NAME = "main"
+"""The MySQL failover group the devstack runs, in ``MYSQL.namespace``."""
 CLUSTERS = ("management", "edge-1")
 BENCH_AGENT = "tenantdb-bench"
 TENANTDB_AGENT = "tenantdb"
@@ -55,6 +57,26 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 class BenchError(Exception):
     """The stack could not be brought up or did not settle; the message says where to look."""
+
+
+@dataclass(frozen=True)
+class OrderKind:
+    """Where the orders of one kind live, as the official client and tenantdb's keys name them."""
+
+    group: str
+    version: str
+    namespace: str
+    plural: str
+    key_kind: str
+
+    @property
+    def api(self) -> tuple[str, str, str, str]:
+        """The arguments the custom objects API takes for the kind's namespace."""
+        return (self.group, self.version, self.namespace, self.plural)
+
+
+MARIADB = OrderKind(GROUP, VERSION, NAMESPACE, PLURAL, "mariadbdatabase")
+MYSQL = OrderKind("shipstream.io", "v1alpha1", "bloodraven", "mysqldatabases", "mysqldatabase")
 
 
 # -- CPU from /proc ------------------------------------------------------------------------------
@@ -147,6 +169,16 @@ class Delta:
     def openbao_requests(self) -> int:
         """tenantdb's OpenBao requests."""
         return sum(self.openbao.values())
+
+    @property
+    def sql_requests(self) -> int:
+        """tenantdb's requests to the MySQL group's servers (connects, queries, statements)."""
+        return sum(n for k, n in self.metrics.items() if k.startswith("sql "))
+
+    @property
+    def sql_by_operation(self) -> dict[str, int]:
+        """tenantdb's requests to the MySQL group's servers, by operation."""
+        return {k.removeprefix("sql "): n for k, n in self.metrics.items() if k.startswith("sql ")}
 
     @property
     def passes(self) -> int:
@@ -353,6 +385,27 @@ class Stack:
         }
         self.apis[cluster].create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, body)
 
+    def create_mysql_order(self, name: str) -> None:
+        """Create one MysqlDatabase order and its owner Secret, as a caller and ESO would."""
+        ident = name.replace("-", "_")
+        secret = k8s.V1Secret(
+            metadata=k8s.V1ObjectMeta(name=f"{name}-owner", namespace=MYSQL.namespace),
+            string_data={"username": f"{ident}_app", "password": secrets.token_urlsafe(18)},
+        )
+        core = k8s.CoreV1Api(self.apis["management"].api_client)
+        core.create_namespaced_secret(MYSQL.namespace, secret)
+        body = {
+            "apiVersion": f"{MYSQL.group}/{MYSQL.version}",
+            "kind": "MysqlDatabase",
+            "metadata": {"name": name, "namespace": MYSQL.namespace},
+            "spec": {
+                "groupRef": {"name": MYSQL_GROUP_NAME},
+                "databaseName": ident,
+                "owner": {"secretName": f"{name}-owner"},
+            },
+        }
+        self.apis["management"].create_namespaced_custom_object(*MYSQL.api, body)
+
     def annotate(self, name: str, value: str, cluster: str = "management") -> None:
         """Change one annotation of an order (an edit that changes no spec)."""
         patch = {"metadata": {"annotations": {"bench.tenantdb.io/touch": value}}}
@@ -366,9 +419,11 @@ class Stack:
         return {o["metadata"]["name"] for o in listed["items"] if _ready(o)}
 
     @contextmanager
-    def watch_ready(self, cluster: str = "management") -> Iterator[ReadyWatch]:
-        """Record when each order of the tenant namespace is first seen Ready."""
-        watch = ReadyWatch(self.apis[cluster])
+    def watch_ready(
+        self, cluster: str = "management", kind: OrderKind = MARIADB
+    ) -> Iterator[ReadyWatch]:
+        """Record when each order of the kind's namespace is first seen Ready."""
+        watch = ReadyWatch(self.apis[cluster], kind)
         watch.start()
         try:
             yield watch
@@ -377,10 +432,10 @@ class Stack:
 
     # ---------------------------------------------------------------- the work queue
 
-    def order_key(self, name: str, cluster: str = "management") -> str:
+    def order_key(self, name: str, cluster: str = "management", kind: OrderKind = MARIADB) -> str:
         """The order key tenantdb gives an order."""
         suffix = "" if cluster == "management" else f"@{cluster}"
-        return f"mariadbdatabase/{NAMESPACE}/{name}{suffix}"
+        return f"{kind.key_kind}/{kind.namespace}/{name}{suffix}"
 
     def workqueue(self) -> WorkQueue:
         """The product's work queue, as `tenantdb reconcile` uses it."""
@@ -430,6 +485,8 @@ class Stack:
                     out["busy"] += int(sample.value)
                 elif sample.name == "tenantdb_stale_messages_total":
                     out["stale"] += int(sample.value)
+                elif sample.name == "tenantdb_sql_request_duration_seconds_count":
+                    out[f"sql {sample.labels['operation']}"] += int(sample.value)
         return out
 
     def _task_counts(self) -> Counter[str]:
@@ -488,11 +545,12 @@ def _ready(obj: Mapping[str, Any]) -> bool:
 
 
 class ReadyWatch:
-    """A watch on the tenant namespace's orders that notes when each first turns Ready."""
+    """A watch on one kind's orders in its namespace that notes when each first turns Ready."""
 
-    def __init__(self, api: k8s.CustomObjectsApi) -> None:
-        """Watch with ``api`` once started."""
+    def __init__(self, api: k8s.CustomObjectsApi, kind: OrderKind = MARIADB) -> None:
+        """Watch the kind's orders with ``api`` once started."""
         self._api = api
+        self._kind = kind
         self.ready_at: dict[str, float] = {}
         self._changed = threading.Condition()
         self._stop = threading.Event()
@@ -512,7 +570,7 @@ class ReadyWatch:
     def _run(self) -> None:
         from kubernetes import watch
 
-        listed = self._api.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL)
+        listed = self._api.list_namespaced_custom_object(*self._kind.api)
         now = time.monotonic()
         for obj in listed["items"]:
             if _ready(obj):
@@ -521,7 +579,7 @@ class ReadyWatch:
         self._started.set()
         while not self._stop.is_set():
             stream = watch.Watch().stream(
-                self._api.list_namespaced_custom_object, GROUP, VERSION, NAMESPACE, PLURAL,
+                self._api.list_namespaced_custom_object, *self._kind.api,
                 resource_version=version, timeout_seconds=1, allow_watch_bookmarks=True,
             )  # fmt: skip
             for event in stream:

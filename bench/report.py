@@ -126,6 +126,44 @@ def _converged(warm: Figures) -> list[str]:
     return [*lines, ""]
 
 
+_MYSQL_ROWS = (
+    ("create-to-Ready p50 (s)", "ready_p50_s"),
+    ("create-to-Ready p95 (s)", "ready_p95_s"),
+    ("passes", "passes"),
+    ("Celery tasks", "celery_tasks"),
+    ("Kubernetes requests (watches apart)", "kube_requests"),
+    ("SQL requests", "sql_requests"),
+    ("tenantdb CPU (s)", "tenantdb_cpu_s"),
+    ("devstack CPU (s)", "devstack_cpu_s"),
+)
+
+
+def _mysql(warm: Figures) -> list[str]:
+    if "mysql_new_order" not in warm:  # a report from before the kind was measured
+        return []
+    new, forced = warm["mysql_new_order"], warm["mysql_converged_forced"]
+    lines = [
+        "## MysqlDatabase: a new order, and a converged pass",
+        "",
+        "Orders on the devstack's MySQL failover group (two MariaDB servers, dc1 the primary),",
+        "each with its owner Secret, created one after another; each is Ready and the stack idle",
+        "before the next. Then a forced re-reconcile of a Ready order. SQL requests are",
+        "tenantdb's connects, queries and statements to the group's servers.",
+        f"Bound by: {bound_note(new)} / {bound_note(forced)}.",
+        "",
+        "| figure | new order (per order) | converged pass (forced) |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {label} | {cell(new.get(name))} | {cell(forced.get(name))} |"
+        for label, name in _MYSQL_ROWS
+    ]
+    lines += ["", "Requests of the median converged run:", ""]
+    lines += _breakdown("Kubernetes", forced.get("kube_by_request") or {})
+    lines += _breakdown("SQL", forced.get("sql_by_operation") or {})
+    return [*lines, ""]
+
+
 def _cold(cold: Figures) -> list[str]:
     lines = [
         "## Cold: many new orders at once",
@@ -207,6 +245,15 @@ _COMPARED = (
     ("converged pass: Kubernetes requests", ("warm", "converged_forced", "kube_requests")),
     ("converged pass: OpenBao requests", ("warm", "converged_forced", "openbao_requests")),
     ("converged pass: Celery tasks", ("warm", "converged_forced", "celery_tasks")),
+    (
+        "MysqlDatabase new order: create-to-Ready p50 (s)",
+        ("warm", "mysql_new_order", "ready_p50_s"),
+    ),
+    ("MysqlDatabase new order: SQL requests", ("warm", "mysql_new_order", "sql_requests")),
+    (
+        "MysqlDatabase converged pass: SQL requests",
+        ("warm", "mysql_converged_forced", "sql_requests"),
+    ),
     ("100 new orders, 2 workers: all Ready (s)", ("cold", "cold_100_workers_2", "all_ready_s")),
     ("1000 new orders, 2 workers: all Ready (s)", ("cold", "cold_1000_workers_2", "all_ready_s")),
     (
@@ -271,6 +318,7 @@ def render_markdown(report: Figures, baseline: Figures | None = None) -> str:
         lines.append("")
     lines += _new_order(warm)
     lines += _converged(warm)
+    lines += _mysql(warm)
     lines += _cold(cold)
     lines += _storms(warm, cold)
     lines += _refresh(report["refresh"])

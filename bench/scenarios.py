@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from bench.harness import BenchError, Delta, Stack
+from bench.harness import MARIADB, MYSQL, BenchError, Delta, OrderKind, Stack
 
 Figures = dict[str, Any]
 
@@ -35,6 +35,7 @@ def _per_order(delta: Delta, orders: int) -> Figures:
         "celery_tasks": delta.all_tasks / orders,
         "kube_requests": delta.kube_requests / orders,
         "openbao_requests": delta.openbao_requests / orders,
+        "sql_requests": delta.sql_requests / orders,
         "tenantdb_cpu_s": delta.tenantdb_cpu / orders,
         "devstack_cpu_s": delta.devstack_cpu / orders,
     }
@@ -46,20 +47,30 @@ def _percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-def new_orders_warm(stack: Stack, orders: int, *, timeout: float = 120.0) -> Figures:
+def _create(stack: Stack, name: str, kind: OrderKind, cluster: str = "management") -> None:
+    if kind is MYSQL:  # MysqlDatabase orders live on the management cluster only
+        stack.create_mysql_order(name)
+    else:
+        stack.create_order(name, cluster)
+
+
+def new_orders_warm(
+    stack: Stack, orders: int, *, kind: OrderKind = MARIADB, timeout: float = 120.0
+) -> Figures:
     """Create orders one after another on warm workers; each is Ready and settled before the next.
 
     Figures: create-to-Ready p50 and p95, and per order the passes, entry tasks, Busy messages,
-    Celery tasks, Kubernetes and OpenBao requests, and CPU seconds of tenantdb and the devstack.
+    Celery tasks, Kubernetes, OpenBao and SQL requests, and CPU seconds of tenantdb and the
+    devstack.
     """
     stack.wait_idle()
     latencies = []
     before = stack.read()
-    with stack.watch_ready() as watch:
+    with stack.watch_ready(kind=kind) as watch:
         for _ in range(orders):
             name = _name("warm")
             start = time.monotonic()
-            stack.create_order(name)
+            _create(stack, name, kind)
             if not watch.wait({name}, timeout):
                 raise BenchError(f"order {name} was not Ready within {timeout:g} s")
             latencies.append(watch.ready_at[name] - start)
@@ -78,6 +89,8 @@ def _converged_figures(delta: Delta) -> Figures:
         "kube_by_request": dict(sorted(delta.kube.items())),
         "openbao_requests": delta.openbao_requests,
         "openbao_by_request": dict(sorted(delta.openbao.items())),
+        "sql_requests": delta.sql_requests,
+        "sql_by_operation": dict(sorted(delta.sql_by_operation.items())),
         "celery_tasks": delta.all_tasks,
         "passes": delta.passes,
         "caused_another_pass": delta.passes > 1,
@@ -86,20 +99,20 @@ def _converged_figures(delta: Delta) -> Figures:
     }
 
 
-def _ready_order(stack: Stack, cluster: str, timeout: float) -> str:
+def _ready_order(stack: Stack, cluster: str, timeout: float, kind: OrderKind = MARIADB) -> str:
     name = _name("converged")
-    with stack.watch_ready(cluster) as watch:
-        stack.create_order(name, cluster)
+    with stack.watch_ready(cluster, kind) as watch:
+        _create(stack, name, kind, cluster)
         if not watch.wait({name}, timeout):
             raise BenchError(f"order {name} on {cluster} was not Ready within {timeout:g} s")
     stack.wait_idle()
     return name
 
 
-def converged_forced(stack: Stack, *, timeout: float = 120.0) -> Figures:
+def converged_forced(stack: Stack, *, kind: OrderKind = MARIADB, timeout: float = 120.0) -> Figures:
     """One forced re-reconcile of a Ready order, as `tenantdb reconcile KEY --force` asks it."""
-    name = _ready_order(stack, "management", timeout)
-    key = stack.order_key(name)
+    name = _ready_order(stack, "management", timeout, kind)
+    key = stack.order_key(name, kind=kind)
     queue = stack.workqueue()
     before = stack.read()
     queue.enqueue(_parse(key), force=True)

@@ -60,6 +60,14 @@ def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
         assert set(converged) >= set(CONVERGED), name
         assert _median(converged["passes"]) >= 1, name
         assert converged["kube_by_request"], name
+    mysql = report["warm"]["mysql_new_order"]
+    assert set(mysql) >= {"ready_p50_s", "passes", "kube_requests", "sql_requests"}
+    assert _median(mysql["passes"]) >= 1
+    assert _median(mysql["sql_requests"]) > 0, "a new MysqlDatabase is applied with SQL"
+    mysql_converged = report["warm"]["mysql_converged_forced"]
+    assert _median(mysql_converged["passes"]) >= 1
+    assert mysql_converged["kube_by_request"]
+    assert "sql_by_operation" in mysql_converged
     for workers in (1, 2):
         cold = report["cold"][f"cold_2_workers_{workers}"]
         assert set(cold) >= set(COLD)
@@ -74,7 +82,8 @@ def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
 
     markdown = doc.read_text()
     for heading in (
-        "## A new order, warm workers", "## A converged pass", "## Cold: many new orders at once",
+        "## A new order, warm workers", "## A converged pass",
+        "## MysqlDatabase: a new order, and a converged pass", "## Cold: many new orders at once",
         "## Storms", "## Refresh smoothness",
     ):  # fmt: skip
         assert heading in markdown
