@@ -179,6 +179,10 @@ def _served_key(text: str, settings: Settings) -> OrderKey:
     return key
 
 
+WORKER_DEFAULTS = ("--without-gossip", "--without-mingle")
+"""Celery worker options ``tenantdb worker`` always passes."""
+
+
 def _worker(celery_args: list[str]) -> int:
     settings = _settings()
     extra = celery_args[1:] if celery_args[:1] == ["--"] else celery_args
@@ -192,6 +196,10 @@ def _worker(celery_args: list[str]) -> int:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
     if not any(a == "-l" or a.startswith(("--loglevel", "-l")) for a in extra):
         extra = [f"--loglevel={settings.log_level}", *extra]
+    # Gossip and mingle exchange worker state over the broker for features tenantdb does not use
+    # (revokes, clock sync between workers): each worker would only add broker traffic, and after
+    # a broker outage gossip failed to restart. Remote control (Flower, `inspect`) stays.
+    extra = [*WORKER_DEFAULTS, *(a for a in extra if a not in WORKER_DEFAULTS)]
     argv = [sys.executable, "-m", "celery", "-A", "workers.app", "worker", *extra]
     os.execv(sys.executable, argv)  # noqa: S606 - replaces this process with the worker
 

@@ -62,3 +62,32 @@ def test_an_unknown_log_level_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert err.startswith("tenantdb: invalid setting log_level: Input should be 'DEBUG'")
     assert err.count("\n") == 1
+
+
+def test_a_worker_runs_celery_without_gossip_and_mingle_and_keeps_the_callers_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    from tenantdb.settings import load_settings
+
+    started: list[list[str]] = []
+
+    def execv(path: str, argv: list[str]) -> None:
+        started.append(argv)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, "execv", execv)
+    monkeypatch.setenv("TENANTDB_METRICS_PORT", "0")
+    load_settings.cache_clear()
+    try:
+        with pytest.raises(SystemExit):
+            main(["worker", "--", "-c", "4", "--without-gossip", "-Q", "provision"])
+    finally:
+        load_settings.cache_clear()
+    (argv,) = started
+    celery = argv[argv.index("worker") + 1 :]
+    assert celery.count("--without-gossip") == 1
+    assert "--without-mingle" in celery
+    assert celery[-4:] == ["-c", "4", "-Q", "provision"]
+    assert any(a.startswith("--loglevel=") for a in celery)
