@@ -12,8 +12,8 @@ writes the Ready stamp. A deleting order follows ``plan_deletion``: retained and
 orders release at once without a connection, a fenced or leaderless group defers the drop,
 and the ``drop`` step revokes, drops what the order created and releases the finalizer.
 
-An apply or a release wakes the order's peers on the same group, so an order a conflict
-refused looks again when the order it yielded to changed. Passwords are read from their
+An apply or a release wakes the order's peers on the same group that are not Ready, so an order
+a conflict refused looks again when the order it yielded to changed. Passwords are read from their
 Secrets in the step that binds them and are never in a note, a status, a log line or an Event.
 """
 
@@ -80,6 +80,7 @@ from tenantdb.core.mysqldatabase.reading import (
     needs_secret_username,
     owner_secret_name,
     peers_on_group,
+    peers_to_wake,
     sibling_claims,
     sibling_of,
 )
@@ -235,10 +236,6 @@ def _wake(peers: tuple[str, ...], namespace: str) -> None:
         queue.enqueue(IDENTITY.key(namespace, name))
 
 
-def _peer_names(order: Mapping[str, Any], peers: tuple[dict[str, Any], ...]) -> tuple[str, ...]:
-    return tuple(str(_meta(p).get("name")) for p in peers_on_group(peers, order))
-
-
 # -- the entry -----------------------------------------------------------------------------------
 
 
@@ -301,7 +298,7 @@ def plan(ctx: PassContext, order: dict[str, Any], gate: Gate) -> Plan:
         owner_version=gate.owner_version,
         reserved=tuple(sorted(gate.reserved)),
         siblings=sibling_claims(siblings),
-        peers=_peer_names(order, gate.peers),
+        peers=peers_to_wake(gate.peers, order),
         repair=repair,
     )
     return Plan(("apply",), note, converged=True, reason="Verifying" if repair else "Applying")
@@ -438,7 +435,7 @@ def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan:
             reserved = None
         peers = tuple(peers_on_group(kube.orders(key), order))
     decided = plan_deletion(compute_deletion_observation(order, group, reserved, peers))
-    peer_names = _peer_names(order, peers)
+    peer_names = peers_to_wake(peers, order)
     if decided.step is not DeletionStep.DROP:
         return Plan((), local=(decided, peer_names))
     note = DropNote(

@@ -17,6 +17,7 @@ from tenantdb.core.mysqldatabase.reading import (
     group_secret_names,
     needs_secret_username,
     peers_on_group,
+    peers_to_wake,
     sibling_claims,
     sibling_of,
     tls_secret_name,
@@ -90,6 +91,22 @@ def test_peers_are_the_other_orders_on_the_same_group() -> None:
     other_group = order("b", "2026-01-01T00:00:00Z", groupRef={"name": "other"})
     same = order("c", "2026-01-01T00:00:00Z")
     assert peers_on_group([mine, other_group, same], mine) == [same]
+
+
+def _with_ready(o: dict[str, Any], status: str, reason: str) -> dict[str, Any]:
+    o["status"] = {"conditions": [{"type": "Ready", "status": status, "reason": reason}]}
+    return o
+
+
+def test_only_peers_that_are_not_ready_are_woken_by_an_apply_or_a_release() -> None:
+    mine = order("a", "2026-01-01T00:00:00Z")
+    ready = _with_ready(order("b", "2026-01-01T00:00:00Z"), "True", "DatabaseReconciled")
+    refused = _with_ready(order("c", "2026-01-02T00:00:00Z"), "False", "DatabaseNameConflict")
+    fresh = order("d", "2026-01-03T00:00:00Z")  # no status yet: its first pass is under way
+    elsewhere = _with_ready(
+        order("e", "2026-01-02T00:00:00Z", groupRef={"name": "other"}), "False", "OwnerConflict"
+    )
+    assert peers_to_wake([mine, ready, refused, fresh, elsewhere], mine) == ("c", "d")
 
 
 def test_sibling_claims_name_owners_and_grants_of_live_siblings() -> None:

@@ -17,6 +17,7 @@ from tenantdb.core.mysqldatabase.conflicts import Claim
 from tenantdb.core.mysqldatabase.deletion import DeletionObservation, Sibling
 from tenantdb.core.mysqldatabase.gates import GateObservation, OwnerSecret
 from tenantdb.core.mysqldatabase.group import compute_active_site, compute_fence
+from tenantdb.core.readiness import compute_ready_state
 
 PRIMARY_CANDIDATE = "primary-candidate"
 
@@ -139,6 +140,21 @@ def peers_on_group(orders: Iterable[dict[str, Any]], me: Mapping[str, Any]) -> l
         for o in orders
         if group_name(o) == group and _text(_map(o.get("metadata")).get("name")) != name
     ]
+
+
+def peers_to_wake(orders: Iterable[dict[str, Any]], me: Mapping[str, Any]) -> tuple[str, ...]:
+    """The peers on the order's group an apply or a release of it may unblock: those not Ready.
+
+    A peer is refused or waiting because of what its peers claim or hold (a name or an owner it
+    yielded to, an owner Secret it waits for, a grant user not yet created), and such a peer is
+    not Ready. A Ready peer has nothing to gain from a pass: waking it too would cost each apply
+    a pass of every order on the group.
+    """
+    return tuple(
+        _text(_map(o.get("metadata")).get("name"))
+        for o in peers_on_group(orders, me)
+        if not compute_ready_state(o).ready
+    )
 
 
 def sibling_claims(siblings: Iterable[Sibling]) -> dict[str, str]:
