@@ -173,7 +173,7 @@ class Delta:
     @property
     def sql_requests(self) -> int:
         """tenantdb's requests to the MySQL group's servers (connects, queries, statements)."""
-        return sum(n for k, n in self.metrics.items() if k.startswith("sql "))
+        return sum(self.sql_by_operation.values())
 
     @property
     def sql_by_operation(self) -> dict[str, int]:

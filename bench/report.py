@@ -102,22 +102,42 @@ def _new_order(warm: Figures) -> list[str]:
     return [*lines, ""]
 
 
-def _converged(warm: Figures) -> list[str]:
-    forced, refresh = warm["converged_forced"], warm["converged_refresh"]
+def _side_by_side(
+    heading: str,
+    intro: list[str],
+    columns: tuple[str, str],
+    figures: tuple[Figures, Figures],
+    rows: tuple[tuple[str, str], ...],
+) -> list[str]:
+    """A section whose table sets two scenarios' figures side by side, row by row."""
+    left, right = figures
     lines = [
-        "## A converged pass",
+        heading,
         "",
-        "A forced re-reconcile of a Ready order (`tenantdb reconcile KEY --force`), and one",
-        "periodic refresh of a Ready order on the target cluster `edge-1`, swept by beat.",
-        f"Bound by: {bound_note(forced)} / {bound_note(refresh)}.",
+        *intro,
+        f"Bound by: {bound_note(left)} / {bound_note(right)}.",
         "",
-        "| figure | forced re-reconcile | target-cluster refresh |",
+        f"| figure | {columns[0]} | {columns[1]} |",
         "|---|---|---|",
     ]
     lines += [
-        f"| {label} | {cell(forced.get(name))} | {cell(refresh.get(name))} |"
-        for label, name in _CONVERGED_ROWS
+        f"| {label} | {cell(left.get(name))} | {cell(right.get(name))} |" for label, name in rows
     ]
+    return lines
+
+
+def _converged(warm: Figures) -> list[str]:
+    forced, refresh = warm["converged_forced"], warm["converged_refresh"]
+    lines = _side_by_side(
+        "## A converged pass",
+        [
+            "A forced re-reconcile of a Ready order (`tenantdb reconcile KEY --force`), and one",
+            "periodic refresh of a Ready order on the target cluster `edge-1`, swept by beat.",
+        ],
+        ("forced re-reconcile", "target-cluster refresh"),
+        (forced, refresh),
+        _CONVERGED_ROWS,
+    )
     lines += ["", "Requests of the median run:", ""]
     lines += _breakdown("forced, Kubernetes", forced.get("kube_by_request") or {})
     lines += _breakdown("forced, OpenBao", forced.get("openbao_by_request") or {})
@@ -142,22 +162,19 @@ def _mysql(warm: Figures) -> list[str]:
     if "mysql_new_order" not in warm:  # a report from before the kind was measured
         return []
     new, forced = warm["mysql_new_order"], warm["mysql_converged_forced"]
-    lines = [
+    lines = _side_by_side(
         "## MysqlDatabase: a new order, and a converged pass",
-        "",
-        "Orders on the devstack's MySQL failover group (two MariaDB servers, dc1 the primary),",
-        "each with its owner Secret, created one after another; each is Ready and the stack idle",
-        "before the next. Then a forced re-reconcile of a Ready order. SQL requests are",
-        "tenantdb's connects, queries and statements to the group's servers.",
-        f"Bound by: {bound_note(new)} / {bound_note(forced)}.",
-        "",
-        "| figure | new order (per order) | converged pass (forced) |",
-        "|---|---|---|",
-    ]
-    lines += [
-        f"| {label} | {cell(new.get(name))} | {cell(forced.get(name))} |"
-        for label, name in _MYSQL_ROWS
-    ]
+        [
+            "Orders on the devstack's MySQL failover group (two MariaDB servers, dc1 the primary),",
+            "each with its owner Secret, created one after another; each is Ready and the stack"
+            " idle",
+            "before the next. Then a forced re-reconcile of a Ready order. SQL requests are",
+            "tenantdb's connects, queries and statements to the group's servers.",
+        ],
+        ("new order (per order)", "converged pass (forced)"),
+        (new, forced),
+        _MYSQL_ROWS,
+    )
     lines += ["", "Requests of the median converged run:", ""]
     lines += _breakdown("Kubernetes", forced.get("kube_by_request") or {})
     lines += _breakdown("SQL", forced.get("sql_by_operation") or {})

@@ -116,9 +116,11 @@ def plan_unreadable_control_plane(what: str, detail: str) -> AdmissionDecision:
 
     Its watch event wakes the order once it is fixed, so nothing is retried meanwhile.
     """
-    outcome = StepOutcome(
-        conditions=on_both(Reason.DEPENDENCY_UNREADABLE, msg_dependency_unreadable(what, detail))
-    )
+    return _refuse_unreadable(msg_dependency_unreadable(what, detail))
+
+
+def _refuse_unreadable(message: str) -> AdmissionDecision:
+    outcome = StepOutcome(conditions=on_both(Reason.DEPENDENCY_UNREADABLE, message))
     return _refuse(outcome, PassResult(requeue_after=ORDER_REFRESH_AFTER))
 
 
@@ -130,10 +132,7 @@ def plan_unreadable_teardown(what: str, detail: str) -> AdmissionDecision:
     SecretStore names the OpenBao that holds the role, the order's own Database CR carries the
     cleanup policy. The object's watch event or the 10-minute refresh brings the next pass.
     """
-    outcome = StepOutcome(
-        conditions=on_both(Reason.DEPENDENCY_UNREADABLE, msg_deletion_unreadable(what, detail))
-    )
-    return _refuse(outcome, PassResult(requeue_after=ORDER_REFRESH_AFTER))
+    return _refuse_unreadable(msg_deletion_unreadable(what, detail))
 
 
 def _plan_dynamic_gates(

@@ -67,20 +67,19 @@ NOT_PROVISIONED_MESSAGE = "the database is not provisioned yet; nothing is deliv
 NOT_CURRENT_MESSAGE = "the delivered Secret does not carry the current credential yet"
 
 
+_NEWER_VERSION = "(an object of a newer API version than tenantdb reads needs a newer tenantdb)"
+
+
 def msg_dependency_unreadable(what: str, detail: str) -> str:
     """Word DependencyUnreadable: an object the order depends on does not parse (tenantdb's)."""
-    return (
-        f"{what} cannot be read: {detail}; the order goes on once it is fixed (an object of a "
-        "newer API version than tenantdb reads needs a newer tenantdb)"
-    )
+    return f"{what} cannot be read: {detail}; the order goes on once it is fixed {_NEWER_VERSION}"
 
 
 def msg_deletion_unreadable(what: str, detail: str) -> str:
     """Word DependencyUnreadable on a deleting order: its teardown waits for the object."""
     return (
         f"{what} cannot be read: {detail}; the deletion waits until it is fixed, and nothing is "
-        "removed meanwhile (an object of a newer API version than tenantdb reads needs a newer "
-        "tenantdb)"
+        f"removed meanwhile {_NEWER_VERSION}"
     )
 
 
