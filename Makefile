@@ -41,8 +41,12 @@ gen: $(STAMP) ## Regenerate the CRDs in charts/tenantdb/crds from tenantdb/core/
 unit: $(STAMP) ## Unit tests only (fast, no services)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
+.PHONY: services
+services: ## Install (Debian, as root) and start Redis, MariaDB and promtool for the tests
+	bash tools/services.sh
+
 .PHONY: test
-test: lint ## Lint, then every test (needs Redis and MariaDB on localhost)
+test: services lint ## Start the services, lint, then run every test
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 .PHONY: demo
