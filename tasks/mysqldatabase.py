@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +39,7 @@ from tenantdb.core.mysqldatabase.apply import (
     Claims,
     Records,
     Refusal,
+    compute_ran_subjects,
     drift_repaired_event,
     parse_observation,
     plan_apply,
@@ -50,7 +51,7 @@ from tenantdb.core.mysqldatabase.deletion import (
     DeletionStep,
     Event,
     EventType,
-    dropped_event,
+    plan_after_drop,
     plan_deletion,
 )
 from tenantdb.core.mysqldatabase.gates import (
@@ -78,6 +79,7 @@ from tenantdb.core.mysqldatabase.reading import (
     group_secret_names,
     needs_group_for_deletion,
     needs_secret_username,
+    needs_sibling_username,
     owner_secret_name,
     peers_on_group,
     peers_to_wake,
@@ -90,6 +92,7 @@ from tenantdb.core.mysqldatabase.status import (
     compute_deleting_status,
     compute_ready_status,
     compute_stopped_status,
+    compute_withdrawn_status,
 )
 from tenantdb.core.mysqldatabase.validation import ValidSpec
 from tenantdb.core.paths import Verdict
@@ -116,6 +119,8 @@ class Gate:
     reserved: frozenset[str] = frozenset()
     peers: tuple[dict[str, Any], ...] = ()
     owner_version: str = ""
+    peer_users: Mapping[str, str] = field(default_factory=dict)
+    """What the owner Secrets of the peers that recorded no owner name, by peer."""
 
 
 @dataclass(frozen=True)
@@ -229,6 +234,19 @@ def _stop(
     return _wait_for(phase)
 
 
+def _peer_users(
+    key: OrderKey, peers: tuple[dict[str, Any], ...], needed: Callable[[dict[str, Any]], bool]
+) -> dict[str, str]:
+    """The usernames the owner Secrets of the ``needed`` peers name, by peer."""
+    found: dict[str, str] = {}
+    for peer in peers:
+        if needed(peer):
+            secret = orders().owner(key, owner_secret_name(peer))
+            if secret is not None and secret.username:
+                found[str(_meta(peer).get("name"))] = secret.username
+    return found
+
+
 def _wake(peers: tuple[str, ...], namespace: str) -> None:
     """Ask for a pass of each peer order: what it is checked against changed."""
     queue = workqueue()
@@ -252,19 +270,21 @@ def admit(ctx: PassContext, order: dict[str, Any], previous: Gate | None) -> Adm
     group_secrets = kube.group_secrets(key, group_secret_names(group))
     peers = tuple(peers_on_group(kube.orders(key), order))
     me = claim_of(order, owner.username if owner else None)
-    peer_users: dict[str, str] = {}
-    for peer in peers:
-        if needs_secret_username(me, claim_of(peer, None)):
-            found = kube.owner(key, owner_secret_name(peer))
-            if found is not None and found.username:
-                peer_users[str(_meta(peer).get("name"))] = found.username
+    peer_users = _peer_users(
+        key,
+        peers,
+        lambda peer: (
+            needs_secret_username(me, claim_of(peer, None)) or needs_sibling_username(peer)
+        ),
+    )
     observed = compute_gate_observation(order, group, owner, group_secrets, peers, peer_users)
     decision = plan_gates(observed)
     try:
         reserved = compute_reserved_usernames(group_secrets)
     except (GroupSecretUnreadableError, GroupSecretInvalidError):
         reserved = frozenset()
-    gate = Gate(decision, group, reserved, peers, owner.resource_version if owner else "")
+    version = owner.resource_version if owner else ""
+    gate = Gate(decision, group, reserved, peers, version, peer_users)
     return Admission(Verdict(True, decision.phase is None), gate)
 
 
@@ -286,7 +306,7 @@ def plan(ctx: PassContext, order: dict[str, Any], gate: Gate) -> Plan:
             return Plan((), converged=True)
     if decision.spec is None:  # the gates let the pass on only with a valid spec
         raise RuntimeError("the gates passed without a validated spec")
-    siblings = [sibling_of(p) for p in gate.peers]
+    siblings = [sibling_of(p, gate.peer_users.get(str(_meta(p).get("name")))) for p in gate.peers]
     note = ApplyNote(
         order=order,
         spec=decision.spec,
@@ -356,11 +376,12 @@ def _apply_on(
     key, order, spec = ctx.key, note.order, note.spec
     prior = _status(order)
     records = Records.of(prior)
-    rows = session.query(sql.read_only_query(session.dialect))
-    read_only = bool(rows and rows[0][0])
     observed = parse_observation(
-        read_only,
-        session.query(sql.observe_query(spec.database_name, usernames_to_observe(spec, records))),
+        session.query(
+            sql.observe_query(
+                spec.database_name, usernames_to_observe(spec, records), session.dialect
+            )
+        )
     )
     decided = plan_apply(
         spec,
@@ -389,8 +410,17 @@ def _apply_on(
     try:
         session.execute(decided.statements, {OWNER_PASSWORD: owner.values.get("password", "")})
     except AdminError as failure:
-        # Records of a stamp none of whose statements ran are withdrawn in the same write.
-        base = _status(stored) if session.executed else prior
+        # The records of what cannot have run are withdrawn in the same write as the stop.
+        ran = compute_ran_subjects(
+            decided.statements, session.executed, failing_may_have_run=failure.may_have_run
+        )
+        base = compute_withdrawn_status(
+            prior,
+            _status(stored),
+            ran=ran,
+            schema_present=observed.schema is not None,
+            present=observed.users,
+        )
         if failure.transient:
             message = f'transient MySQL error on group "{note.group}": {failure}'
             wait = _stop(ctx, stored, Phase.PENDING, Reason.PRIMARY_UNAVAILABLE, message, base=base)
@@ -434,7 +464,8 @@ def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan:
         except (GroupSecretUnreadableError, GroupSecretInvalidError):
             reserved = None
         peers = tuple(peers_on_group(kube.orders(key), order))
-    decided = plan_deletion(compute_deletion_observation(order, group, reserved, peers))
+    peer_users = _peer_users(key, peers, needs_sibling_username)
+    decided = plan_deletion(compute_deletion_observation(order, group, reserved, peers, peer_users))
     peer_names = peers_to_wake(peers, order)
     if decided.step is not DeletionStep.DROP:
         return Plan((), local=(decided, peer_names))
@@ -497,14 +528,11 @@ def drop(ctx: StepContext, note: DropNote) -> StepResult:
     try:
         target, login = kube.admin(key, group, note.site)
         with admin_pool().session(target, login) as session:
-            rows = session.query(sql.read_only_query(session.dialect))
-            if rows and rows[0][0]:
-                raise AdminError(
-                    f"site {note.site} is read-only", code=None, transient=True, ran=False
-                )
             observed = parse_observation(
-                False, session.query(sql.observe_query(db, decided.revoke))
+                session.query(sql.observe_query(db, decided.revoke, session.dialect))
             )
+            if observed.read_only:
+                raise AdminError(f"site {note.site} is read-only", code=None, transient=True)
             ctx.guard.check()
             session.execute(render_drop(decided, observed, session.dialect), {})
     except (CredentialError, TLSRequiredError, AdminError) as error:
@@ -518,14 +546,12 @@ def drop(ctx: StepContext, note: DropNote) -> StepResult:
         _events(key, stored, [Event(EventType.WARNING, "DatabaseDropDeferred", message)])
         return StepResult("DropDeferred", done=True, requeue_after=_pending_wait())
     after = kube.group(key, note.group)
-    if after is not None and compute_active_site(after) != note.site:
-        message = (
-            f'group "{note.group}"\'s active site moved from {note.site} to'
-            f" {compute_active_site(after)} during the DROP; re-verifying"
-        )
-        _events(key, order, [Event(EventType.WARNING, "DatabaseDropDeferred", message)])
+    judged = plan_after_drop(
+        decided, note.site, None if after is None else compute_active_site(after)
+    )
+    _events(key, order, judged.events)
+    if not judged.release:
         return StepResult("DropDeferred", done=True, again=True)
-    _events(key, order, [*decided.events, dropped_event(decided, note.site)])
     return StepResult(_release(ctx, order, note.peers), done=True)
 
 

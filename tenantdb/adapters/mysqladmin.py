@@ -57,15 +57,18 @@ STATEMENTS = Counter(
 class AdminError(Exception):
     """A MySQL failure, worded without any credential.
 
-    ``transient`` means the order waits Pending and retries; ``ran`` means some statement of
-    the batch had run (or may have) before the failure.
+    ``transient`` means the order waits Pending and retries. ``may_have_run`` means the failing
+    statement itself may have taken effect (the connection failed after it was sent); a server
+    error says it did not. The statements before it ran: ``AdminSession.executed`` counts them.
     """
 
-    def __init__(self, message: str, *, code: int | None, transient: bool, ran: bool) -> None:
+    def __init__(
+        self, message: str, *, code: int | None, transient: bool, may_have_run: bool = False
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.transient = transient
-        self.ran = ran
+        self.may_have_run = may_have_run
 
 
 class TLSRequiredError(Exception):
@@ -181,17 +184,25 @@ def describe_failure(error: BaseException, secrets: Sequence[str] = ()) -> str:
     return _scrub(f"({code}) {words}" if code is not None else words, secrets)
 
 
-def _failure(error: BaseException, label: str, *, ran: bool, secrets: Sequence[str]) -> AdminError:
+def _connection_failed(error: BaseException, code: int | None) -> bool:
+    """Whether the failure is the connection's, not the server's verdict on a statement.
+
+    PyMySQL raises ``InterfaceError`` for a connection it already knows is gone (``(0, '')``),
+    ``OperationalError`` with a client code (2000 and up) for one that failed under it.
+    """
+    if isinstance(error, (OSError, pymysql.err.InterfaceError)):
+        return True
+    return isinstance(error, pymysql.err.OperationalError) and (code is None or code >= 2000)
+
+
+def _failure(error: BaseException, label: str, *, sent: bool, secrets: Sequence[str]) -> AdminError:
     code = _code(error)
-    connection = isinstance(error, (OSError, pymysql.err.OperationalError)) and (
-        code is None or code >= 2000
-    )
-    transient = _is_transient(code, connection_failed=connection)
+    connection = _connection_failed(error, code)
     return AdminError(
         f"{label}: {describe_failure(error, secrets)}",
         code=code,
-        transient=transient,
-        ran=ran or may_have_run(code, connection_failed=connection),
+        transient=_is_transient(code, connection_failed=connection),
+        may_have_run=sent and may_have_run(code, connection_failed=connection),
     )
 
 
@@ -211,6 +222,8 @@ class AdminSession:
         self.site = site
         self.executed = 0
         """How many writing statements ran in this session."""
+        self.failed = False
+        """Whether a query or statement failed: the connection is then never pooled again."""
 
     @property
     def dialect(self) -> Dialect:
@@ -225,13 +238,15 @@ class AdminSession:
                 cursor.execute(statement.template, statement.params)
                 return [tuple(row) for row in cursor.fetchall()]
         except (pymysql.err.MySQLError, OSError) as error:
-            raise _failure(error, f"query {statement.shown}", ran=False, secrets=()) from None
+            self.failed = True
+            raise _failure(error, f"query {statement.shown}", sent=False, secrets=()) from None
 
     def execute(self, statements: Sequence[Statement], values: Mapping[str, str]) -> None:
         """Run statements in order, each bound value looked up in ``values`` when it is a key.
 
         Raises:
-            AdminError: a statement failed; the ones before it ran.
+            AdminError: a statement failed; the ``executed`` before it ran, and it may have
+                (``may_have_run``) when the connection failed under it.
         """
         secrets = list(values.values())
         for statement in statements:
@@ -241,8 +256,9 @@ class AdminSession:
                 with sql_request("execute"), self._pooled.connection.cursor() as cursor:
                     cursor.execute(statement.template, params)
             except (pymysql.err.MySQLError, OSError) as error:
+                self.failed = True
                 raise _failure(
-                    error, f"exec {statement.shown}", ran=self.executed > 0, secrets=secrets
+                    error, f"exec {statement.shown}", sent=True, secrets=secrets
                 ) from None
             self.executed += 1
 
@@ -266,7 +282,11 @@ class AdminPool:
     def session(self, target: Target, login: AdminLogin) -> Iterator[AdminSession]:
         """A session on the target's pooled connection, opened on first use.
 
-        A connection that fails while in use is closed, so the next session reconnects.
+        A session in which anything failed (a query, a statement, or the caller's block, even
+        when the caller caught the error inside it) closes its connection instead of returning
+        it to the pool: after a failure mid-statement the connection's state is unknown (PyMySQL
+        keeps a dead one, whose next use raises ``InterfaceError``), and the next session
+        reconnects.
 
         Raises:
             AdminError: the server cannot be reached or refuses the login.
@@ -280,16 +300,12 @@ class AdminPool:
             pooled = None
         if pooled is None:
             pooled = self._open(target, login)
-        broken = False
+        broken = True
         try:
             with pooled.lock:
-                yield AdminSession(pooled, target.site)
-        except AdminError as failure:
-            broken = failure.transient
-            raise
-        except BaseException:
-            broken = True
-            raise
+                session = AdminSession(pooled, target.site)
+                yield session
+            broken = session.failed
         finally:
             if broken:
                 _close(pooled.connection)
@@ -302,7 +318,7 @@ class AdminPool:
     def _open(self, target: Target, login: AdminLogin) -> _Pooled:
         remembered = self._failed.get(target.address)
         if remembered is not None and time.monotonic() - remembered[0] < FAILED_CONNECT_MEMORY:
-            raise AdminError(remembered[1], code=None, transient=True, ran=False)
+            raise AdminError(remembered[1], code=None, transient=True)
         settings = load_settings()
         if target.ca_pem is None and settings.mysql_require_tls:
             raise TLSRequiredError(
@@ -331,7 +347,7 @@ class AdminPool:
                     cursor.execute("SELECT VERSION()")
                     row = cursor.fetchone()
         except (pymysql.err.MySQLError, OSError) as error:
-            failure = _failure(error, f"connect to site {target.site}", ran=False, secrets=secrets)
+            failure = _failure(error, f"connect to site {target.site}", sent=False, secrets=secrets)
             if failure.transient:
                 self._failed[target.address] = (time.monotonic(), str(failure))
             raise failure from None

@@ -235,6 +235,17 @@ class Tenants:
             cur.execute(f"SHOW GRANTS FOR '{user}'@'%'")
             return {row[0] for row in cur.fetchall() if "USAGE" not in row[0]}
 
+    def as_user(self, user: str, password: str, statement: str) -> int | None:
+        """Run one statement as a tenant account on the primary: the server's error number, or
+        None when it ran."""
+        with self.group.connect(self.group.primary, user, password.encode()) as conn:
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(statement)
+            except pymysql.err.MySQLError as error:
+                return int(error.args[0])
+        return None
+
     def sql(self, statement: str, site: str | None = None) -> None:
         with self.root(site) as conn, conn.cursor() as cur:
             cur.execute(statement)
@@ -263,6 +274,15 @@ def tenants(stack: Stack, mysql_group: MysqlGroup) -> Iterator[Tenants]:
     finally:
         made.close()
         mysql_group.drop_tenant_objects()
+
+
+DENIED = (1044, 1142)
+"""Access denied to a database, and to a table: what the server answers outside a grant."""
+
+
+def literal(db: str) -> str:
+    """A schema name as the server spells a grant on exactly that schema (wildcards escaped)."""
+    return db.replace("_", "\\_")
 
 
 def order_with_grant(tenants: Tenants, base: str = "acme") -> tuple[str, str, str, str]:

@@ -16,10 +16,12 @@ from kubernetes import client as k8s
 from tests.e2e.conftest import wait_for
 from tests.e2e.mysql_tenants import (
     API,
+    DENIED,
     GROUP,
     GROUPS,
     NS,
     Tenants,
+    literal,
     order_with_grant,
     platform_options,
     tenants,
@@ -46,7 +48,7 @@ def test_a_caller_with_only_the_example_role_gets_a_database_an_owner_and_a_gran
     assert len(status["lastAppliedHash"]) == 16
     assert "first-pw" not in str(status)
     assert tenants.logs_in(owner, "first-pw")
-    assert tenants.grants(owner) == {f"GRANT ALL PRIVILEGES ON `{db}`.* TO `{owner}`@`%`"}
+    assert tenants.grants(owner) == {f"GRANT ALL PRIVILEGES ON `{literal(db)}`.* TO `{owner}`@`%`"}
     # What the caller's Role lacks is the point: no Secret, no group, no status write.
     denied: list[Callable[[], object]] = [
         lambda: k8s.CoreV1Api(tenants.api).read_namespaced_secret("acme-owner", NS),
@@ -60,7 +62,15 @@ def test_a_caller_with_only_the_example_role_gets_a_database_an_owner_and_a_gran
         with pytest.raises(k8s.ApiException) as refused:
             request()
         assert refused.value.status == 403
-    assert tenants.grants(grantee) == {f"GRANT SELECT, DELETE ON `{db}`.* TO `{grantee}`@`%`"}
+    assert tenants.grants(grantee) == {
+        f"GRANT SELECT, DELETE ON `{literal(db)}`.* TO `{grantee}`@`%`"
+    }
+    # `_` in the schema name is a literal: the owner holds nothing on a schema it would match.
+    twin = db.replace("_", "1")
+    tenants.sql(f"CREATE DATABASE `{twin}`")
+    assert tenants.as_user(owner, "first-pw", f"CREATE TABLE `{db}`.t (i INT)") is None
+    assert tenants.as_user(owner, "first-pw", f"CREATE TABLE `{twin}`.t (i INT)") in DENIED
+    assert tenants.as_user(owner, "first-pw", f"CREATE DATABASE `{db.replace('_', '2')}`") in DENIED
     # The grant replicated to the replica as well.
     assert wait_for(lambda: tenants.schema_exists(db, "dc2"), 10, "the schema on dc2")
 
@@ -104,7 +114,9 @@ def test_an_unchanged_reapply_issues_no_sql_and_rotations_are_secret_writes(
     assert not tenants.user_exists(owner)
     assert tenants.logs_in(rotated, "third-pw")
     assert "OwnerUserRotated" in tenants.events(name)
-    assert tenants.grants(rotated) == {f"GRANT ALL PRIVILEGES ON `{db}`.* TO `{rotated}`@`%`"}
+    assert tenants.grants(rotated) == {
+        f"GRANT ALL PRIVILEGES ON `{literal(db)}`.* TO `{rotated}`@`%`"
+    }
 
 
 def test_a_missing_grant_user_fails_without_sql_and_heals_when_the_user_appears(
@@ -122,7 +134,7 @@ def test_a_missing_grant_user_fails_without_sql_and_heals_when_the_user_appears(
     # Nothing a watch sees changed: the order heals on the 60 s come-back its failure asked for.
     tenants.come_back_now("tenant-heal", within=(50, 60))
     tenants.condition("tenant-heal", "DatabaseReconciled", seconds=20)
-    assert tenants.grants(ghost) == {f"GRANT SELECT ON `{db}`.* TO `{ghost}`@`%`"}
+    assert tenants.grants(ghost) == {f"GRANT SELECT ON `{literal(db)}`.* TO `{ghost}`@`%`"}
 
     # A verdict of the server itself is Failed MySQLError, worded without the password.
     tenants.owner_secret("odd-owner", tenants.name("odd_app"), "odd-secret-pw")
@@ -151,6 +163,7 @@ def test_every_refusal_is_reachable_and_runs_no_sql(tenants: Tenants) -> None:
     tenants.owner_secret("foreign-owner", foreign, "pw")
     tenants.owner_secret("first-owner", tenants.name("first"), "pw")
     tenants.owner_secret("second-owner", tenants.name("second"), "pw")
+    tenants.owner_secret("pattern-owner", tenants.name("pattern"), "pw")
     time.sleep(1)
     before = tenants.writes()
     cases = {
@@ -159,6 +172,8 @@ def test_every_refusal_is_reachable_and_runs_no_sql(tenants: Tenants) -> None:
         "tenant-reserved": (tenants.name("r"), "reserved-owner", "OwnerUserReserved"),
         "tenant-adopt": (taken, "adopt-owner", "DatabasePreExists"),
         "tenant-foreign": (tenants.name("f"), "foreign-owner", "PreExistingOwnerUser"),
+        # As a grant pattern `mysq_` would match `mysql`: every account on the server.
+        "tenant-pattern": ("mysq_", "pattern-owner", "InvalidSpec"),
     }
     for name, (db, secret, _) in cases.items():
         tenants.order(name, db, secret)
@@ -181,6 +196,9 @@ def test_every_refusal_is_reachable_and_runs_no_sql(tenants: Tenants) -> None:
     for name in (*cases, "tenant-b-second", "tenant-c-third"):
         assert tenants.status(name).get("databaseCreated") is not True, name
     assert not tenants.user_exists("bad name!")
+    assert not tenants.user_exists(tenants.name("pattern"))
+    refused = tenants.condition("tenant-pattern", "InvalidSpec")
+    assert 'matches the MySQL system schema "mysql"' in refused["message"]
 
     # From here on no order applies: the winner goes (Retain: no connection), and a writing
     # statement could only come from a refused order. (Orders refused on what the server holds
@@ -253,7 +271,9 @@ def test_retain_keeps_everything_and_delete_drops_only_what_the_order_created(
     assert not tenants.schema_exists(db2)
     assert not tenants.user_exists(owner2)
     assert tenants.user_exists(grantee), "a grants[] principal is never dropped"
-    assert tenants.grants(grantee) == {f"GRANT SELECT, DELETE ON `{db}`.* TO `{grantee}`@`%`"}
+    assert tenants.grants(grantee) == {
+        f"GRANT SELECT, DELETE ON `{literal(db)}`.* TO `{grantee}`@`%`"
+    }
     assert tenants.schema_exists(bystander)
     assert "DatabaseDropped" in tenants.events("tenant-gone")
 

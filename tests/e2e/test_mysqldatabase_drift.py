@@ -11,6 +11,7 @@ import pytest
 from tests.e2e.conftest import wait_for
 from tests.e2e.mysql_tenants import (
     Tenants,
+    literal,
     order_with_grant,
     platform_options,
     tenants,
@@ -32,10 +33,12 @@ def test_a_schema_or_grant_dropped_by_hand_comes_back_within_one_refresh(
     name, db, _, grantee = order_with_grant(tenants, "drift")
     hash_before = tenants.status(name)["lastAppliedHash"]
     tenants.sql(f"DROP DATABASE `{db}`")
-    tenants.sql(f"REVOKE ALL PRIVILEGES ON `{db}`.* FROM '{grantee}'@'%'")
+    tenants.sql(f"REVOKE ALL PRIVILEGES ON `{literal(db)}`.* FROM '{grantee}'@'%'")
     wait_for(lambda: tenants.schema_exists(db), 20, "the schema to come back")
     wait_for(lambda: tenants.grants(grantee), 20, "the grant to come back")
-    assert tenants.grants(grantee) == {f"GRANT SELECT, DELETE ON `{db}`.* TO `{grantee}`@`%`"}
+    assert tenants.grants(grantee) == {
+        f"GRANT SELECT, DELETE ON `{literal(db)}`.* TO `{grantee}`@`%`"
+    }
     assert tenants.status(name)["lastAppliedHash"] == hash_before
     assert "DriftRepaired" in tenants.events(name)
     assert tenants.status(name)["phase"] == "Ready"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import Any
 
 import pymysql
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client import REGISTRY, generate_latest
 
 from tenantdb.adapters.metrics import SQL_OPERATIONS
@@ -85,12 +88,13 @@ def _spec(names: dict[str, str], privileges: tuple[str, ...], owner: str = "") -
 def _apply(
     session: AdminSession, spec: ValidSpec, records: Records, password: str, *, repair: bool = False
 ) -> ApplyPlan:
-    read_only = session.query(sql.read_only_query(session.dialect))[0][0]
-    rows = session.query(sql.observe_query(spec.database_name, usernames_to_observe(spec, records)))
+    query = sql.observe_query(
+        spec.database_name, usernames_to_observe(spec, records), session.dialect
+    )
     decided = plan_apply(
         spec,
         records,
-        parse_observation(bool(read_only), rows),
+        parse_observation(session.query(query)),
         dialect=session.dialect,
         group="main",
         site="dc1",
@@ -100,6 +104,11 @@ def _apply(
     assert isinstance(decided, ApplyPlan), decided
     session.execute(decided.statements, {OWNER_PASSWORD: password})
     return decided
+
+
+def _literal(db: str) -> str:
+    """A schema name as the server spells a grant on exactly that schema."""
+    return db.replace("_", "\\_")
 
 
 def _grants(user: str) -> set[str]:
@@ -151,9 +160,9 @@ def test_narrowing_from_all_privileges_really_narrows(
     owner, db = names["owner"], names["db"]
     with pool.session(TARGET, ROOT) as session:
         _apply(session, _spec(names, ("ALL PRIVILEGES",)), Records(), "pw")
-        assert _grants(owner) == {f"GRANT ALL PRIVILEGES ON `{db}`.* TO `{owner}`@`%`"}
+        assert _grants(owner) == {f"GRANT ALL PRIVILEGES ON `{_literal(db)}`.* TO `{owner}`@`%`"}
         _apply(session, _spec(names, ("SELECT", "INSERT")), _applied(names), "pw")
-    assert _grants(owner) == {f"GRANT SELECT, INSERT ON `{db}`.* TO `{owner}`@`%`"}
+    assert _grants(owner) == {f"GRANT SELECT, INSERT ON `{_literal(db)}`.* TO `{owner}`@`%`"}
 
 
 def test_an_unchanged_server_gets_no_statement_and_drift_is_repaired(
@@ -166,7 +175,7 @@ def test_an_unchanged_server_gets_no_statement_and_drift_is_repaired(
         assert _apply(session, spec, _applied(names), "pw", repair=True).statements == ()
         assert session.executed == 0
     with _root() as conn, conn.cursor() as cur:
-        cur.execute(f"REVOKE SELECT ON `{names['db']}`.* FROM '{names['grantee']}'@'%'")  # noqa: S608 - names the test made
+        cur.execute(f"REVOKE SELECT ON `{_literal(names['db'])}`.* FROM '{names['grantee']}'@'%'")  # noqa: S608 - names the test made
         cur.execute(f"DROP DATABASE `{names['db']}`")
     with pool.session(TARGET, ROOT) as session:
         repaired = _apply(session, spec, _applied(names), "pw", repair=True)
@@ -174,9 +183,115 @@ def test_an_unchanged_server_gets_no_statement_and_drift_is_repaired(
     # the revoked grant are sent again.
     assert [s.template.split(" ")[0] for s in repaired.statements] == ["CREATE", "GRANT"]
     assert _grants(names["grantee"]) == {
-        f"GRANT SELECT ON `{names['db']}`.* TO `{names['grantee']}`@`%`"
+        f"GRANT SELECT ON `{_literal(names['db'])}`.* TO `{names['grantee']}`@`%`"
     }
     assert _logs_in(names["owner"], "pw")
+
+
+def _as_user(user: str, password: str, statement: str) -> int | None:
+    """Run one statement as ``user``; the server's error number, or None when it ran."""
+    conn = pymysql.connect(
+        host="127.0.0.1", port=3306, user=user, password=password.encode(), autocommit=True
+    )
+    try:
+        with conn.cursor() as cur:
+            cur.execute(statement)
+    except pymysql.err.MySQLError as error:
+        return int(error.args[0])
+    finally:
+        conn.close()
+    return None
+
+
+def _visible(user: str, password: str) -> set[str]:
+    conn = pymysql.connect(host="127.0.0.1", port=3306, user=user, password=password.encode())
+    with conn, conn.cursor() as cur:
+        cur.execute("SHOW DATABASES")
+        return {row[0] for row in cur.fetchall()}
+
+
+DENIED = (1044, 1142)
+"""Access denied to a database, and to a table: what the server answers outside a grant."""
+
+
+def test_the_owner_of_an_underscore_schema_cannot_reach_its_twins(
+    pool: AdminPool, names: dict[str, str]
+) -> None:
+    owner, db = names["owner"], names["db"]
+    twin, new_twin = db.replace("_", "1"), db.replace("_", "2")
+    with _root() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{twin}`")
+    try:
+        with pool.session(TARGET, ROOT) as session:
+            _apply(session, _spec(names, ("ALL PRIVILEGES",)), Records(), "pw")
+        assert _as_user(owner, "pw", f"CREATE TABLE `{db}`.t (i INT)") is None
+        assert _visible(owner, "pw") == {"information_schema", db}
+        assert _as_user(owner, "pw", f"CREATE DATABASE `{new_twin}`") in DENIED
+        assert _as_user(owner, "pw", f"CREATE TABLE `{twin}`.t (i INT)") in DENIED
+        assert _as_user(owner, "pw", f"DROP DATABASE `{twin}`") in DENIED
+    finally:
+        with _root() as conn, conn.cursor() as cur:
+            for name in (twin, new_twin):
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def test_a_grant_left_under_the_unescaped_name_is_narrowed_to_the_schema(
+    pool: AdminPool, names: dict[str, str]
+) -> None:
+    owner, db, grantee = names["owner"], names["db"], names["grantee"]
+    with pool.session(TARGET, ROOT) as session:
+        _apply(session, _spec(names, ("ALL PRIVILEGES",)), Records(), "pw")
+    # What an earlier version granted: the name as a pattern, which also matches its twins.
+    with _root() as conn, conn.cursor() as cur:
+        cur.execute(f"REVOKE ALL PRIVILEGES ON `{_literal(db)}`.* FROM '{owner}'@'%'")
+        cur.execute(f"REVOKE ALL PRIVILEGES ON `{_literal(db)}`.* FROM '{grantee}'@'%'")
+        cur.execute(f"GRANT ALL PRIVILEGES ON `{db}`.* TO '{owner}'@'%'")
+        cur.execute(f"GRANT SELECT ON `{db}`.* TO '{grantee}'@'%'")
+    assert _as_user(owner, "pw", f"CREATE DATABASE `{db.replace('_', '3')}`") is None
+    with _root() as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE `{db.replace('_', '3')}`")
+    with pool.session(TARGET, ROOT) as session:
+        repaired = _apply(
+            session, _spec(names, ("ALL PRIVILEGES",)), _applied(names), "pw", repair=True
+        )
+    assert [s.shown.split(" ON ")[0] for s in repaired.statements] == [
+        "GRANT ALL PRIVILEGES",
+        "REVOKE ALL PRIVILEGES",
+        "GRANT SELECT",
+        "REVOKE ALL PRIVILEGES",
+    ]
+    assert _grants(owner) == {f"GRANT ALL PRIVILEGES ON `{_literal(db)}`.* TO `{owner}`@`%`"}
+    assert _grants(grantee) == {f"GRANT SELECT ON `{_literal(db)}`.* TO `{grantee}`@`%`"}
+    assert _as_user(owner, "pw", f"CREATE DATABASE `{db.replace('_', '3')}`") in DENIED
+
+
+_NAMES = st.text(alphabet="ab_", min_size=2, max_size=8).filter(lambda n: "_" in n)
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(pattern=_NAMES, twin_letter=st.sampled_from("abz"))
+def test_any_underscore_name_grants_exactly_its_own_schema(
+    pool: AdminPool, pattern: str, twin_letter: str
+) -> None:
+    tag = secrets.token_hex(2)
+    db, user = f"h{tag}{pattern}", f"tdbh_{tag}"
+    twin = f"h{tag}{pattern.replace('_', twin_letter)}"
+    with _root() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{db}`")
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{twin}`")
+        cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")
+    try:
+        with pool.session(TARGET, ROOT) as session:
+            session.execute([sql.grant(["ALL PRIVILEGES"], db, user, session.dialect)], {})
+        assert _visible(user, "pw") == {"information_schema", db}
+        assert _as_user(user, "pw", f"CREATE TABLE `{twin}`.t (i INT)") in DENIED
+    finally:
+        with _root() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+            cur.execute(f"DROP DATABASE IF EXISTS `{twin}`")
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
 
 
 def test_a_username_rotation_leaves_the_new_owner_and_drops_the_old(
@@ -280,3 +395,66 @@ def test_a_refused_login_is_a_connect_error_and_no_label_holds_a_password(
     page = generate_latest(REGISTRY).decode()
     assert "hunter2-metrics" not in page
     assert "tdb_nobody" not in page
+
+
+def _kill_when_sleeping(connection_id: int) -> threading.Thread:
+    """Kill a connection from the server side once it is inside a statement."""
+
+    def kill() -> None:
+        deadline = time.monotonic() + 10
+        with _root() as conn, conn.cursor() as cur:
+            while time.monotonic() < deadline:
+                cur.execute(
+                    "SELECT 1 FROM information_schema.PROCESSLIST"
+                    " WHERE ID = %s AND INFO LIKE 'DO%%'",
+                    (connection_id,),
+                )
+                if cur.fetchone():
+                    cur.execute(f"KILL CONNECTION {int(connection_id)}")
+                    return
+                time.sleep(0.02)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_connection_killed_mid_batch_is_transient_may_have_run_and_never_pooled_again(
+    pool: AdminPool, names: dict[str, str]
+) -> None:
+    batch = [
+        sql.create_database(names["db"], "utf8mb4", "utf8mb4_unicode_ci"),
+        sql.Statement("DO SLEEP(5)"),
+        sql.create_user(names["owner"], OWNER_PASSWORD),
+    ]
+    # The failure is caught inside the session, as a step that records it does.
+    with pool.session(TARGET, ROOT) as session:
+        killer = _kill_when_sleeping(session.query(sql.Statement("SELECT CONNECTION_ID()"))[0][0])
+        with pytest.raises(AdminError) as failed:
+            session.execute(batch, {OWNER_PASSWORD: "pw"})
+        killer.join()
+    assert failed.value.transient
+    assert failed.value.may_have_run
+    assert session.executed == 1
+    # The next session works on a new connection, not the dead one.
+    with pool.session(TARGET, ROOT) as fresh:
+        assert fresh.query(sql.Statement("SELECT 1")) == [(1,)]
+
+
+def test_a_server_error_mid_batch_did_not_run_and_the_connection_is_replaced(
+    pool: AdminPool, names: dict[str, str]
+) -> None:
+    batch = [
+        sql.create_database(names["db"], "utf8mb4", "utf8mb4_unicode_ci"),
+        # No such account: the server refuses the grant (1133) without running it.
+        sql.grant(["SELECT"], names["db"], f"{names['owner']}x", Dialect.MARIADB),
+    ]
+    with pool.session(TARGET, ROOT) as session:
+        before = session.query(sql.Statement("SELECT CONNECTION_ID()"))[0][0]
+    with pool.session(TARGET, ROOT) as session, pytest.raises(AdminError) as failed:
+        session.execute(batch, {})
+    assert not failed.value.transient
+    assert not failed.value.may_have_run
+    assert session.executed == 1
+    with pool.session(TARGET, ROOT) as fresh:
+        assert fresh.query(sql.Statement("SELECT CONNECTION_ID()"))[0][0] != before

@@ -75,8 +75,8 @@ def test_a_new_order_creates_schema_and_owner_then_grants() -> None:
     assert texts(plan(spec(), Records(), empty)) == [
         "CREATE DATABASE IF NOT EXISTS `acme_wms` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci",
         "CREATE USER IF NOT EXISTS 'acme_app'@'%' IDENTIFIED BY ?",
-        "GRANT ALL PRIVILEGES ON `acme_wms`.* TO 'acme_app'@'%'",
-        "GRANT SELECT, DELETE ON `acme_wms`.* TO 'maester'@'%'",
+        "GRANT ALL PRIVILEGES ON `acme\\_wms`.* TO 'acme_app'@'%'",
+        "GRANT SELECT, DELETE ON `acme\\_wms`.* TO 'maester'@'%'",
     ]
 
 
@@ -99,11 +99,11 @@ def test_a_drift_check_sends_only_what_drifted() -> None:
     dropped = Observed(False, None, IN_PLACE.users, {"maester": frozenset({"SELECT", "DELETE"})})
     assert texts(plan(spec(), APPLIED, dropped, repair=True)) == [
         "CREATE DATABASE IF NOT EXISTS `acme_wms` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci",
-        "GRANT ALL PRIVILEGES ON `acme_wms`.* TO 'acme_app'@'%'",
+        "GRANT ALL PRIVILEGES ON `acme\\_wms`.* TO 'acme_app'@'%'",
     ]
     revoked = Observed(False, DEFAULTS, IN_PLACE.users, {"acme_app": ALL_MARIADB})
     assert texts(plan(spec(), APPLIED, revoked, repair=True)) == [
-        "GRANT SELECT, DELETE ON `acme_wms`.* TO 'maester'@'%'"
+        "GRANT SELECT, DELETE ON `acme\\_wms`.* TO 'maester'@'%'"
     ]
 
 
@@ -128,14 +128,14 @@ def test_narrowing_from_nothing_held_grants_before_any_revoke() -> None:
     held = Observed(False, DEFAULTS, IN_PLACE.users, {"acme_app": frozenset({"INSERT"})})
     result = texts(plan(spec(privileges=("SELECT",), grants=()), APPLIED, held, repair=True))
     assert result == [
-        "GRANT SELECT ON `acme_wms`.* TO 'acme_app'@'%'",
-        "REVOKE INSERT ON `acme_wms`.* FROM 'acme_app'@'%'",
+        "GRANT SELECT ON `acme\\_wms`.* TO 'acme_app'@'%'",
+        "REVOKE INSERT ON `acme\\_wms`.* FROM 'acme_app'@'%'",
     ]
 
 
 def test_a_grants_entry_removed_from_the_spec_is_revoked_never_dropped() -> None:
     result = texts(plan(spec(grants=()), APPLIED, IN_PLACE, repair=True))
-    assert result == ["REVOKE ALL PRIVILEGES ON `acme_wms`.* FROM 'maester'@'%'"]
+    assert result == ["REVOKE ALL PRIVILEGES ON `acme\\_wms`.* FROM 'maester'@'%'"]
     assert not any("DROP USER" in t for t in result)
 
 
@@ -144,7 +144,7 @@ def test_mysql_renders_the_same_plan_with_its_tolerant_revoke() -> None:
     observed = Observed(False, DEFAULTS, IN_PLACE.users, held)
     result = texts(plan(spec(grants=()), APPLIED, observed, repair=True, dialect=MYSQL))
     assert result == [
-        "REVOKE IF EXISTS ALL PRIVILEGES ON `acme_wms`.* FROM 'maester'@'%' IGNORE UNKNOWN USER"
+        "REVOKE IF EXISTS ALL PRIVILEGES ON `acme\\_wms`.* FROM 'maester'@'%' IGNORE UNKNOWN USER"
     ]
 
 
@@ -208,7 +208,7 @@ def test_a_username_rotation_creates_the_new_owner_before_dropping_the_old() -> 
     statements = texts(result)
     create = statements.index("CREATE USER IF NOT EXISTS 'acme_app_v2'@'%' IDENTIFIED BY ?")
     drop = statements.index("DROP USER IF EXISTS 'acme_app'@'%'")
-    revoke = statements.index("REVOKE ALL PRIVILEGES ON `acme_wms`.* FROM 'acme_app'@'%'")
+    revoke = statements.index("REVOKE ALL PRIVILEGES ON `acme\\_wms`.* FROM 'acme_app'@'%'")
     assert create < revoke < drop
     assert isinstance(result, ApplyPlan)
     assert [e.reason for e in result.events] == ["OwnerUserRotated"]
@@ -257,16 +257,21 @@ def test_an_abandoned_rotation_target_goes_first() -> None:
 
 def test_the_observation_reads_schema_accounts_and_privileges() -> None:
     rows = [
+        ("read_only", "0", ""),
         ("schema", "utf8mb4", "utf8mb4_unicode_ci"),
         ("user", "acme_app", ""),
         ("privilege", "'acme_app'@'%'", "SELECT"),
         ("privilege", "'acme_app'@'%'", "INSERT"),
         ("privilege", "'other'@'10.0.0.1'", "SELECT"),
+        ("unescaped", "'maester'@'%'", "SELECT"),
     ]
-    observed = parse_observation(False, rows)
+    observed = parse_observation(rows)
+    assert not observed.read_only
     assert observed.schema == DEFAULTS
     assert observed.users == {"acme_app"}
     assert observed.held == {"acme_app": {"SELECT", "INSERT"}}
+    assert observed.unescaped == {"maester": {"SELECT"}}
+    assert parse_observation([("read_only", 1, "")]).read_only
 
 
 def test_every_account_the_apply_touches_is_observed_once() -> None:
@@ -290,8 +295,8 @@ def test_a_drop_revokes_what_is_held_then_drops_schema_then_owner() -> None:
     )
     statements = render_drop(decided, IN_PLACE, MARIADB)
     assert [s.template for s in statements] == [
-        "REVOKE ALL PRIVILEGES ON `acme_wms`.* FROM 'maester'@'%%'",
-        "REVOKE ALL PRIVILEGES ON `acme_wms`.* FROM 'acme_app'@'%%'",
+        "REVOKE ALL PRIVILEGES ON `acme\\_wms`.* FROM 'maester'@'%%'",
+        "REVOKE ALL PRIVILEGES ON `acme\\_wms`.* FROM 'acme_app'@'%%'",
         "DROP DATABASE IF EXISTS `acme_wms`",
         "DROP USER IF EXISTS 'acme_app'@'%%'",
     ]
@@ -299,3 +304,69 @@ def test_a_drop_revokes_what_is_held_then_drops_schema_then_owner() -> None:
     assert [s.template for s in render_drop(kept, IN_PLACE, MARIADB)] == [
         "DROP USER IF EXISTS 'acme_app'@'%%'"
     ]
+
+
+def test_a_grant_an_earlier_version_left_under_the_unescaped_name_is_replaced_without_a_gap() -> (
+    None
+):
+    legacy = Observed(
+        False,
+        DEFAULTS,
+        IN_PLACE.users,
+        {"maester": frozenset({"SELECT", "DELETE"})},
+        {"acme_app": ALL_MARIADB, "maester": frozenset({"SELECT", "DELETE"})},
+    )
+    result = texts(plan(spec(), APPLIED, legacy, repair=True))
+    # The escaped grant comes first, so the owner holds its privileges at every moment.
+    assert result == [
+        "GRANT ALL PRIVILEGES ON `acme\\_wms`.* TO 'acme_app'@'%'",
+        "REVOKE ALL PRIVILEGES ON `acme_wms`.* FROM 'acme_app'@'%'",
+        "REVOKE ALL PRIVILEGES ON `acme_wms`.* FROM 'maester'@'%'",
+    ]
+    retired = texts(plan(spec(grants=()), APPLIED, legacy, repair=True))
+    assert "REVOKE ALL PRIVILEGES ON `acme\\_wms`.* FROM 'maester'@'%'" in retired
+    assert "REVOKE ALL PRIVILEGES ON `acme_wms`.* FROM 'maester'@'%'" in retired
+
+
+def test_a_drop_revokes_the_unescaped_grant_rows_too() -> None:
+    legacy = Observed(False, DEFAULTS, IN_PLACE.users, {}, {"acme_app": ALL_MARIADB})
+    decided = DeletionPlan(
+        DeletionStep.DROP,
+        database="acme_wms",
+        drop_database=True,
+        revoke=("acme_app",),
+        drop_users=("acme_app",),
+    )
+    assert [s.template for s in render_drop(decided, legacy, MARIADB)] == [
+        "REVOKE ALL PRIVILEGES ON `acme_wms`.* FROM 'acme_app'@'%%'",
+        "DROP DATABASE IF EXISTS `acme_wms`",
+        "DROP USER IF EXISTS 'acme_app'@'%%'",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("declared", "reported"),
+    [
+        pytest.param(("utf8", "utf8_general_ci"), ("utf8mb3", "utf8mb3_general_ci"), id="utf8"),
+        pytest.param(("UTF8MB4", "utf8mb4_Unicode_CI"), DEFAULTS, id="case"),
+        pytest.param(("utf8mb3", "utf8mb3_bin"), ("utf8", "utf8_bin"), id="older-server"),
+    ],
+)
+def test_a_character_set_alias_is_no_drift(
+    declared: tuple[str, str], reported: tuple[str, str]
+) -> None:
+    wanted = ValidSpec("acme_wms", *declared, "acme_app", ("ALL PRIVILEGES",), ())
+    observed = Observed(False, reported, frozenset({"acme_app"}), {"acme_app": ALL_MARIADB})
+    assert texts(plan(wanted, APPLIED, observed, repair=True)) == []
+
+
+def test_narrowing_revokes_a_privilege_the_tables_do_not_know() -> None:
+    newer = Observed(
+        False,
+        DEFAULTS,
+        frozenset({"acme_app"}),
+        {"acme_app": ALL_MARIADB | {"SHOW CREATE ROUTINE"}},
+    )
+    result = texts(plan(spec(privileges=("SELECT",), grants=()), APPLIED, newer, repair=True))
+    assert len(result) == 1
+    assert result[0].endswith("SHOW CREATE ROUTINE ON `acme\\_wms`.* FROM 'acme_app'@'%'")

@@ -8,8 +8,10 @@ import pytest
 
 from tenantdb.core.mysqldatabase.deletion import (
     DeletionObservation,
+    DeletionPlan,
     DeletionStep,
     Sibling,
+    plan_after_drop,
     plan_deletion,
 )
 from tenantdb.core.mysqldatabase.group import Fence
@@ -101,6 +103,10 @@ def test_a_sibling_declaring_the_schema_keeps_it_and_its_grants() -> None:
                      id="same-owner-user"),
         pytest.param(Sibling("z", "z_db", "z-owner", "z_app", frozenset({"acme_app"})),
                      "OwnerUserDropSkipped", id="granted-by-a-sibling"),
+        pytest.param(Sibling("z", "z_db", "z-owner", "z_app", pending_owner_user="acme_app"),
+                     "DatabaseDropSkipped", id="a-sibling-rotating-to-it"),
+        pytest.param(Sibling("z", "z_db", "z-owner", None, secret_user="acme_app"),
+                     "DatabaseDropSkipped", id="an-unreconciled-sibling-whose-secret-names-it"),
     ],
 )  # fmt: skip
 def test_an_owner_a_sibling_still_claims_is_not_dropped(sibling: Sibling, reason: str) -> None:
@@ -134,3 +140,24 @@ def test_nothing_left_to_drop_releases_without_a_connection() -> None:
     sibling = Sibling("z", "acme_wms", "acme-owner", "acme_app")
     plan = plan_deletion(replace(OBS, siblings=(sibling,)))
     assert plan.step is DeletionStep.RELEASE
+
+
+_DROPPED = DeletionPlan(
+    DeletionStep.DROP, database="acme_wms", drop_database=True, drop_users=("acme_app",)
+)
+
+
+@pytest.mark.parametrize(
+    ("active_site", "reasons", "release"),
+    [
+        pytest.param("dc1", ["DatabaseDropped"], True, id="the-group-as-it-was"),
+        pytest.param(None, ["DatabaseCleanupSkipped"], True, id="the-group-vanished"),
+        pytest.param("dc2", ["DatabaseDropDeferred"], False, id="the-primary-moved"),
+    ],
+)
+def test_a_drop_that_ran_is_judged_by_the_group_read_after_it(
+    active_site: str | None, reasons: list[str], release: bool
+) -> None:
+    judged = plan_after_drop(_DROPPED, "dc1", active_site)
+    assert [e.reason for e in judged.events] == reasons
+    assert judged.release is release

@@ -24,6 +24,7 @@ def test_the_group_secrets_usernames_join_the_built_in_accounts() -> None:
     )  # fmt: skip
     assert reserved == ALWAYS_RESERVED | {"bloodraven", "repl", "app", "wms", "ro"}
     assert {"root", "mysql.sys", "mysql.session", "mysql.infoschema", "replicator"} <= reserved
+    assert "mariadb.sys" in reserved  # MariaDB's owner of its system views
 
 
 def test_an_unreadable_group_secret_fails_closed() -> None:

@@ -16,6 +16,7 @@ from tenantdb.core.mysqldatabase.reading import (
     group_moved,
     group_secret_names,
     needs_secret_username,
+    needs_sibling_username,
     peers_on_group,
     peers_to_wake,
     sibling_claims,
@@ -114,8 +115,21 @@ def test_sibling_claims_name_owners_and_grants_of_live_siblings() -> None:
     live["status"] = {"ownerUser": "a_app"}
     deleting = order("b", "2026-01-01T00:00:00Z", grants=[{"username": "other"}])
     deleting["metadata"]["deletionTimestamp"] = "2026-01-02T00:00:00Z"
-    claims = sibling_claims([sibling_of(live), sibling_of(deleting)])
-    assert claims == {"a_app": "a", "maester": "a"}
+    rotating = order("c", "2026-01-01T00:00:00Z")
+    rotating["status"] = {"ownerUser": "c_app", "pendingOwnerUser": "c_app2"}
+    unreconciled = order("d", "2026-01-03T00:00:00Z")
+    assert needs_sibling_username(unreconciled)
+    assert not needs_sibling_username(live)
+    assert not needs_sibling_username(deleting)
+    claims = sibling_claims(
+        [
+            sibling_of(live),
+            sibling_of(deleting),
+            sibling_of(rotating),
+            sibling_of(unreconciled, "d_app"),
+        ]
+    )
+    assert claims == {"a_app": "a", "maester": "a", "c_app": "c", "c_app2": "c", "d_app": "d"}
 
 
 def test_a_status_patch_nulls_what_the_new_status_drops() -> None:

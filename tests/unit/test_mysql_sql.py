@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 
 from tenantdb.core.mysqldatabase import sql
 from tenantdb.core.mysqldatabase.sql import Dialect, detect_dialect
-from tenantdb.core.mysqldatabase.validation import IDENTIFIER, USERNAME, InvalidSpecError
+from tenantdb.core.mysqldatabase.validation import (
+    IDENTIFIER,
+    USERNAME,
+    InvalidSpecError,
+    escape_schema_pattern,
+)
 
 MYSQL, MARIADB = Dialect.MYSQL, Dialect.MARIADB
 
@@ -60,33 +65,60 @@ def test_a_password_is_a_bound_value_and_the_statement_is_never_shown() -> None:
 def test_grants_are_emitted_in_canonical_order_and_never_with_grant_option() -> None:
     for dialect in Dialect:
         statement = sql.grant(["DELETE", "SELECT"], "acme_wms", "maester", dialect)
-        assert shown(statement) == "GRANT SELECT, DELETE ON `acme_wms`.* TO 'maester'@'%'"
+        assert shown(statement) == "GRANT SELECT, DELETE ON `acme\\_wms`.* TO 'maester'@'%'"
         assert "GRANT OPTION" not in statement.template
 
 
 def test_mysql_keeps_the_tolerant_revoke_and_mariadb_the_plain_one() -> None:
     revoke = ["INSERT", "UPDATE", "ALTER ROUTINE"]
     assert shown(sql.revoke(revoke, "acme_wms", "acme_app", MYSQL)) == (
-        "REVOKE IF EXISTS INSERT, UPDATE, ALTER ROUTINE ON `acme_wms`.* FROM 'acme_app'@'%'"
+        "REVOKE IF EXISTS INSERT, UPDATE, ALTER ROUTINE ON `acme\\_wms`.* FROM 'acme_app'@'%'"
         " IGNORE UNKNOWN USER"
     )
     assert shown(sql.revoke(revoke, "acme_wms", "acme_app", MARIADB)) == (
-        "REVOKE INSERT, UPDATE, ALTER ROUTINE ON `acme_wms`.* FROM 'acme_app'@'%'"
+        "REVOKE INSERT, UPDATE, ALTER ROUTINE ON `acme\\_wms`.* FROM 'acme_app'@'%'"
     )
     assert shown(sql.revoke(["ALL PRIVILEGES"], "acme_wms", "maester", MYSQL)) == (
-        "REVOKE IF EXISTS ALL PRIVILEGES ON `acme_wms`.* FROM 'maester'@'%' IGNORE UNKNOWN USER"
+        "REVOKE IF EXISTS ALL PRIVILEGES ON `acme\\_wms`.* FROM 'maester'@'%' IGNORE UNKNOWN USER"
     )
 
 
-def test_the_read_only_check_reads_what_each_server_has() -> None:
-    assert "super_read_only" in shown(sql.read_only_query(MYSQL))
-    assert shown(sql.read_only_query(MARIADB)) == "SELECT @@GLOBAL.read_only"
+def test_the_observation_reads_the_read_only_flag_each_server_has() -> None:
+    assert "super_read_only" in shown(sql.observe_query("acme_wms", [], MYSQL))
+    mariadb = shown(sql.observe_query("acme_wms", [], MARIADB))
+    assert mariadb.startswith("SELECT 'read_only', @@GLOBAL.read_only, ''")
+    assert "super_read_only" not in mariadb
 
 
-def test_delete_history_is_a_mariadb_privilege_only() -> None:
+def test_delete_history_is_granted_on_mariadb_only() -> None:
     with pytest.raises(ValueError, match="not a schema privilege"):
-        sql.revoke(["DELETE HISTORY"], "acme_wms", "acme_app", MYSQL)
-    assert "DELETE HISTORY" in shown(sql.revoke(["DELETE HISTORY"], "acme_wms", "u", MARIADB))
+        sql.grant(["DELETE HISTORY"], "acme_wms", "acme_app", MYSQL)
+    assert "DELETE HISTORY" in shown(sql.grant(["DELETE HISTORY"], "acme_wms", "u", MARIADB))
+
+
+def test_a_revoke_names_a_privilege_the_server_reported_beyond_the_tables() -> None:
+    revoke = sql.revoke(["SELECT", "SHOW CREATE ROUTINE"], "acme_wms", "u", MARIADB)
+    assert shown(revoke) == "REVOKE SELECT, SHOW CREATE ROUTINE ON `acme\\_wms`.* FROM 'u'@'%'"
+    for bad in ("SELECT; DROP", "select", "A  B", "X'"):
+        with pytest.raises(ValueError, match="not a schema privilege"):
+            sql.revoke([bad], "acme_wms", "u", MARIADB)
+
+
+@pytest.mark.parametrize(
+    ("name", "pattern"),
+    [("acme_wms", "acme\\_wms"), ("plain", "plain"), ("_a_", "\\_a\\_"), ("a__b", "a\\_\\_b")],
+)
+def test_a_schema_name_is_a_literal_in_every_grant_and_revoke(name: str, pattern: str) -> None:
+    assert escape_schema_pattern(name) == pattern
+    assert shown(sql.grant(["SELECT"], name, "u", MARIADB)).startswith(
+        f"GRANT SELECT ON `{pattern}`.*"
+    )
+    for dialect in Dialect:
+        assert f"ON `{pattern}`.*" in shown(sql.revoke(["SELECT"], name, "u", dialect))
+    # The schema itself is named by its name; only the grant grammar reads patterns.
+    assert shown(sql.drop_database(name)) == f"DROP DATABASE IF EXISTS `{name}`"
+    legacy = sql.revoke_unescaped(["ALL PRIVILEGES"], name, "u", MARIADB)
+    assert shown(legacy) == f"REVOKE ALL PRIVILEGES ON `{name}`.* FROM 'u'@'%'"
 
 
 def test_all_privileges_amounts_to_every_schema_privilege_of_the_dialect() -> None:
@@ -97,10 +129,17 @@ def test_all_privileges_amounts_to_every_schema_privilege_of_the_dialect() -> No
 
 
 def test_the_observation_binds_every_value() -> None:
-    query = sql.observe_query("acme_wms", ["acme_app", "maester"])
-    assert query.params == ("acme_wms", "acme_app", "maester", "acme_wms")
+    query = sql.observe_query("acme_wms", ["acme_app", "maester"], MARIADB)
+    assert query.params == (
+        "acme_wms",
+        "acme_app",
+        "maester",
+        "acme\\_wms",
+        "acme\\_wms",
+        "acme_wms",
+    )
     assert "acme" not in query.template
-    assert shown(query).count("?") == 4
+    assert shown(query).count("?") == 6
 
 
 # -- fuzzing: nothing unvalidated reaches a statement ---------------------------------------------
@@ -126,7 +165,7 @@ def test_any_name_either_is_refused_or_renders_as_a_valid_identifier(
         lambda: sql.drop_user(username),
         lambda: sql.grant(["SELECT"], database, username, MARIADB),
         lambda: sql.revoke(["SELECT"], database, username, MYSQL),
-        lambda: sql.observe_query(database, [username]),
+        lambda: sql.observe_query(database, [username], MARIADB),
     ]
     for render in renderers:
         try:
@@ -134,7 +173,11 @@ def test_any_name_either_is_refused_or_renders_as_a_valid_identifier(
         except InvalidSpecError:
             continue
         schemas, accounts = _names_in(statement.template)
-        assert all(IDENTIFIER.fullmatch(s) for s in schemas)
+        grammar = statement.template.startswith(("GRANT", "REVOKE"))
+        for schema in schemas:
+            # In a grant or revoke every wildcard is escaped; elsewhere a name is a name.
+            assert not grammar or not re.search(r"(?<!\\)[_%]", schema)
+            assert IDENTIFIER.fullmatch(schema.replace("\\_", "_") if grammar else schema)
         assert all(USERNAME.fullmatch(a) for a in accounts)
         words = statement.template.split()
         if "CHARACTER" in words:

@@ -5,11 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
+from tenantdb.core.mysqldatabase import sql
+from tenantdb.core.mysqldatabase.apply import compute_ran_subjects
 from tenantdb.core.mysqldatabase.reasons import Phase, Reason
 from tenantdb.core.mysqldatabase.status import (
     compute_creating_status,
     compute_ready_status,
     compute_stopped_status,
+    compute_withdrawn_status,
     should_write_status,
 )
 from tenantdb.core.mysqldatabase.validation import GrantSpec, ValidSpec
@@ -78,3 +83,108 @@ def test_a_stopped_pass_keeps_the_last_applys_fingerprint_and_the_transition_tim
         now=LATER + timedelta(minutes=2),
     )  # fmt: skip
     assert not should_write_status(again, same), "a parked order writes nothing"
+
+
+# -- records after a failed batch ---------------------------------------------------------------
+
+_DB = sql.create_database("acme_wms", "utf8mb4", "utf8mb4_unicode_ci")
+_NEW_OWNER = sql.create_user("acme_app", "pw")
+_GRANT = sql.grant(["ALL PRIVILEGES"], "acme_wms", "acme_app", sql.Dialect.MARIADB)
+_BATCH = (_DB, _NEW_OWNER, _GRANT)
+_STAMPED_NEW = {"phase": "Creating", "databaseCreated": True, "ownerUser": "acme_app"}
+
+
+@pytest.mark.parametrize(
+    ("executed", "may_have_run", "subjects"),
+    [
+        pytest.param(0, False, set(), id="server-error-on-the-first"),
+        pytest.param(0, True, {sql.SCHEMA_SUBJECT}, id="connection-lost-on-the-first"),
+        pytest.param(1, False, {sql.SCHEMA_SUBJECT}, id="server-error-on-create-user"),
+        pytest.param(
+            1, True, {sql.SCHEMA_SUBJECT, "acme_app"}, id="connection-lost-on-create-user"
+        ),
+        pytest.param(3, False, {sql.SCHEMA_SUBJECT, "acme_app"}, id="all-ran"),
+    ],
+)
+def test_what_a_failed_batch_may_have_written(
+    executed: int, may_have_run: bool, subjects: set[str]
+) -> None:
+    assert compute_ran_subjects(_BATCH, executed, failing_may_have_run=may_have_run) == subjects
+
+
+@pytest.mark.parametrize(
+    ("prior", "ran", "schema_present", "present", "kept"),
+    [
+        pytest.param(
+            {}, set(), False, set(), {"phase": "Creating"}, id="nothing-ran-nothing-recorded"
+        ),
+        pytest.param(
+            {},
+            {sql.SCHEMA_SUBJECT},
+            False,
+            set(),
+            {"phase": "Creating", "databaseCreated": True},
+            id="create-database-may-have-run-keeps-its-record",
+        ),
+        pytest.param(
+            {},
+            {sql.SCHEMA_SUBJECT, "acme_app"},
+            False,
+            set(),
+            _STAMPED_NEW,
+            id="create-user-may-have-run-keeps-its-record",
+        ),
+        pytest.param(
+            {"databaseCreated": True, "ownerUser": "acme_app"},
+            set(),
+            True,
+            {"acme_app"},
+            {"phase": "Creating", "databaseCreated": True, "ownerUser": "acme_app"},
+            id="the-prior-records-stay",
+        ),
+        pytest.param(
+            {"databaseCreated": True, "ownerUser": "acme_app"},
+            {sql.SCHEMA_SUBJECT},
+            True,
+            set(),
+            {"phase": "Creating", "databaseCreated": True},
+            id="a-recorded-owner-seen-absent-and-not-created-is-forgotten",
+        ),
+        pytest.param(
+            {"databaseCreated": True},
+            set(),
+            False,
+            set(),
+            {"phase": "Creating"},
+            id="a-schema-seen-absent-with-no-account-recorded-is-forgotten",
+        ),
+    ],
+)
+def test_a_failed_batch_keeps_only_the_records_of_what_may_have_run(
+    prior: dict[str, object],
+    ran: set[str],
+    schema_present: bool,
+    present: set[str],
+    kept: dict[str, object],
+) -> None:
+    got = compute_withdrawn_status(
+        prior,
+        {**prior, **_STAMPED_NEW},
+        ran=frozenset(ran),
+        schema_present=schema_present,
+        present=frozenset(present),
+    )
+    assert got == kept
+
+
+def test_a_rotation_target_whose_create_user_was_refused_is_not_recorded() -> None:
+    prior = {"databaseCreated": True, "ownerUser": "acme_old"}
+    stamped = {**prior, "phase": "Creating", "pendingOwnerUser": "acme_new"}
+    got = compute_withdrawn_status(
+        prior,
+        stamped,
+        ran=frozenset({sql.SCHEMA_SUBJECT}),
+        schema_present=True,
+        present=frozenset({"acme_old"}),
+    )
+    assert got == {"databaseCreated": True, "ownerUser": "acme_old", "phase": "Creating"}

@@ -18,7 +18,9 @@ from tenantdb.core.mysqldatabase.validation import (
 )
 
 
-@pytest.mark.parametrize("name", ["acme_wms", "A", "x" * 64, "db_2026", "MySQLx"])
+@pytest.mark.parametrize(
+    "name", ["acme_wms", "A", "x" * 64, "db_2026", "MySQLx", "mysql_", "sys_", "_sys", "my_ql_x"]
+)
 def test_a_tenant_schema_name_is_accepted(name: str) -> None:
     check_database_name(name)
     assert quote_identifier(name) == f"`{name}`"
@@ -48,6 +50,18 @@ def test_a_tenant_schema_name_is_accepted(name: str) -> None:
         pytest.param("INFORMATION_SCHEMA", None, id="information-schema"),
         pytest.param("performance_schema", None, id="performance-schema"),
         pytest.param("sys", None, id="sys"),
+        pytest.param(
+            "mysq_",
+            'spec.databaseName "mysq_" matches the MySQL system schema "mysql" when read as a'
+            " privilege pattern ('_' stands for any character); tenant databases must use a"
+            " name of their own",
+            id="pattern-of-mysql",
+        ),
+        pytest.param("_ys", None, id="pattern-of-sys"),
+        pytest.param("MY_Q_", None, id="pattern-any-case"),
+        pytest.param("information_schem_", None, id="pattern-of-information-schema"),
+        pytest.param("performance" + "_" * 7, None, id="pattern-of-performance-schema"),
+        pytest.param("_____", None, id="all-wildcards"),
     ],
 )
 def test_a_schema_name_that_is_not_a_tenants_is_refused(name: str, message: str | None) -> None:

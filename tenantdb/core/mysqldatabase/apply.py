@@ -48,23 +48,58 @@ class Observed:
     users: frozenset[str]
     """Which of the asked-for accounts exist on host '%'."""
     held: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    """Privileges held on the schema, by username (host '%' only)."""
+    """Privileges held on the schema (its escaped name), by username (host '%' only)."""
+    unescaped: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Privileges held on the schema's unescaped name, a wildcard pattern an earlier version
+    granted on, by username (host '%' only)."""
 
 
-def parse_observation(read_only: bool, rows: Iterable[Sequence[object]]) -> Observed:
-    """Read the rows of ``sql.observe_query`` (and the read-only flag) into an observation."""
+def _username(grantee: str) -> str | None:
+    if grantee.startswith("'") and grantee.endswith("'@'%'"):
+        return grantee[1 : -len("'@'%'")]
+    return None
+
+
+def parse_observation(rows: Iterable[Sequence[object]]) -> Observed:
+    """Read the rows of ``sql.observe_query`` into an observation."""
+    read_only = False
     schema: tuple[str, str] | None = None
     users: set[str] = set()
-    held: dict[str, set[str]] = {}
+    held: dict[str, dict[str, set[str]]] = {"privilege": {}, "unescaped": {}}
     for what, a, b in rows:
         first, second = str(a), str(b)
-        if what == "schema":
+        if what == "read_only":
+            read_only = first not in ("0", "")
+        elif what == "schema":
             schema = (first, second)
         elif what == "user":
             users.add(first)
-        elif what == "privilege" and first.endswith("@'%'") and first.startswith("'"):
-            held.setdefault(first[1 : -len("'@'%'")], set()).add(second)
-    return Observed(read_only, schema, frozenset(users), {u: frozenset(p) for u, p in held.items()})
+        elif what in held and (name := _username(first)) is not None:
+            held[str(what)].setdefault(name, set()).add(second)
+    escaped, unescaped = (
+        {u: frozenset(p) for u, p in held[what].items()} for what in ("privilege", "unescaped")
+    )
+    return Observed(read_only, schema, frozenset(users), escaped, unescaped)
+
+
+def _same_defaults(observed: tuple[str, str], character_set: str, collation: str) -> bool:
+    """Whether the schema's defaults are the spec's, aliases (``utf8``) read as the server does."""
+    return (
+        sql.normalize_charset(observed[0]),
+        sql.normalize_collation(observed[1]),
+    ) == (sql.normalize_charset(character_set), sql.normalize_collation(collation))
+
+
+def _revoke_everything(
+    username: str, observed: Observed, db: str, dialect: Dialect
+) -> list[Statement]:
+    """Revoke whatever the account holds on the schema, under its escaped and unescaped name."""
+    out: list[Statement] = []
+    if observed.held.get(username):
+        out.append(sql.revoke([ALL_PRIVILEGES], db, username, dialect))
+    if observed.unescaped.get(username):
+        out.append(sql.revoke_unescaped([ALL_PRIVILEGES], db, username, dialect))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +184,7 @@ def plan_apply(
     _retire_abandoned(spec, records, observed, dialect, claims, out, events)
     if observed.schema is None:
         out.append(sql.create_database(db, spec.character_set, spec.collation))
-    elif observed.schema != (spec.character_set, spec.collation):
+    elif not _same_defaults(observed.schema, spec.character_set, spec.collation):
         out.append(sql.alter_database(db, spec.character_set, spec.collation))
     owner = spec.owner_username
     if owner not in observed.users:
@@ -179,9 +214,7 @@ def _retirements(
     for name in records.applied_grants:
         if name in current or name in retiring:
             continue
-        held = observed.held.get(name, frozenset())
-        if held:
-            out.append(sql.revoke([ALL_PRIVILEGES], db, name, dialect))
+        out += _revoke_everything(name, observed, db, dialect)
     previous = records.owner_user
     if (
         previous
@@ -263,17 +296,22 @@ def _refusal(
 def _privileges(
     username: str, wanted: Sequence[str], observed: Observed, db: str, dialect: Dialect
 ) -> list[Statement]:
-    """Grant what is missing, then revoke what is held beyond it."""
+    """Grant what is missing, then revoke what is held beyond it.
+
+    A grant held under the schema's unescaped name (a pattern that also matches other schemas)
+    is revoked last, once the escaped grant is in place, so the account is never left without
+    its privileges.
+    """
     out: list[Statement] = []
     held = observed.held.get(username, frozenset())
     desired = sql.concrete(wanted, dialect)
     if not desired <= held:
         out.append(sql.grant(wanted, db, username, dialect))
-    if ALL_PRIVILEGES not in wanted:
-        known = set(sql.SCHEMA_PRIVILEGES[dialect])
-        surplus = sql.in_order((held - desired) & known, dialect)
-        if surplus:
-            out.append(sql.revoke(surplus, db, username, dialect))
+    surplus = held - desired
+    if ALL_PRIVILEGES not in wanted and surplus:
+        out.append(sql.revoke(sql.in_order(surplus, dialect), db, username, dialect))
+    if observed.unescaped.get(username):
+        out.append(sql.revoke_unescaped([ALL_PRIVILEGES], db, username, dialect))
     return out
 
 
@@ -297,8 +335,7 @@ def _retire(
             )
         )
         return False
-    if observed.held.get(name):
-        out.append(sql.revoke([ALL_PRIVILEGES], spec.database_name, name, dialect))
+    out += _revoke_everything(name, observed, spec.database_name, dialect)
     if name in claims.reserved:
         events.append(
             Event(
@@ -332,11 +369,25 @@ def render_drop(plan: DeletionPlan, observed: Observed, dialect: Dialect) -> tup
     out: list[Statement] = []
     if plan.drop_database:
         for username in plan.revoke:
-            if observed.held.get(username):
-                out.append(sql.revoke([ALL_PRIVILEGES], plan.database, username, dialect))
+            out += _revoke_everything(username, observed, plan.database, dialect)
         out.append(sql.drop_database(plan.database))
     out.extend(sql.drop_user(username) for username in plan.drop_users)
     return tuple(out)
+
+
+def compute_ran_subjects(
+    statements: Sequence[Statement], executed: int, *, failing_may_have_run: bool
+) -> frozenset[str]:
+    """The subjects (the schema, accounts) a failed batch may have written.
+
+    The first ``executed`` statements ran; the one that failed may have too when its
+    connection failed under it. A subject none of whose statements may have run keeps only
+    the records the order had before the pass (``status.compute_withdrawn_status``).
+    """
+    ran = list(statements[:executed])
+    if failing_may_have_run and executed < len(statements):
+        ran.append(statements[executed])
+    return frozenset(s.subject for s in ran if s.subject)
 
 
 def drift_repaired_event(plan: ApplyPlan, site: str) -> Event:

@@ -56,6 +56,15 @@ class Sibling:
     owner_user: str | None
     grants: frozenset[str] = frozenset()
     deleting: bool = False
+    pending_owner_user: str | None = None
+    """The owner a rotation of the sibling is creating (status.pendingOwnerUser)."""
+    secret_user: str | None = None
+    """The username the sibling's owner Secret names, read when it has recorded no owner yet:
+    the account it is about to create or take."""
+
+    def claims(self, username: str) -> bool:
+        """Whether the sibling owns, is about to own, or is rotating to ``username``."""
+        return username in (self.owner_user, self.pending_owner_user, self.secret_user)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +194,7 @@ def _owner_veto(obs: DeletionObservation, owner: str, live: list[Sibling]) -> Ev
             f'owner user "{owner}" is now a credential of group "{obs.group}"; it is not dropped',
         )
     for sibling in live:
-        if sibling.owner_secret == obs.owner_secret or sibling.owner_user == owner:
+        if sibling.owner_secret == obs.owner_secret or sibling.claims(owner):
             return _warn(
                 "DatabaseDropSkipped",
                 f'MysqlDatabase "{sibling.name}" still claims owner user "{owner}"; it is not'
@@ -204,6 +213,38 @@ def _unique(names: Iterable[str]) -> tuple[str, ...]:
     for name in names:
         seen.setdefault(name, None)
     return tuple(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class AfterDrop:
+    """What a drop that ran records, from a second look at the group: the events, and whether
+    the finalizer is released or the drop verified again on the group's new primary."""
+
+    events: tuple[Event, ...]
+    release: bool
+
+
+def plan_after_drop(plan: DeletionPlan, site: str, active_site: str | None) -> AfterDrop:
+    """Judge a drop that ran on ``site`` by the group read after it.
+
+    Args:
+        plan: the drop's plan.
+        site: the site the statements ran on.
+        active_site: the group's active site after the drop; None when the group is gone.
+    """
+    if active_site is None:
+        message = (
+            f'MysqlFailoverGroup disappeared during the DROP of database "{plan.database}";'
+            " releasing the finalizer"
+        )
+        return AfterDrop((*plan.events, _warn("DatabaseCleanupSkipped", message)), True)
+    if active_site != site:
+        message = (
+            f"the group's active site moved from {site} to {active_site} during the DROP;"
+            " re-verifying"
+        )
+        return AfterDrop((_warn("DatabaseDropDeferred", message),), False)
+    return AfterDrop((*plan.events, dropped_event(plan, site)), True)
 
 
 def dropped_event(plan: DeletionPlan, site: str) -> Event:

@@ -2,9 +2,10 @@
 
 Transient: the server refusing writes while read-only (1290, super_read_only during a
 promotion; 1836, read-only mode), and every failure of the connection itself (the client codes
-2002, 2003, 2006, 2013 and 2055, a socket error, a timeout), which is what an unplanned failover
-looks like from a client. Any other server error (a syntax error, access denied, a password
-policy) is a verdict on the order: Failed with MySQLError. A server error means the statement
+2002, 2003, 2006, 2013 and 2055, a socket error, a timeout, a connection the driver already
+knows is gone), which is what an unplanned failover looks like from a client. Any other server
+error (a syntax error, access denied, a password policy) is a verdict on the order: Failed with
+MySQLError. A server error means the statement
 did not run; a connection failure means it may have. Pure.
 """
 

@@ -14,8 +14,9 @@ import re
 from collections.abc import Mapping
 
 ALWAYS_RESERVED = frozenset(
-    {"root", "replicator", "mysql.sys", "mysql.session", "mysql.infoschema"}
+    {"root", "replicator", "mysql.sys", "mysql.session", "mysql.infoschema", "mariadb.sys"}
 )
+"""The built-in accounts: MySQL's, and MariaDB's owner of its system views (``mariadb.sys``)."""
 
 # A Go MySQL driver DSN: [user[:password]@][net[(addr)]]/dbname[?params]
 _DSN_USER = re.compile(r"^(?P<user>[^:@/]*)(?::[^@]*)?@[^/]*/")

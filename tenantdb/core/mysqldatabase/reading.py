@@ -114,8 +114,16 @@ def needs_secret_username(me: Claim, peer: Claim) -> bool:
     )
 
 
-def sibling_of(order: Mapping[str, Any]) -> Sibling:
-    """An order as a drop must respect it."""
+def needs_sibling_username(peer: Mapping[str, Any]) -> bool:
+    """Whether a drop must know the username a live peer's owner Secret names: the peer has
+    recorded no owner yet, so that account is one it is about to create or take."""
+    meta, status = _map(peer.get("metadata")), _map(peer.get("status"))
+    return not meta.get("deletionTimestamp") and not _text(status.get("ownerUser"))
+
+
+def sibling_of(order: Mapping[str, Any], secret_username: str | None = None) -> Sibling:
+    """An order as a drop must respect it (``secret_username``: what its owner Secret names,
+    when ``needs_sibling_username`` asked for it)."""
     meta = _map(order.get("metadata"))
     status = _map(order.get("status"))
     grants = frozenset(
@@ -128,6 +136,8 @@ def sibling_of(order: Mapping[str, Any]) -> Sibling:
         owner_user=_text(status.get("ownerUser")) or None,
         grants=grants,
         deleting=bool(meta.get("deletionTimestamp")),
+        pending_owner_user=_text(status.get("pendingOwnerUser")) or None,
+        secret_user=secret_username or None,
     )
 
 
@@ -158,12 +168,14 @@ def peers_to_wake(orders: Iterable[dict[str, Any]], me: Mapping[str, Any]) -> tu
 
 
 def sibling_claims(siblings: Iterable[Sibling]) -> dict[str, str]:
-    """Every username a live sibling claims (owner or grants), to the sibling's name."""
+    """Every username a live sibling claims (its owner, its rotation target, the owner its
+    Secret names before it recorded one, its grants), to the sibling's name."""
     claims: dict[str, str] = {}
     for sibling in siblings:
         if sibling.deleting:
             continue
-        for name in (sibling.owner_user, *sorted(sibling.grants)):
+        owners = (sibling.owner_user, sibling.pending_owner_user, sibling.secret_user)
+        for name in (*owners, *sorted(sibling.grants)):
             if name:
                 claims.setdefault(name, sibling.name)
     return claims
@@ -214,9 +226,12 @@ def compute_deletion_observation(
     group: Mapping[str, Any] | None,
     reserved: frozenset[str] | None,
     peers: Iterable[Mapping[str, Any]] = (),
+    peer_users: Mapping[str, str] | None = None,
 ) -> DeletionObservation:
     """What the deletion plan looks at. ``group`` is None when it is gone or was not read
-    (a retained or never-applied order needs no group)."""
+    (a retained or never-applied order needs no group); ``peer_users`` is what the owner
+    Secrets of peers without a recorded owner name, by peer."""
+    found = peer_users or {}
     spec, status = _map(order.get("spec")), _map(order.get("status"))
     policy = _text(spec.get("deletionPolicy")) or "Retain"
     created = status.get("databaseCreated") is True
@@ -236,7 +251,9 @@ def compute_deletion_observation(
         active_site=compute_active_site(group or {}),
         fence=compute_fence(group) if group is not None else None,
         reserved=reserved,
-        siblings=tuple(sibling_of(p) for p in peers),
+        siblings=tuple(
+            sibling_of(p, found.get(_text(_map(p.get("metadata")).get("name")))) for p in peers
+        ),
     )
 
 

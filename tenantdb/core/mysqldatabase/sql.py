@@ -13,10 +13,16 @@ only issued for privileges the account is seen to hold, and the read-only check 
 ``read_only``. Both dialects narrow for real: the privileges a schema-level ALL PRIVILEGES
 confers beyond the allowlist (CREATE ROUTINE, ALTER ROUTINE, CREATE VIEW, CREATE TEMPORARY
 TABLES and, on MariaDB, DELETE HISTORY) are revoked when an order narrows away from it.
+
+A grant or revoke names its schema by the escaped pattern (``validation.quote_schema_grant``),
+so it confers nothing on another schema. ``revoke_unescaped`` is the one exception: it removes
+the grant row an earlier version of tenantdb wrote under the unescaped name, once the escaped
+grant is in place.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -26,7 +32,9 @@ from tenantdb.core.mysqldatabase.validation import (
     PRIVILEGES,
     check_identifier,
     check_username,
+    escape_schema_pattern,
     quote_identifier,
+    quote_schema_grant,
 )
 
 ANY_HOST = "%"
@@ -71,6 +79,10 @@ SCHEMA_PRIVILEGES: dict[Dialect, tuple[str, ...]] = {
 """Every privilege a schema-level ALL PRIVILEGES confers, per dialect, in emission order."""
 
 
+SCHEMA_SUBJECT = "`schema`"
+"""The subject of the statements on the schema itself (a backtick is in no username)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Statement:
     """One statement: a template, its bound values, and what it is called in an error."""
@@ -79,6 +91,8 @@ class Statement:
     params: tuple[str, ...] = ()
     secret: bool = False
     """Whether a bound value is a password: the statement is then never shown."""
+    subject: str = ""
+    """What the statement writes: ``SCHEMA_SUBJECT``, a username, or nothing (a query)."""
 
     @property
     def shown(self) -> str:
@@ -104,15 +118,24 @@ def grantee(username: str) -> str:
     return f"'{username}'@'{ANY_HOST}'"
 
 
-def _privileges(privileges: Iterable[str], dialect: Dialect) -> str:
+_PRIVILEGE_WORDS = re.compile(r"[A-Z]+(?: [A-Z]+)*")
+
+
+def _privileges(privileges: Iterable[str], dialect: Dialect, *, reported: bool = False) -> str:
+    """Privilege names as SQL text, in emission order.
+
+    A grant names only privileges of the dialect's table. A revoke may also name a privilege
+    the server reported holding that the table does not know (a newer server's), provided it
+    reads as a privilege name (upper-case words), so narrowing leaves nothing behind.
+    """
     wanted = set(privileges)
     if not wanted:
         raise ValueError("a GRANT or REVOKE needs at least one privilege")
     known = (ALL_PRIVILEGES, *SCHEMA_PRIVILEGES[dialect])
     unknown = wanted.difference(known)
-    if unknown:
+    if unknown and (not reported or not all(_PRIVILEGE_WORDS.fullmatch(p) for p in unknown)):
         raise ValueError(f"not a schema privilege: {sorted(unknown)}")
-    return ", ".join(p for p in known if p in wanted)
+    return ", ".join([*(p for p in known if p in wanted), *sorted(unknown)])
 
 
 def _defaults(database: str, character_set: str, collation: str) -> str:
@@ -124,31 +147,42 @@ def _defaults(database: str, character_set: str, collation: str) -> str:
 def create_database(database: str, character_set: str, collation: str) -> Statement:
     """Create the schema (only ever issued once the preflight saw it absent)."""
     return Statement(
-        f"CREATE DATABASE IF NOT EXISTS {_defaults(database, character_set, collation)}"
+        f"CREATE DATABASE IF NOT EXISTS {_defaults(database, character_set, collation)}",
+        subject=SCHEMA_SUBJECT,
     )
 
 
 def alter_database(database: str, character_set: str, collation: str) -> Statement:
     """Move the schema's defaults (existing tables keep theirs)."""
-    return Statement(f"ALTER DATABASE {_defaults(database, character_set, collation)}")
+    return Statement(
+        f"ALTER DATABASE {_defaults(database, character_set, collation)}", subject=SCHEMA_SUBJECT
+    )
 
 
 def create_user(username: str, password: str) -> Statement:
     """Create an account with its password (a bound value)."""
     return Statement(
-        f"CREATE USER IF NOT EXISTS {account(username)} IDENTIFIED BY %s", (password,), True
+        f"CREATE USER IF NOT EXISTS {account(username)} IDENTIFIED BY %s",
+        (password,),
+        True,
+        username,
     )
 
 
 def alter_user(username: str, password: str) -> Statement:
     """Set an account's password from its Secret: the whole of a password rotation."""
-    return Statement(f"ALTER USER {account(username)} IDENTIFIED BY %s", (password,), True)
+    return Statement(
+        f"ALTER USER {account(username)} IDENTIFIED BY %s", (password,), True, username
+    )
 
 
 def grant(privileges: Sequence[str], database: str, username: str, dialect: Dialect) -> Statement:
-    """Grant privileges on the schema only; never WITH GRANT OPTION."""
+    """Grant privileges on the schema only (its name escaped); never WITH GRANT OPTION."""
     text = _privileges(privileges, dialect)
-    return Statement(f"GRANT {text} ON {quote_identifier(database)}.* TO {account(username)}")
+    return Statement(
+        f"GRANT {text} ON {quote_schema_grant(database)}.* TO {account(username)}",
+        subject=username,
+    )
 
 
 def revoke(privileges: Sequence[str], database: str, username: str, dialect: Dialect) -> Statement:
@@ -156,50 +190,88 @@ def revoke(privileges: Sequence[str], database: str, username: str, dialect: Dia
 
     On MariaDB the caller issues it only for privileges it saw the account hold.
     """
-    text = _privileges(privileges, dialect)
-    db, who = quote_identifier(database), account(username)
+    return _revoke(privileges, quote_schema_grant(database), username, dialect)
+
+
+def revoke_unescaped(
+    privileges: Sequence[str], database: str, username: str, dialect: Dialect
+) -> Statement:
+    """Revoke the grant row held under the schema's unescaped name (a wildcard pattern).
+
+    Only for a row the observation saw; issued after the escaped grant that replaces it.
+    """
+    return _revoke(privileges, quote_identifier(database), username, dialect)
+
+
+def _revoke(privileges: Sequence[str], db: str, username: str, dialect: Dialect) -> Statement:
+    text = _privileges(privileges, dialect, reported=True)
+    who = account(username)
     if dialect is Dialect.MYSQL:
-        return Statement(f"REVOKE IF EXISTS {text} ON {db}.* FROM {who} IGNORE UNKNOWN USER")
-    return Statement(f"REVOKE {text} ON {db}.* FROM {who}")
+        return Statement(
+            f"REVOKE IF EXISTS {text} ON {db}.* FROM {who} IGNORE UNKNOWN USER", subject=username
+        )
+    return Statement(f"REVOKE {text} ON {db}.* FROM {who}", subject=username)
 
 
 def drop_database(database: str) -> Statement:
     """Drop the schema."""
-    return Statement(f"DROP DATABASE IF EXISTS {quote_identifier(database)}")
+    return Statement(
+        f"DROP DATABASE IF EXISTS {quote_identifier(database)}", subject=SCHEMA_SUBJECT
+    )
 
 
 def drop_user(username: str) -> Statement:
     """Drop an account on every host it was created for."""
-    return Statement(f"DROP USER IF EXISTS {account(username)}")
+    return Statement(f"DROP USER IF EXISTS {account(username)}", subject=username)
 
 
-def read_only_query(dialect: Dialect) -> Statement:
-    """Whether the server refuses ordinary writes (a replica, or a primary being demoted)."""
-    if dialect is Dialect.MYSQL:
-        return Statement("SELECT @@GLOBAL.read_only OR @@GLOBAL.super_read_only")
-    return Statement("SELECT @@GLOBAL.read_only")
+_READ_ONLY: dict[Dialect, str] = {
+    Dialect.MYSQL: "@@GLOBAL.read_only OR @@GLOBAL.super_read_only",
+    Dialect.MARIADB: "@@GLOBAL.read_only",
+}
 
 
-def observe_query(database: str, usernames: Sequence[str]) -> Statement:
-    """One read-only query for all an apply needs to know about the schema and the accounts.
+def observe_query(database: str, usernames: Sequence[str], dialect: Dialect) -> Statement:
+    """One read-only query for all a pass needs to know about the server, the schema and accounts.
 
-    Rows are ``(what, a, b)``: ``('schema', character set, collation)`` when the schema exists,
-    ``('user', name, '')`` for each of ``usernames`` that exists on host '%', and
-    ``('privilege', grantee, privilege)`` for each privilege held on the schema.
+    Rows are ``(what, a, b)``: ``('read_only', 0 or 1, '')`` (whether the server refuses
+    ordinary writes: a replica, or a primary being demoted), ``('schema', character set,
+    collation)`` when the schema exists, ``('user', name, '')`` for each of ``usernames`` that
+    exists on host '%', ``('privilege', grantee, privilege)`` for each privilege held on the
+    schema's escaped name, and ``('unescaped', grantee, privilege)`` for each held on its
+    unescaped name when the two differ (a grant an earlier version wrote).
     """
     for name in usernames:
         check_username("username", name)
     names = ", ".join("%s" for _ in usernames) or "NULL"
-    # Only %s placeholders are formatted into the text; every value is bound.
+    pattern = escape_schema_pattern(database)
+    # Only %s placeholders and fixed expressions are formatted into the text; every value is bound.
     template = (
-        "SELECT 'schema', DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME"  # noqa: S608
+        f"SELECT 'read_only', {_READ_ONLY[dialect]}, ''"  # noqa: S608
+        " UNION ALL SELECT 'schema', DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME"
         " FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s"
         " UNION ALL SELECT 'user', User, '' FROM mysql.user"
         f" WHERE Host = '%%' AND User IN ({names})"
-        " UNION ALL SELECT 'privilege', GRANTEE, PRIVILEGE_TYPE"
-        " FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = %s"
+        " UNION ALL SELECT IF(TABLE_SCHEMA = %s, 'privilege', 'unescaped'), GRANTEE,"
+        " PRIVILEGE_TYPE FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA IN (%s, %s)"
     )
-    return Statement(template, (database, *usernames, database))
+    return Statement(template, (database, *usernames, pattern, pattern, database))
+
+
+_CHARSET_ALIASES = {"utf8": "utf8mb3"}
+
+
+def normalize_charset(character_set: str) -> str:
+    """A character set as the server reports it (``utf8`` is read back as ``utf8mb3``)."""
+    name = character_set.lower()
+    return _CHARSET_ALIASES.get(name, name)
+
+
+def normalize_collation(collation: str) -> str:
+    """A collation as the server reports it (``utf8_general_ci`` as ``utf8mb3_general_ci``)."""
+    name = collation.lower()
+    charset, sep, rest = name.partition("_")
+    return f"{normalize_charset(charset)}{sep}{rest}" if sep else name
 
 
 def concrete(privileges: Iterable[str], dialect: Dialect) -> frozenset[str]:
@@ -211,7 +283,7 @@ def concrete(privileges: Iterable[str], dialect: Dialect) -> frozenset[str]:
 
 
 def in_order(privileges: Iterable[str], dialect: Dialect) -> tuple[str, ...]:
-    """Privileges in emission order (the allowlist's, then the rest of the dialect's)."""
+    """Privileges in emission order: the allowlist's, the rest of the dialect's, then others."""
     wanted = set(privileges)
     order = dict.fromkeys((*PRIVILEGES, *SCHEMA_PRIVILEGES[dialect]))
-    return tuple(p for p in order if p in wanted)
+    return (*(p for p in order if p in wanted), *sorted(wanted.difference(order)))

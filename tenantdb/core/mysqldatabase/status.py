@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from tenantdb.core.mysqldatabase.reasons import Phase, Reason
+from tenantdb.core.mysqldatabase.sql import SCHEMA_SUBJECT
 from tenantdb.core.mysqldatabase.validation import ValidSpec
 
 
@@ -92,6 +93,57 @@ def compute_creating_status(
         status["pendingOwnerUser"] = spec.owner_username
     else:
         status["ownerUser"] = spec.owner_username
+    return status
+
+
+_OWNER_RECORDS = ("ownerUser", "pendingOwnerUser")
+
+
+def compute_withdrawn_status(
+    prior: Mapping[str, Any],
+    stamped: Mapping[str, Any],
+    *,
+    ran: frozenset[str],
+    schema_present: bool,
+    present: frozenset[str],
+) -> dict[str, Any]:
+    """The records to keep after a batch failed: only what may have run, or was already ours.
+
+    A status may name an account (or claim the schema) only if, when the record was written,
+    the account had just been seen absent or was already this order's. So after a failure:
+
+    - an account none of whose statements may have run (``ran``) keeps the record the order
+      had before the pass, and loses even that when the pass saw it absent (``present``): a
+      foreign account of that name made later is then refused, never adopted;
+    - ``databaseCreated`` goes back to what it was unless a schema statement may have run,
+      and is withdrawn when the schema was seen absent and no account record is left.
+
+    A statement that may have run keeps its record, and the next pass verifies it by looking.
+
+    Args:
+        prior: the status the pass read, before its Creating stamp.
+        stamped: the Creating stamp as written.
+        ran: ``apply.compute_ran_subjects`` of the failed batch.
+        schema_present: whether the pass saw the schema.
+        present: the accounts the pass saw exist.
+    """
+    status = dict(stamped)
+    for key in _OWNER_RECORDS:
+        name = stamped.get(key)
+        if not name or name in ran:
+            continue
+        before = prior.get(key)
+        if before and before in present:
+            status[key] = before
+        else:
+            status.pop(key, None)
+    if SCHEMA_SUBJECT not in ran:
+        if "databaseCreated" in prior:
+            status["databaseCreated"] = prior["databaseCreated"]
+        else:
+            status.pop("databaseCreated", None)
+        if not schema_present and not any(status.get(k) for k in _OWNER_RECORDS):
+            status.pop("databaseCreated", None)
     return status
 
 

@@ -2,10 +2,20 @@
 
 Owns the identifier rules (schema, character set and collation names; usernames), the system
 schemas a tenant may not take, the privilege allowlist and its canonical order, the order in
-which a spec's problems are reported (the first one wins), and the one function that turns a
-validated name into SQL text. Values (passwords, usernames compared in queries) are bound
-parameters elsewhere; only names that passed these checks are ever formatted into a statement,
-and the quoting functions check again so that nothing unvalidated can be rendered.
+which a spec's problems are reported (the first one wins), and the functions that turn a
+validated name into SQL text: ``quote_identifier`` where a name is a name, and
+``quote_schema_grant`` where the server reads it as a pattern.
+
+In ``GRANT ... ON `db`.*`` and ``REVOKE``, MySQL and MariaDB read ``_`` and ``%`` in the schema
+name as wildcards (LIKE's), backticks or not: a grant on `acme_wms` also covers `acme1wms`, and
+one on `mysq_` covers `mysql`, which is every account on the server. Every schema name in a
+grant or revoke is therefore escaped (``\\_``, ``\\%``), and the server stores and reports the
+escaped text (``mysql.db``, ``information_schema.SCHEMA_PRIVILEGES``). A name that, read as such a
+pattern, would match a system schema is refused outright.
+
+Values (passwords, usernames compared in queries) are bound parameters elsewhere; only names
+that passed these checks are ever formatted into a statement, and the quoting functions check
+again so that nothing unvalidated can be rendered.
 """
 
 from __future__ import annotations
@@ -68,11 +78,19 @@ def check_identifier(field: str, value: str) -> None:
     _check(field, value, IDENTIFIER, "identifier", "1-64 characters matching [A-Za-z0-9_]")
 
 
+def _matches_as_pattern(name: str, schema: str) -> bool:
+    """Whether ``name``, read as a grant pattern (``_`` any one character), matches ``schema``."""
+    return len(name) == len(schema) and all(
+        n in ("_", s) for n, s in zip(name.lower(), schema, strict=True)
+    )
+
+
 def check_database_name(value: str) -> None:
-    """The schema a tenant orders: an identifier, and none of MySQL's own schemas.
+    """The schema a tenant orders: an identifier, none of MySQL's own schemas, nor a pattern of one.
 
     Raises:
-        InvalidSpecError: the name is invalid or names a system schema (in any case).
+        InvalidSpecError: the name is invalid, names a system schema (in any case), or would
+            match one if a server read it as a grant pattern.
     """
     check_identifier("spec.databaseName", value)
     if value.lower() in SYSTEM_SCHEMAS:
@@ -80,6 +98,13 @@ def check_database_name(value: str) -> None:
             f'spec.databaseName "{value}" is a MySQL system schema;'
             " tenant databases must use their own schema name"
         )
+    for schema in sorted(SYSTEM_SCHEMAS):
+        if _matches_as_pattern(value, schema):
+            raise InvalidSpecError(
+                f'spec.databaseName "{value}" matches the MySQL system schema "{schema}" when'
+                " read as a privilege pattern ('_' stands for any character);"
+                " tenant databases must use a name of their own"
+            )
 
 
 def check_username(field: str, value: str) -> None:
@@ -187,6 +212,30 @@ def quote_identifier(name: str) -> str:
     """
     check_identifier("identifier", name)
     return f"`{name}`"
+
+
+def escape_schema_pattern(name: str) -> str:
+    """A validated schema name as the literal pattern a grant names it by: ``_`` and ``%`` escaped.
+
+    This is also the text the server reports for the grant (``mysql.db.Db``,
+    ``information_schema.SCHEMA_PRIVILEGES.TABLE_SCHEMA``).
+
+    Raises:
+        InvalidSpecError: the name is not a valid identifier; nothing is rendered.
+    """
+    check_identifier("identifier", name)
+    return name.replace("_", "\\_").replace("%", "\\%")
+
+
+def quote_schema_grant(name: str) -> str:
+    """A validated schema name as the SQL text of ``GRANT``/``REVOKE ... ON <here>.*``.
+
+    The grant then covers that one schema and no other whose name the pattern would match.
+
+    Raises:
+        InvalidSpecError: the name is not a valid identifier; nothing is rendered.
+    """
+    return f"`{escape_schema_pattern(name)}`"
 
 
 def quote_account(username: str) -> str:
