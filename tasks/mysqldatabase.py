@@ -32,6 +32,7 @@ from tasks.runtime import PerRegistry, note_ready, workqueue
 from tasks.scaffold import Admission, KindSpec, Plan, Step, declare_kind, remember_write
 from tenantdb.adapters.mysql_orders import CredentialError, MysqlOrders, SecretData
 from tenantdb.adapters.mysqladmin import AdminError, AdminSession, TLSRequiredError, admin_pool
+from tenantdb.adapters.workqueue import LeaseLostError
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase import sql
 from tenantdb.core.mysqldatabase.apply import (
@@ -43,6 +44,7 @@ from tenantdb.core.mysqldatabase.apply import (
     drift_repaired_event,
     parse_observation,
     plan_apply,
+    read_only_bypass_event,
     render_drop,
     usernames_to_observe,
 )
@@ -106,6 +108,10 @@ orders = PerRegistry(MysqlOrders)
 
 VERIFY = "mysql-verify"
 """The periodic work of a Ready order: its drift check."""
+REASSERT = "mysql-reassert"
+"""Set when an apply lost its lease: a statement of it may have landed after a newer pass (an
+older password), so the next drift check sets the owner's password again."""
+REASSERT_MS = 7 * 24 * 3600 * 1000
 
 # -- what a pass carries -------------------------------------------------------------------------
 
@@ -139,6 +145,7 @@ class ApplyNote:
     siblings: dict[str, str]
     peers: tuple[str, ...]
     repair: bool
+    reassert: bool = False
 
 
 @dataclass(frozen=True)
@@ -304,6 +311,7 @@ def plan(ctx: PassContext, order: dict[str, Any], gate: Gate) -> Plan:
         period_ms = int(_verify_seconds() * 900)  # a little under the period: the come-back
         if not workqueue().claim_period(VERIFY, ctx.key, period_ms):
             return Plan((), converged=True)
+    reassert = repair and workqueue().take_period(REASSERT, ctx.key)
     if decision.spec is None:  # the gates let the pass on only with a valid spec
         raise RuntimeError("the gates passed without a validated spec")
     siblings = [sibling_of(p, gate.peer_users.get(str(_meta(p).get("name")))) for p in gate.peers]
@@ -320,6 +328,7 @@ def plan(ctx: PassContext, order: dict[str, Any], gate: Gate) -> Plan:
         siblings=sibling_claims(siblings),
         peers=peers_to_wake(gate.peers, order),
         repair=repair,
+        reassert=reassert,
     )
     return Plan(("apply",), note, converged=True, reason="Verifying" if repair else "Applying")
 
@@ -358,6 +367,13 @@ def apply(ctx: StepContext, note: ApplyNote) -> StepResult:
         target, login = kube.admin(key, group, note.site)
         with admin_pool().session(target, login) as session:
             return _apply_on(ctx, note, session, owner)
+    except LeaseLostError:
+        # A newer pass may have run since, and a statement of this one (an ALTER USER with an
+        # older password) may have landed after it: its next drift check sets the password.
+        queue = workqueue()
+        queue.claim_period(REASSERT, key, REASSERT_MS)
+        queue.release_period(VERIFY, key)
+        raise
     except (CredentialError, TLSRequiredError) as error:
         message = _unreachable(note, str(error))
     except AdminError as failure:
@@ -392,6 +408,7 @@ def _apply_on(
         site=note.site,
         claims=Claims(frozenset(note.reserved), note.siblings),
         repair=note.repair,
+        reassert=note.reassert,
     )
     if isinstance(decided, Refusal):
         wait = _stop(ctx, order, decided.phase, decided.reason, decided.message)
@@ -406,9 +423,12 @@ def _apply_on(
             prior, spec=spec, site=note.site, generation=generation, now=_now()
         )
         stored = _write(ctx, order, creating)
-    ctx.guard.check()
     try:
-        session.execute(decided.statements, {OWNER_PASSWORD: owner.values.get("password", "")})
+        session.execute(
+            decided.statements,
+            {OWNER_PASSWORD: owner.values.get("password", "")},
+            check=ctx.guard.check,
+        )
     except AdminError as failure:
         # The records of what cannot have run are withdrawn in the same write as the stop.
         ran = compute_ran_subjects(
@@ -438,6 +458,8 @@ def _apply_on(
     ctx.guard.check()
     stored = _write(ctx, stored, ready)
     repaired = [drift_repaired_event(decided, note.site)] if note.repair else []
+    if session.read_only_bypassed:
+        repaired.append(read_only_bypass_event(note.group, note.site))
     _events(key, stored, [*decided.events, *repaired])
     workqueue().claim_period(VERIFY, key, int(_verify_seconds() * 900))
     if not note.repair:
@@ -533,8 +555,9 @@ def drop(ctx: StepContext, note: DropNote) -> StepResult:
             )
             if observed.read_only:
                 raise AdminError(f"site {note.site} is read-only", code=None, transient=True)
-            ctx.guard.check()
-            session.execute(render_drop(decided, observed, session.dialect), {})
+            session.execute(
+                render_drop(decided, observed, session.dialect), {}, check=ctx.guard.check
+            )
     except (CredentialError, TLSRequiredError, AdminError) as error:
         if isinstance(error, AdminError) and not error.transient:
             _stamp_deleting(ctx, order, f"dropping database {db}: {error}")

@@ -9,9 +9,11 @@ lacks), promoting a replica (`STOP SLAVE`, `RESET SLAVE ALL`, `read_only=OFF`), 
 what tenants created. Passwords travel as bound parameters; identifiers only after validation.
 It must never log a password or a statement that carries one.
 
-The app account holds ALL PRIVILEGES ON *.* less READ_ONLY ADMIN: on MariaDB 10.11 that
-privilege lets a session write through `read_only`, which MySQL's `super_read_only` forbids,
-and the fence of a planned failover must hold for the application. The monitor account gets
+The operator and app accounts hold ALL PRIVILEGES ON *.* less READ_ONLY ADMIN: on MariaDB
+10.11 that privilege lets a session write through `read_only`, which MySQL's `super_read_only`
+forbids, and the fence of a failover must hold for every writer but root (the group's own
+controller, which sets and clears the fence, logs in as root). So a replica refuses tenantdb's
+writes itself (error 1290), whatever tenantdb checked before sending them. The monitor account gets
 SLAVE MONITOR on top of PROCESS and REPLICATION CLIENT, because MariaDB needs it for
 `SHOW SLAVE STATUS`, which REPLICATION CLIENT covers on MySQL.
 """
@@ -55,7 +57,7 @@ def group_accounts() -> dict[str, Account]:
     everything = "ALL PRIVILEGES"
     table = (
         ("root", "root", everything, "", True),
-        ("operator", "bloodraven", everything, "", True),
+        ("operator", "bloodraven", everything, "READ_ONLY ADMIN", True),
         ("app", "app", everything, "READ_ONLY ADMIN", False),
         ("readonly", "readonly", "SELECT, SHOW VIEW, SHOW DATABASES, PROCESS", "", False),
         ("monitor", "monitor", "PROCESS, REPLICATION CLIENT, SLAVE MONITOR", "", False),

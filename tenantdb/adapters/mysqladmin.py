@@ -25,7 +25,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +37,13 @@ from prometheus_client import Counter
 from tenantdb.adapters.metrics import sql_request
 from tenantdb.core.mysqldatabase.errors import is_transient as _is_transient
 from tenantdb.core.mysqldatabase.errors import may_have_run
-from tenantdb.core.mysqldatabase.sql import Dialect, Statement, detect_dialect
+from tenantdb.core.mysqldatabase.sql import (
+    CONNECTION_CHECK,
+    Dialect,
+    Statement,
+    detect_dialect,
+    is_read_only_bypassed,
+)
 from tenantdb.settings import load_settings
 
 log = logging.getLogger(__name__)
@@ -211,6 +217,7 @@ class _Pooled:
     connection: pymysql.connections.Connection[Any]
     dialect: Dialect
     opened: float
+    read_only_bypassed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -230,6 +237,12 @@ class AdminSession:
         """The server's dialect."""
         return self._pooled.dialect
 
+    @property
+    def read_only_bypassed(self) -> bool:
+        """Whether the admin account can write through ``read_only``: the server then does not
+        fence it, and only tenantdb's own look before a batch does."""
+        return self._pooled.read_only_bypassed
+
     def query(self, statement: Statement) -> list[tuple[Any, ...]]:
         """Run a read-only query; its rows."""
         STATEMENTS.labels(verb="SELECT").inc()
@@ -241,15 +254,26 @@ class AdminSession:
             self.failed = True
             raise _failure(error, f"query {statement.shown}", sent=False, secrets=()) from None
 
-    def execute(self, statements: Sequence[Statement], values: Mapping[str, str]) -> None:
+    def execute(
+        self,
+        statements: Sequence[Statement],
+        values: Mapping[str, str],
+        check: Callable[[], None] | None = None,
+    ) -> None:
         """Run statements in order, each bound value looked up in ``values`` when it is a key.
+
+        ``check`` runs before each statement (the pass's lease check): a pass that lost its
+        order sends at most the statement that was already on the wire.
 
         Raises:
             AdminError: a statement failed; the ``executed`` before it ran, and it may have
                 (``may_have_run``) when the connection failed under it.
+            Exception: whatever ``check`` raises, before the statement it guards.
         """
         secrets = list(values.values())
         for statement in statements:
+            if check is not None:
+                check()
             params = tuple(values.get(p, p) for p in statement.params)
             STATEMENTS.labels(verb=statement.template.split(" ", 1)[0]).inc()
             try:
@@ -269,6 +293,7 @@ class AdminPool:
     def __init__(self) -> None:
         self._pooled: dict[tuple[str, str, str], _Pooled] = {}
         self._failed: dict[str, tuple[float, str]] = {}
+        self._warned: set[str] = set()
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -344,7 +369,7 @@ class AdminPool:
             with sql_request("connect"):
                 connection = self._login(options, login)
                 with connection.cursor() as cursor:
-                    cursor.execute("SELECT VERSION()")
+                    cursor.execute(CONNECTION_CHECK.template)
                     row = cursor.fetchone()
         except (pymysql.err.MySQLError, OSError) as error:
             failure = _failure(error, f"connect to site {target.site}", sent=False, secrets=secrets)
@@ -352,7 +377,18 @@ class AdminPool:
                 self._failed[target.address] = (time.monotonic(), str(failure))
             raise failure from None
         self._failed.pop(target.address, None)
-        return _Pooled(connection, detect_dialect(str(row[0] if row else "")), time.monotonic())
+        version, privileges = (str(row[0]), str(row[1] or "")) if row else ("", "")
+        bypassed = is_read_only_bypassed(version, privileges)
+        if bypassed and target.address not in self._warned:
+            self._warned.add(target.address)
+            log.warning(
+                "the admin account of group %s can write through read_only on site %s: the"
+                " server does not fence its writes during a failover; grant it everything but"
+                " READ_ONLY ADMIN (MariaDB) or SUPER and CONNECTION_ADMIN (MySQL)",
+                target.group,
+                target.site,
+            )
+        return _Pooled(connection, detect_dialect(version), time.monotonic(), bypassed)
 
     @staticmethod
     def _login(options: dict[str, Any], login: AdminLogin) -> pymysql.connections.Connection[Any]:

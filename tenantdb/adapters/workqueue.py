@@ -804,6 +804,13 @@ class WorkQueue:
         """Give back a claim of ``claim_period``: the work is due again at once."""
         self.redis.delete(self.keys.period(name, key))
 
+    def take_period(self, name: str, key: OrderKey) -> bool:
+        """Whether a claim of ``claim_period`` was held; give it back in the same call.
+
+        For a one-off flag an order's next pass must act on (and clear).
+        """
+        return bool(self.redis.delete(self.keys.period(name, key)))
+
     def holds(self, lease: Lease) -> bool:
         """Whether the lease is still ours, without renewing it."""
         value = self.redis.get(self.keys.lock(lease.key))

@@ -458,3 +458,23 @@ def test_a_server_error_mid_batch_did_not_run_and_the_connection_is_replaced(
     assert session.executed == 1
     with pool.session(TARGET, ROOT) as fresh:
         assert fresh.query(sql.Statement("SELECT CONNECTION_ID()"))[0][0] != before
+
+
+def test_an_admin_account_that_writes_through_read_only_is_noticed_on_connect(
+    pool: AdminPool, names: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    fenced = f"{names['owner']}f"
+    with _root() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE USER '{fenced}'@'%' IDENTIFIED BY 'pw'")
+        cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{fenced}'@'%' WITH GRANT OPTION")
+        cur.execute(f"REVOKE READ_ONLY ADMIN ON *.* FROM '{fenced}'@'%'")
+    try:
+        with pool.session(TARGET, ROOT) as session:
+            assert session.read_only_bypassed
+        assert "can write through read_only on site dc1" in caplog.text
+        other = Target("bloodraven/main@uid-2", "dc1", ADDRESS, TARGET.server_name)
+        with pool.session(other, AdminLogin(fenced, "pw")) as session:
+            assert not session.read_only_bypassed
+    finally:
+        with _root() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{fenced}'@'%'")

@@ -789,3 +789,18 @@ def test_the_echo_of_an_own_write_wakes_no_order_and_a_later_change_does(
     assert [str(k) for k in sent] == ["mariadbdatabase/tenant-a/app-db"]
     queue.note_written("edge-1", _secret("9"), 60_000)
     assert not queue.is_own_write("", _secret("9")), "a write on another cluster is another object"
+
+
+def test_a_period_claim_is_due_once_a_period_and_can_be_taken_as_a_flag(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    queue = _queue(client, key_prefix)
+    assert queue.claim_period("verify", KEY, 60_000)
+    assert not queue.claim_period("verify", KEY, 60_000)
+    queue.release_period("verify", KEY)
+    assert queue.claim_period("verify", KEY, 60_000)
+    assert not queue.take_period("flag", KEY)
+    assert queue.claim_period("flag", KEY, 60_000)
+    assert queue.take_period("flag", KEY)
+    assert not queue.take_period("flag", KEY)
+    assert not queue.claim_period("verify", KEY, 60_000)  # flags are per name

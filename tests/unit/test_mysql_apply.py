@@ -52,6 +52,7 @@ def plan(
     repair: bool = False,
     claims: Claims | None = None,
     dialect: Dialect = MARIADB,
+    reassert: bool = False,
 ) -> ApplyPlan | Refusal:
     return plan_apply(
         wanted,
@@ -62,6 +63,7 @@ def plan(
         site="dc1",
         claims=claims or Claims(frozenset({"root"})),
         repair=repair,
+        reassert=reassert,
     )
 
 
@@ -370,3 +372,11 @@ def test_narrowing_revokes_a_privilege_the_tables_do_not_know() -> None:
     result = texts(plan(spec(privileges=("SELECT",), grants=()), APPLIED, newer, repair=True))
     assert len(result) == 1
     assert result[0].endswith("SHOW CREATE ROUTINE ON `acme\\_wms`.* FROM 'acme_app'@'%'")
+
+
+def test_a_drift_check_after_a_lost_lease_sets_the_password_again() -> None:
+    # A pass that lost its lease may have sent an older password after a newer pass ran.
+    assert texts(plan(spec(), APPLIED, IN_PLACE, repair=True)) == []
+    assert texts(plan(spec(), APPLIED, IN_PLACE, repair=True, reassert=True)) == [
+        "ALTER USER 'acme_app'@'%' IDENTIFIED BY ?"
+    ]

@@ -198,3 +198,23 @@ def test_privilege_text_only_ever_comes_from_the_fixed_tables(privileges: list[s
     text = statement.template.removeprefix("GRANT ").split(" ON ")[0]
     allowed = {"ALL PRIVILEGES", *sql.SCHEMA_PRIVILEGES[MARIADB]}
     assert set(text.split(", ")) <= allowed
+
+
+@pytest.mark.parametrize(
+    ("version", "privileges", "bypassed"),
+    [
+        pytest.param("10.11.19-MariaDB", "SELECT,SUPER,READ_ONLY ADMIN", True, id="mariadb-all"),
+        pytest.param(
+            "10.11.19-MariaDB", "SELECT,SUPER,CONNECTION ADMIN", False, id="mariadb-fenced"
+        ),
+        pytest.param("10.6.12-MariaDB", "SELECT,SUPER", True, id="mariadb-before-10.11-super"),
+        pytest.param("11.4.2-MariaDB", "", False, id="mariadb-nothing"),
+        pytest.param("8.0.36", "SELECT,SUPER", True, id="mysql-super"),
+        pytest.param("8.4.0", "SELECT, CONNECTION_ADMIN", True, id="mysql-connection-admin"),
+        pytest.param("9.7.0", "SELECT,INSERT,CREATE USER", False, id="mysql-fenced"),
+    ],
+)
+def test_an_admin_account_that_writes_through_read_only_is_recognised(
+    version: str, privileges: str, bypassed: bool
+) -> None:
+    assert sql.is_read_only_bypassed(version, privileges) is bypassed

@@ -18,8 +18,9 @@ read-only, then ``plan_apply`` decides, before any statement runs:
   unless it became a group account, is still declared here, or a sibling order claims it.
 
 ``repair`` is the drift check of an unchanged order: only what the observation shows missing
-or surplus is sent, and the password is not re-asserted, so a server that matches issues no
-statement at all. Passwords never reach this module: a statement names the Secret whose
+or surplus is sent, and the password is not re-asserted (unless ``reassert`` asks, after a pass
+that lost its lease may have sent an older one), so a server that matches issues no statement
+at all. Passwords never reach this module: a statement names the Secret whose
 password the executor binds.
 """
 
@@ -171,6 +172,7 @@ def plan_apply(
     site: str,
     claims: Claims,
     repair: bool = False,
+    reassert: bool = False,
 ) -> ApplyPlan | Refusal:
     """Decide the apply (see the module); a refusal sends nothing."""
     refusal = _refusal(spec, records, observed, group=group, site=site)
@@ -189,7 +191,7 @@ def plan_apply(
     owner = spec.owner_username
     if owner not in observed.users:
         out.append(sql.create_user(owner, OWNER_PASSWORD))
-    elif not repair:
+    elif not repair or reassert:
         out.append(sql.alter_user(owner, OWNER_PASSWORD))
     out += _privileges(owner, spec.owner_privileges, observed, db, dialect)
     for entry in spec.grants:
@@ -388,6 +390,16 @@ def compute_ran_subjects(
     if failing_may_have_run and executed < len(statements):
         ran.append(statements[executed])
     return frozenset(s.subject for s in ran if s.subject)
+
+
+def read_only_bypass_event(group: str, site: str) -> Event:
+    """The Warning of an apply whose admin account the server would not fence."""
+    return Event(
+        EventType.WARNING,
+        "ReadOnlyNotEnforced",
+        f'the admin account of group "{group}" can write through read_only on site {site};'
+        " a write of this order that lands during a failover is not refused by the server",
+    )
 
 
 def drift_repaired_event(plan: ApplyPlan, site: str) -> Event:

@@ -258,6 +258,42 @@ def observe_query(database: str, usernames: Sequence[str], dialect: Dialect) -> 
     return Statement(template, (database, *usernames, pattern, pattern, database))
 
 
+CONNECTION_CHECK = Statement(
+    "SELECT VERSION(), (SELECT GROUP_CONCAT(PRIVILEGE_TYPE) FROM information_schema.USER_PRIVILEGES"
+    " WHERE GRANTEE = CONCAT(QUOTE(SUBSTRING_INDEX(CURRENT_USER(), '@', 1)), '@',"
+    " QUOTE(SUBSTRING_INDEX(CURRENT_USER(), '@', -1))))"
+)
+"""What a new admin connection asks once: the server's version and its own global privileges."""
+
+
+def _version(version: str) -> tuple[int, int]:
+    major, _, rest = version.partition(".")
+    minor = rest.partition(".")[0]
+    return (int(major), int(minor)) if major.isdigit() and minor.isdigit() else (0, 0)
+
+
+def is_read_only_bypassed(version: str, privileges: str) -> bool:
+    """Whether an account with these global privileges can write while the server is read-only.
+
+    Such an account is not fenced by the server: a failover that turns the old primary
+    read-only does not stop its writes. MariaDB lets READ_ONLY ADMIN through (and SUPER before
+    10.11, which included it); MySQL lets SUPER and CONNECTION_ADMIN through ``read_only``
+    (``super_read_only`` stops them too).
+
+    Args:
+        version: ``SELECT VERSION()``.
+        privileges: the account's global privileges, comma-separated, as
+            ``information_schema.USER_PRIVILEGES`` names them.
+    """
+    held = {p.strip().upper() for p in privileges.split(",") if p.strip()}
+    if detect_dialect(version) is Dialect.MARIADB:
+        bypass = {"READ_ONLY ADMIN", "READ ONLY ADMIN"}
+        if _version(version) < (10, 11):
+            bypass.add("SUPER")
+        return bool(held & bypass)
+    return bool(held & {"SUPER", "CONNECTION_ADMIN"})
+
+
 _CHARSET_ALIASES = {"utf8": "utf8mb3"}
 
 
