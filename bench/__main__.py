@@ -49,12 +49,14 @@ class Profile:
     storm_orders: int
     refresh_keys: int
     refresh_cycle: int
+    dead_orders: int
+    dead_window: float
 
 
 PROFILES = {
-    "full": Profile(3, 10, (100, 1000), 300.0, 1000, 500, 10_000, 600),
-    "quick": Profile(3, 2, (5,), 120.0, 50, 5, 1_000, 60),
-    "tiny": Profile(1, 1, (2,), 120.0, 5, 2, 200, 20),
+    "full": Profile(3, 10, (100, 1000), 300.0, 1000, 500, 10_000, 600, 100, 120.0),
+    "quick": Profile(3, 2, (5,), 120.0, 50, 5, 1_000, 60, 20, 30.0),
+    "tiny": Profile(1, 1, (2,), 120.0, 5, 2, 200, 20, 3, 8.0),
 }
 
 MANY = 1000
@@ -128,8 +130,10 @@ def commit() -> str:
     return f"{head}-dirty" if dirty else head
 
 
-def _with_stack(workers: int, body: Callable[[Stack], Figures]) -> Figures:
-    stack = Stack(temp_state(), workers)
+def _with_stack(
+    workers: int, body: Callable[[Stack], Figures], *, dead_group: bool = False
+) -> Figures:
+    stack = Stack(temp_state(), workers, dead_group=dead_group)
     try:
         stack.up()
         return body(stack)
@@ -215,6 +219,24 @@ def run_cold(profile: Profile) -> Figures:
     return out
 
 
+def run_dead_group(profile: Profile) -> Figures:
+    """Healthy MysqlDatabase orders beside a group that never answers, on 2 worker processes."""
+
+    def body(stack: Stack) -> Figures:
+        scenarios.converged_forced(stack, kind=MYSQL)  # warm the workers and the pool
+        runs = []
+        for i in range(profile.runs):
+            _say(f"bench: a dead group with {profile.dead_orders} orders, run {i + 1}")
+            runs.append(
+                scenarios.dead_group(
+                    stack, profile.dead_orders, max(profile.warm_orders, 3), profile.dead_window
+                )
+            )
+        return {"orders": profile.dead_orders, **summarize(runs)}
+
+    return _with_stack(2, body, dead_group=True)
+
+
 def run_refresh(profile: Profile) -> Figures:
     """Beat's refresh sweep over the refresh set (real Redis, simulated clock)."""
     out: Figures = {}
@@ -243,7 +265,12 @@ def run(profile_name: str, save: Callable[[Figures], None] = lambda report: None
         "machine": machine(),
         "sizes": profile.__dict__,
     }
-    for group, function in (("warm", run_warm), ("cold", run_cold), ("refresh", run_refresh)):
+    for group, function in (
+        ("warm", run_warm),
+        ("cold", run_cold),
+        ("refresh", run_refresh),
+        ("dead_group", run_dead_group),
+    ):
         report[group] = function(profile)
         report["bench_seconds"] = time.monotonic() - started
         save(report)

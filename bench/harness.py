@@ -243,6 +243,8 @@ class Stack:
 
     state: Path
     worker_processes: int
+    dead_group: bool = False
+    """Also run the devstack's group `dead`, whose sites accept TCP and never answer."""
     prefix: str = field(default_factory=lambda: f"tenantdb-bench-{secrets.token_hex(4)}:")
     env: dict[str, str] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -268,7 +270,7 @@ class Stack:
         self._start(
             "devstack",
             [sys.executable, "-m", "devstack", "up", "--state-dir", str(devstack_dir),
-             "--clusters", ",".join(CLUSTERS)],
+             "--clusters", ",".join(CLUSTERS), *(["--dead-group"] if self.dead_group else [])],
             base,
         )  # fmt: skip
         self._wait(lambda: (devstack_dir / "env").exists(), 60, "the devstack to be ready")
@@ -385,7 +387,7 @@ class Stack:
         }
         self.apis[cluster].create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, body)
 
-    def create_mysql_order(self, name: str) -> None:
+    def create_mysql_order(self, name: str, group: str = MYSQL_GROUP_NAME) -> None:
         """Create one MysqlDatabase order and its owner Secret, as a caller and ESO would."""
         ident = name.replace("-", "_")
         secret = k8s.V1Secret(
@@ -399,12 +401,43 @@ class Stack:
             "kind": "MysqlDatabase",
             "metadata": {"name": name, "namespace": MYSQL.namespace},
             "spec": {
-                "groupRef": {"name": MYSQL_GROUP_NAME},
+                "groupRef": {"name": group},
                 "databaseName": ident,
                 "owner": {"secretName": f"{name}-owner"},
             },
         }
         self.apis["management"].create_namespaced_custom_object(*MYSQL.api, body)
+
+    def delete_mysql_order(self, name: str) -> None:
+        """Delete one MysqlDatabase order (and its owner Secret)."""
+        self.apis["management"].delete_namespaced_custom_object(*MYSQL.api, name)
+        core = k8s.CoreV1Api(self.apis["management"].api_client)
+        core.delete_namespaced_secret(f"{name}-owner", MYSQL.namespace)
+
+    def mysql_orders(self) -> set[str]:
+        """The names of the MysqlDatabase orders that exist."""
+        listed = self.apis["management"].list_namespaced_custom_object(*MYSQL.api)
+        return {str(o["metadata"]["name"]) for o in listed.get("items", ())}
+
+    def forget_circuits(self) -> None:
+        """Close every MySQL site circuit and forget its failures: nothing learnt yet."""
+        client = self.workqueue().redis
+        for pattern in ("mysql-circuit:*", "mysql-trips:*"):
+            for name in client.scan_iter(match=f"{self.prefix}{pattern}", count=1000):
+                client.delete(name)
+
+    def connect_seconds(self) -> float:
+        """Seconds the worker's processes spent connecting to MySQL servers so far (the connects
+        that failed included)."""
+        total = 0.0
+        for family in text_string_to_metric_families(self.metrics_text("worker")):
+            for sample in family.samples:
+                if (
+                    sample.name == "tenantdb_sql_request_duration_seconds_sum"
+                    and sample.labels.get("operation") == "connect"
+                ):
+                    total += float(sample.value)
+        return total
 
     def annotate(self, name: str, value: str, cluster: str = "management") -> None:
         """Change one annotation of an order (an edit that changes no spec)."""

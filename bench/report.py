@@ -181,6 +181,36 @@ def _mysql(warm: Figures) -> list[str]:
     return [*lines, ""]
 
 
+def _dead_group(dead: Figures | None) -> list[str]:
+    if not dead:  # a report from before the scenario existed
+        return []
+    rows = (
+        ("healthy new order, create-to-Ready p50, unloaded (s)", "healthy_ready_p50_unloaded_s"),
+        ("the same while the dead group's orders wait (s)", "healthy_ready_p50_loaded_s"),
+        ("loaded / unloaded", "healthy_ready_p50_ratio"),
+        ("seconds the worker's processes spent connecting, loaded", "connect_wait_s"),
+        ("the loaded window (s)", "window_s"),
+        ("connecting / window (bound on any one process's share)", "connect_wait_share"),
+        ("passes per minute in the window, both groups", "passes_per_minute"),
+        ("dead orders Pending PrimaryUnavailable (share)", "dead_pending"),
+    )
+    lines = [
+        "## A dead group beside a healthy one",
+        "",
+        "The devstack's group `dead` has two sites that accept TCP and never answer. Healthy",
+        "MysqlDatabase orders on group `main` are created one after another, first alone, then",
+        f"right after {dead['orders']} orders on `dead` were created at once, with 2 worker"
+        " processes. A connect to a dead site",
+        "costs the connect timeout and opens the site's circuit for every worker; the group's",
+        "slots bound how many passes wait on it at once.",
+        "",
+        "| figure | value |",
+        "|---|---|",
+    ]
+    lines += [f"| {label} | {cell(dead.get(key))} |" for label, key in rows]
+    return [*lines, ""]
+
+
 def _cold(cold: Figures) -> list[str]:
     lines = [
         "## Cold: many new orders at once",
@@ -339,4 +369,5 @@ def render_markdown(report: Figures, baseline: Figures | None = None) -> str:
     lines += _cold(cold)
     lines += _storms(warm, cold)
     lines += _refresh(report["refresh"])
+    lines += _dead_group(report.get("dead_group"))
     return "\n".join(lines)

@@ -214,3 +214,79 @@ def storm_many(stack: Stack, names: list[str], *, timeout: float = 300.0) -> Fig
         "tenantdb_cpu_s_per_order": delta.tenantdb_cpu / len(names),
         "devstack_cpu_s_per_order": delta.devstack_cpu / len(names),
     }
+
+
+def dead_group(
+    stack: Stack, dead_orders: int, healthy_orders: int, window: float, *, timeout: float = 120.0
+) -> Figures:
+    """What a group that never answers costs the orders of a healthy group.
+
+    Needs a stack with the devstack's group `dead`. First ``healthy_orders`` new MysqlDatabase
+    orders on group `main`, one after another, unloaded. Then, with every site circuit closed
+    (nothing learnt yet), ``dead_orders`` orders on `dead` at once, and for ``window`` seconds a
+    new healthy order every 2 s while the dead ones keep coming back. The dead orders are
+    deleted at the end (their policy is Retain: no connection).
+
+    Figures: the healthy create-to-Ready p50 unloaded and loaded and their ratio; the seconds
+    the worker's processes spent connecting during the window (every connect to `dead` fails,
+    and healthy connects are pooled), that time as a share of the window (an upper bound on
+    any one process's share), the passes per minute in the window (both groups), and the share
+    of dead orders Pending PrimaryUnavailable.
+    """
+
+    def healthy(count: int, spacing: float = 0.0, until: float = 0.0) -> list[float]:
+        latencies: list[float] = []
+        with stack.watch_ready(kind=MYSQL) as watch:
+            while len(latencies) < count or time.monotonic() < until:
+                name = _name("healthy")
+                start = time.monotonic()
+                stack.create_mysql_order(name)
+                if not watch.wait({name}, timeout):
+                    raise BenchError(f"order {name} was not Ready within {timeout:g} s")
+                latencies.append(watch.ready_at[name] - start)
+                time.sleep(max(0.0, start + spacing - time.monotonic()))
+        return latencies
+
+    stack.wait_idle()
+    unloaded = _percentile(healthy(healthy_orders), 50)
+    stack.forget_circuits()
+    names = [_name("dead") for _ in range(dead_orders)]
+    connecting = stack.connect_seconds()
+    before = stack.read()
+    started = time.monotonic()
+    with ThreadPoolExecutor(_CREATORS) as pool:
+        list(pool.map(lambda n: stack.create_mysql_order(n, group="dead"), names))
+    loaded = _percentile(healthy(healthy_orders, spacing=2.0, until=started + window), 50)
+    elapsed = time.monotonic() - started
+    waited = stack.connect_seconds() - connecting
+    passes = stack.read().since(before).passes
+    pending = _pending_unavailable(stack, set(names))
+    for name in names:
+        stack.delete_mysql_order(name)
+    deadline = time.monotonic() + timeout
+    while stack.mysql_orders() & set(names):
+        if time.monotonic() > deadline:
+            raise BenchError("the dead group's orders were not released")
+        time.sleep(0.5)
+    return {
+        "healthy_ready_p50_unloaded_s": unloaded,
+        "healthy_ready_p50_loaded_s": loaded,
+        "healthy_ready_p50_ratio": loaded / unloaded if unloaded else None,
+        "connect_wait_s": waited,
+        "window_s": elapsed,
+        "connect_wait_share": waited / elapsed,
+        "passes_per_minute": passes / elapsed * 60,
+        "dead_pending": pending / dead_orders,
+    }
+
+
+def _pending_unavailable(stack: Stack, names: set[str]) -> int:
+    listed = stack.apis["management"].list_namespaced_custom_object(*MYSQL.api)
+    count = 0
+    for order in listed.get("items", ()):
+        if order["metadata"]["name"] not in names:
+            continue
+        conditions = (order.get("status") or {}).get("conditions") or ()
+        if any(c.get("reason") == "PrimaryUnavailable" for c in conditions):
+            count += 1
+    return count

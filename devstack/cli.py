@@ -1,15 +1,16 @@
 """The `devstack` command: run a simulated platform in the foreground for tests and the demo.
 
 Owns `python -m devstack up --state-dir DIR [--clusters management,edge-1] [--bare]
-[--time-scale N] [--no-mysql-group]`: start the platform (`devstack.platform.start_platform`: one
-API server per cluster with the CRDs, and unless `--bare` OpenBao, the stand-in operators, the
-seed objects and the MySQL failover group on two real MariaDB servers; the group is left out
-with `--no-mysql-group`, and with a warning on stderr where the MariaDB server binaries are not
-installed), write `DIR/kubeconfig` (one context per cluster, named like it), `DIR/env` and the
-other state files, print one line beginning `devstack ready`, and stop cleanly on SIGINT or
-SIGTERM (which drops the SQL users and schemas the platform created and stops the group's
-servers, see `devstack.platform`). It must never print a token, and prints nothing on stdout
-before the ready line.
+[--time-scale N] [--no-mysql-group] [--dead-group]`: start the platform
+(`devstack.platform.start_platform`: one API server per cluster with the CRDs, and unless
+`--bare` OpenBao, the stand-in operators, the seed objects and the MySQL failover group on two
+real MariaDB servers; the group is left out with `--no-mysql-group`, and with a warning on
+stderr where the MariaDB server binaries are not installed; `--dead-group` adds group `dead`,
+whose sites accept TCP and never answer), write `DIR/kubeconfig` (one context per cluster,
+named like it), `DIR/env` and the other state files, print one line beginning `devstack ready`,
+and stop cleanly on SIGINT or SIGTERM (which drops the SQL users and schemas the platform
+created and stops the group's servers, see `devstack.platform`). It must never print a token,
+and prints nothing on stdout before the ready line.
 
 `python -m devstack demo --state-dir DIR [--until-ready] [--timeout S]` runs tenantdb's demo
 (`devstack.demo`); `tenantdb demo` hands over to it.
@@ -53,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="no MySQL failover group (it starts two real MariaDB servers)",
     )
+    up.add_argument(
+        "--dead-group",
+        action="store_true",
+        help="also a failover group `dead` whose sites accept TCP and never answer",
+    )
     demo = commands.add_parser("demo", help="tenantdb on the devstack with three example orders")
     demo.add_argument("--state-dir", required=True, type=Path, help="where the demo keeps files")
     demo.add_argument("--until-ready", action="store_true", help="exit 0 once the orders settle")
@@ -94,6 +100,7 @@ def up(
     bare: bool = False,
     time_scale: float = 1.0,
     mysql_group: bool = True,
+    dead_group: bool = False,
 ) -> int:
     """Serve the platform until SIGINT or SIGTERM."""
     stop = _stop_on_signals()
@@ -105,7 +112,12 @@ def up(
         )
         with_group = False
     platform = start_platform(
-        state_dir, cluster_names, time_scale=time_scale, bare=bare, mysql_group=with_group
+        state_dir,
+        cluster_names,
+        time_scale=time_scale,
+        bare=bare,
+        mysql_group=with_group,
+        dead_group=dead_group and with_group,
     )
     try:
         urls = " ".join(f"{name}={server.url}" for name, server in platform.servers.items())
@@ -149,4 +161,5 @@ def main(argv: list[str] | None = None) -> int:
         bare=args.bare,
         time_scale=args.time_scale,
         mysql_group=not args.no_mysql_group,
+        dead_group=args.dead_group,
     )

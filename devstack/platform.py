@@ -75,6 +75,7 @@ from devstack.eso import ExternalSecrets
 from devstack.kube import Cluster, ClusterServer, kubeconfig, start_clusters
 from devstack.mariadb_operator import MariaDBOperator, Server
 from devstack.mysql_group import BloodravenOperator, GroupTLS, MysqlGroup, server_name
+from devstack.mysql_group.blackhole import Blackhole
 from devstack.openbao import KubeTokenReviewer, MariaDBEndpoint, OpenBaoServer, TLSConfig
 from devstack.openbao.bootstrap import KUBE_MOUNT, TenantDatabase, bootstrap_platform
 from devstack.reconciler import get_or_none, stop_all
@@ -133,6 +134,8 @@ class Platform:
     external_secrets: ExternalSecrets | None = None
     mariadb_operator: MariaDBOperator | None = None
     mysql_group: MysqlGroup | None = None
+    dead_site: Blackhole | None = None
+    """With ``dead_group``: the site behind both of group ``dead``'s sites, which never answers."""
     bloodraven: BloodravenOperator | None = None
     env: dict[str, str] = field(default_factory=dict)
     _owns_mysql_group: bool = False
@@ -235,6 +238,8 @@ class Platform:
             self.mariadb_operator.cleanup()
         if self.mysql_group is not None and self._owns_mysql_group:
             self.mysql_group.stop()
+        if self.dead_site is not None:
+            self.dead_site.stop()
         for server in self.servers.values():
             server.stop()
 
@@ -266,6 +271,7 @@ def start_platform(
     mysql_group: bool | MysqlGroup = False,
     mysql_tls: bool = False,
     ca: CertificateAuthority | None = None,
+    dead_group: bool = False,
 ) -> Platform:
     """Start a platform and write its state directory.
 
@@ -286,6 +292,9 @@ def start_platform(
             insists that it does.
         ca: The devstack CA to use instead of a generated one (unless `bare`); a group passed
             in running with TLS must have been issued by it.
+        dead_group: With a failover group, also seed a second group, `dead`, whose two sites
+            accept TCP and never answer (`devstack.mysql_group.blackhole`): a hung site, for
+            the tests and the bench of what a dead group costs the others.
 
     Returns:
         The running platform.
@@ -317,6 +326,8 @@ def start_platform(
             _start_full(platform, ca)
             if mysql_group is not False:
                 _start_mysql_group(platform, mysql_group, tls=mysql_tls)
+                if dead_group:
+                    _start_dead_group(platform)
             _grant_tenantdb(platform)
         _write_env(platform)
     except BaseException:
@@ -664,6 +675,56 @@ def _start_mysql_group(platform: Platform, requested: bool | MysqlGroup, *, tls:
     platform.bloodraven.start()
 
 
+DEAD_GROUP_NAME = "dead"
+DEAD_GROUP_SITES = ("dc1", "dc2")
+
+
+def _start_dead_group(platform: Platform) -> None:
+    """Seed group `dead` beside `main`: the same credential Secrets, sites that never answer."""
+    platform.dead_site = Blackhole().start()
+    cluster, ns = platform.cluster(MANAGEMENT), BLOODRAVEN_NAMESPACE
+    for site in DEAD_GROUP_SITES:
+        cluster.apply(
+            "services",
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": f"mysql-{DEAD_GROUP_NAME}-{site}-internal", "namespace": ns},
+                "spec": {"ports": [{"name": "mysql", "port": MYSQL_PORT}]},
+            },
+            ns,
+            manager=_MANAGER,
+        )
+    host = platform.dead_site.address[0]
+    cluster.apply(
+        "mysqlfailovergroups.shipstream.io",
+        {
+            "apiVersion": "shipstream.io/v1alpha1",
+            "kind": "MysqlFailoverGroup",
+            "metadata": {"name": DEAD_GROUP_NAME, "namespace": ns},
+            "spec": {
+                "sites": [
+                    {"name": site, "role": "primary-candidate", "zone": site, "lbIP": host}
+                    for site in DEAD_GROUP_SITES
+                ],
+                "credentials": {
+                    _CREDENTIAL_FIELDS[role]: name for role, name in GROUP_SECRETS.items()
+                },
+            },
+        },
+        ns,
+        manager=_MANAGER,
+    )
+    cluster.patch(
+        "mysqlfailovergroups.shipstream.io",
+        DEAD_GROUP_NAME,
+        {"status": {"activeSite": DEAD_GROUP_SITES[0]}},
+        ns,
+        subresource="status",
+        manager=_MANAGER,
+    )
+
+
 def _group_secret_data(group: MysqlGroup, role: str) -> dict[str, str]:
     account = group.account(role)
     data = {"username": account.username, "password": account.password}
@@ -828,6 +889,11 @@ def _write_env(platform: Platform) -> None:
         for site in platform.mysql_group.sites:
             host, port = platform.mysql_group.address(site)
             services[platform.mysql_service(site)] = f"{host}:{port}"
+    if platform.dead_site is not None:
+        host, port = platform.dead_site.address
+        for site in DEAD_GROUP_SITES:
+            internal = f"mysql-{DEAD_GROUP_NAME}-{site}-internal.{BLOODRAVEN_NAMESPACE}"
+            services[f"{internal}.svc.cluster.local:{MYSQL_PORT}"] = f"{host}:{port}"
     platform.env = env
     lines = "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items())
     _write_private(platform.env_path, lines)

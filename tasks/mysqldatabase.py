@@ -31,7 +31,13 @@ from tasks.reconcile import PassContext, PassOutcome
 from tasks.runtime import PerRegistry, note_ready, workqueue
 from tasks.scaffold import Admission, KindSpec, Plan, Step, declare_kind, remember_write
 from tenantdb.adapters.mysql_orders import CredentialError, MysqlOrders, SecretData
-from tenantdb.adapters.mysqladmin import AdminError, AdminSession, TLSRequiredError, admin_pool
+from tenantdb.adapters.mysqladmin import (
+    AdminError,
+    AdminSession,
+    GroupBusyError,
+    TLSRequiredError,
+    admin_pool,
+)
 from tenantdb.adapters.workqueue import LeaseLostError
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase import sql
@@ -170,6 +176,11 @@ def _now() -> datetime:
 def _pending_wait() -> float:
     jitter = random.random() * PENDING_REQUEUE_JITTER.total_seconds()  # noqa: S311 - load spreading
     return PENDING_REQUEUE_BASE.total_seconds() + jitter
+
+
+def _busy_wait() -> float:
+    """When a pass that found its group's slots taken comes back: soon, spread."""
+    return 1.0 + random.random()  # noqa: S311 - load spreading
 
 
 def _wait_for(phase: Phase) -> float:
@@ -374,6 +385,10 @@ def apply(ctx: StepContext, note: ApplyNote) -> StepResult:
         queue.claim_period(REASSERT, key, REASSERT_MS)
         queue.release_period(VERIFY, key)
         raise
+    except GroupBusyError:
+        if note.repair:
+            workqueue().release_period(VERIFY, key)
+        return StepResult("GroupBusy", done=True, completed=False, requeue_after=_busy_wait())
     except (CredentialError, TLSRequiredError) as error:
         message = _unreachable(note, str(error))
     except AdminError as failure:
@@ -558,6 +573,8 @@ def drop(ctx: StepContext, note: DropNote) -> StepResult:
             session.execute(
                 render_drop(decided, observed, session.dialect), {}, check=ctx.guard.check
             )
+    except GroupBusyError:
+        return StepResult("GroupBusy", done=True, completed=False, requeue_after=_busy_wait())
     except (CredentialError, TLSRequiredError, AdminError) as error:
         if isinstance(error, AdminError) and not error.transient:
             _stamp_deleting(ctx, order, f"dropping database {db}: {error}")

@@ -170,6 +170,33 @@ class Settings(BaseSettings):
     mysql_read_timeout_seconds: float = Field(
         default=10.0, gt=0, description="Read and write timeout of a MySQL admin connection."
     )
+    mysql_group_concurrency: int = Field(
+        default=2,
+        gt=0,
+        description=(
+            "How many passes may work on one MySQL failover group at once, across every worker;"
+            " one more comes back shortly instead of waiting."
+        ),
+    )
+    mysql_pass_budget_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description=(
+            "The MySQL time of one pass: once spent, its next query or statement is not sent and"
+            " the order waits Pending PrimaryUnavailable."
+        ),
+    )
+    mysql_circuit_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "How long every worker skips a MySQL site after a connect to it failed; doubles with"
+            " each failure in a row."
+        ),
+    )
+    mysql_circuit_max_seconds: float = Field(
+        default=300.0, gt=0, description="The longest a MySQL site's circuit stays open."
+    )
     mysql_verify_seconds: float = Field(
         default=600.0,
         gt=0,

@@ -34,7 +34,9 @@ from typing import Any
 import pymysql
 from prometheus_client import Counter
 
+from tenantdb.adapters.groupguard import Entry, GroupGuard
 from tenantdb.adapters.metrics import sql_request
+from tenantdb.adapters.redisclient import build_redis
 from tenantdb.core.mysqldatabase.errors import is_transient as _is_transient
 from tenantdb.core.mysqldatabase.errors import may_have_run
 from tenantdb.core.mysqldatabase.sql import (
@@ -44,7 +46,7 @@ from tenantdb.core.mysqldatabase.sql import (
     detect_dialect,
     is_read_only_bypassed,
 )
-from tenantdb.settings import load_settings
+from tenantdb.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,8 @@ ACCESS_DENIED = 1045
 FAILED_CONNECT_MEMORY = 5.0
 """Seconds a failed connect is remembered: passes meanwhile fail at once instead of waiting."""
 MAX_CONNECTION_AGE = 300.0
+DIAL_WAIT = 0.2
+"""Seconds a pass waits for another's connect to the same site before it comes back later."""
 
 STATEMENTS = Counter(
     "tenantdb_mysql_statements_total",
@@ -224,9 +228,11 @@ class _Pooled:
 class AdminSession:
     """One pass's use of a pooled connection."""
 
-    def __init__(self, pooled: _Pooled, site: str) -> None:
+    def __init__(self, pooled: _Pooled, site: str, deadline: float = float("inf")) -> None:
         self._pooled = pooled
         self.site = site
+        self.deadline = deadline
+        """When the pass's MySQL time runs out (``time.monotonic()``)."""
         self.executed = 0
         """How many writing statements ran in this session."""
         self.failed = False
@@ -243,8 +249,16 @@ class AdminSession:
         fence it, and only tenantdb's own look before a batch does."""
         return self._pooled.read_only_bypassed
 
+    def _within_budget(self) -> None:
+        if time.monotonic() > self.deadline:
+            self.failed = True
+            raise AdminError(
+                f"the pass's MySQL time on site {self.site} ran out", code=None, transient=True
+            )
+
     def query(self, statement: Statement) -> list[tuple[Any, ...]]:
         """Run a read-only query; its rows."""
+        self._within_budget()
         STATEMENTS.labels(verb="SELECT").inc()
         try:
             with sql_request("query"), self._pooled.connection.cursor() as cursor:
@@ -274,6 +288,7 @@ class AdminSession:
         for statement in statements:
             if check is not None:
                 check()
+            self._within_budget()
             params = tuple(values.get(p, p) for p in statement.params)
             STATEMENTS.labels(verb=statement.template.split(" ", 1)[0]).inc()
             try:
@@ -287,10 +302,16 @@ class AdminSession:
             self.executed += 1
 
 
+class GroupBusyError(Exception):
+    """Every slot of the group is taken: the pass comes back shortly, nothing recorded."""
+
+
 class AdminPool:
     """The admin connections of one worker process, one per group site."""
 
-    def __init__(self) -> None:
+    def __init__(self, guard: GroupGuard | None = None) -> None:
+        """A pool; ``guard`` shares circuits and slots with every other process."""
+        self._guard = guard
         self._pooled: dict[tuple[str, str, str], _Pooled] = {}
         self._failed: dict[str, tuple[float, str]] = {}
         self._warned: set[str] = set()
@@ -307,6 +328,11 @@ class AdminPool:
     def session(self, target: Target, login: AdminLogin) -> Iterator[AdminSession]:
         """A session on the target's pooled connection, opened on first use.
 
+        With a guard, the session first takes one of the group's slots (``GroupBusyError`` when
+        none is free) and is refused at once while the site's circuit is open (a connect to it
+        failed a moment ago, in this process or another). Its queries and statements share the
+        pass's time budget (``TENANTDB_MYSQL_PASS_BUDGET_SECONDS``).
+
         A session in which anything failed (a query, a statement, or the caller's block, even
         when the caller caught the error inside it) closes its connection instead of returning
         it to the pool: after a failure mid-statement the connection's state is unknown (PyMySQL
@@ -314,9 +340,36 @@ class AdminPool:
         reconnects.
 
         Raises:
-            AdminError: the server cannot be reached or refuses the login.
+            AdminError: the server cannot be reached (now, or a moment ago) or refuses the login.
+            GroupBusyError: every slot of the group is taken.
             TLSRequiredError: the group asks for no TLS and plaintext is refused.
         """
+        token = self._enter(target)
+        try:
+            with self._pooled_session(target, login) as session:
+                yield session
+        finally:
+            if self._guard is not None:
+                self._guard.leave(target.group, token)
+
+    def _enter(self, target: Target) -> str:
+        if self._guard is None:
+            return ""
+        admitted = self._guard.enter(target.group, target.address)
+        if admitted.entry is Entry.OPEN:
+            raise AdminError(
+                f"site {target.site} failed a moment ago: {admitted.message}",
+                code=None,
+                transient=True,
+            )
+        if admitted.entry is Entry.BUSY:
+            raise GroupBusyError(
+                f"{self._guard.limit} passes already work on the group; coming back shortly"
+            )
+        return admitted.token
+
+    @contextmanager
+    def _pooled_session(self, target: Target, login: AdminLogin) -> Iterator[AdminSession]:
         key = (target.group, target.site, target.address)
         with self._lock:
             pooled = self._pooled.pop(key, None)
@@ -328,7 +381,8 @@ class AdminPool:
         broken = True
         try:
             with pooled.lock:
-                session = AdminSession(pooled, target.site)
+                budget = load_settings().mysql_pass_budget_seconds
+                session = AdminSession(pooled, target.site, time.monotonic() + budget)
                 yield session
             broken = session.failed
         finally:
@@ -354,7 +408,9 @@ class AdminPool:
             "host": host,
             "port": port,
             "connect_timeout": settings.mysql_connect_timeout_seconds,
-            "read_timeout": settings.mysql_read_timeout_seconds,
+            # The server's greeting is read with the read timeout: a server that accepts TCP
+            # and never answers costs the connect timeout, not the (longer) read timeout.
+            "read_timeout": settings.mysql_connect_timeout_seconds,
             "write_timeout": settings.mysql_read_timeout_seconds,
             "autocommit": True,
             "charset": "utf8mb4",
@@ -365,6 +421,37 @@ class AdminPool:
             # Without it PyMySQL "prefers" TLS: unverified, on a new SSLContext per connect.
             options["ssl_disabled"] = True
         secrets = [login.password, login.root_password]
+        if self._guard is None:
+            return self._connect(target, login, options, secrets)
+        if not self._dial_turn(target, settings):
+            raise GroupBusyError(f"another pass is connecting to site {target.site}")
+        try:
+            # The connect this pass waited for may have failed and opened the circuit.
+            failed = self._guard.circuit(target.address)
+            if failed is not None:
+                raise AdminError(
+                    f"site {target.site} failed a moment ago: {failed}", code=None, transient=True
+                )
+            return self._connect(target, login, options, secrets)
+        finally:
+            self._guard.end_dial(target.address)
+
+    def _dial_turn(self, target: Target, settings: Settings) -> bool:
+        """Wait a moment for another pass's connect to the site (a healthy one takes a few
+        milliseconds), then take the turn; False when it did not come."""
+        assert self._guard is not None  # noqa: S101 - the caller checked
+        hold = settings.mysql_connect_timeout_seconds * 2 + 2  # the operator login, then root
+        deadline = time.monotonic() + DIAL_WAIT
+        while not self._guard.begin_dial(target.address, hold):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def _connect(
+        self, target: Target, login: AdminLogin, options: dict[str, Any], secrets: list[str]
+    ) -> _Pooled:
+        settings = load_settings()
         try:
             with sql_request("connect"):
                 connection = self._login(options, login)
@@ -375,8 +462,15 @@ class AdminPool:
             failure = _failure(error, f"connect to site {target.site}", sent=False, secrets=secrets)
             if failure.transient:
                 self._failed[target.address] = (time.monotonic(), str(failure))
+                if self._guard is not None:
+                    self._guard.trip(target.address, str(failure))
             raise failure from None
         self._failed.pop(target.address, None)
+        if self._guard is not None:
+            self._guard.heal(target.address)
+        # The handshake was bounded by the connect timeout; queries get the read timeout.
+        # PyMySQL applies a changed _read_timeout to its socket before the next read.
+        connection._read_timeout = settings.mysql_read_timeout_seconds
         version, privileges = (str(row[0]), str(row[1] or "")) if row else ("", "")
         bypassed = is_read_only_bypassed(version, privileges)
         if bypassed and target.address not in self._warned:
@@ -416,5 +510,14 @@ def admin_pool() -> AdminPool:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = AdminPool()
+            settings = load_settings()
+            guard = GroupGuard(
+                build_redis(settings),
+                settings.key_prefix,
+                limit=settings.mysql_group_concurrency,
+                lease_seconds=settings.mysql_pass_budget_seconds + 30,
+                base_seconds=settings.mysql_circuit_seconds,
+                cap_seconds=settings.mysql_circuit_max_seconds,
+            )
+            _POOL = AdminPool(guard)
         return _POOL

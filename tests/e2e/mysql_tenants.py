@@ -35,7 +35,7 @@ GROUPS = ("shipstream.io", "v1alpha1", NS, "mysqlfailovergroups")
 
 @pytest.fixture
 def platform_options(mysql_group: MysqlGroup) -> dict[str, Any]:
-    return {"mysql_group": mysql_group}
+    return {"mysql_group": mysql_group, "dead_group": True}
 
 
 class Tenants:

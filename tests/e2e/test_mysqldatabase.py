@@ -324,3 +324,26 @@ def test_an_apply_against_a_read_only_replica_waits_instead_of_failing(tenants: 
     tenants.come_back_now("tenant-ro", within=(10, 45))
     tenants.condition("tenant-ro", "DatabaseReconciled", seconds=20)
     assert tenants.schema_exists(db, "dc2")
+
+
+def test_a_dead_group_is_pending_at_once_and_costs_a_healthy_group_nothing(
+    tenants: Tenants,
+) -> None:
+    hole = tenants.stack.platform.dead_site
+    assert hole is not None
+    dead = [f"tenant-dead-{i}" for i in range(6)]
+    for i, name in enumerate(dead):
+        tenants.owner_secret(f"dead-owner-{i}", tenants.name(f"dead{i}"), "pw")
+        tenants.order(name, tenants.name(f"dead_{i}"), f"dead-owner-{i}", groupRef={"name": "dead"})
+    started = time.monotonic()
+    name, _, owner, _ = order_with_grant(tenants)  # a healthy group's order meanwhile
+    assert time.monotonic() - started < 20
+    assert tenants.logs_in(owner, "first-pw")
+    for order in dead:
+        status = tenants.condition(order, "PrimaryUnavailable")
+        assert 'cannot reach the primary of group "dead"' in status["message"]
+        assert status.get("databaseCreated") is not True
+    # One connect timeout opened the site's circuit for both workers: the orders behind it were
+    # told at once. (At most one pass per slot of the group dialled before that.)
+    assert 1 <= hole.accepted <= 2, hole.accepted
+    assert tenants.status(name)["phase"] == "Ready"

@@ -79,6 +79,12 @@ def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
     for layout in ("burst", "random"):
         assert _median(report["refresh"][layout]["peak_to_mean"]) >= 1
         assert _median(report["refresh"][layout]["redis_bytes_per_order"]) > 0
+    dead = report["dead_group"]
+    assert _median(dead["healthy_ready_p50_unloaded_s"]) > 0
+    assert _median(dead["healthy_ready_p50_loaded_s"]) > 0
+    assert _median(dead["connect_wait_s"]) > 0, "a connect to the dead group was timed"
+    assert _median(dead["dead_pending"]) == 1, "every dead order waits Pending"
+    assert "## A dead group beside a healthy one" in doc.read_text()
 
     markdown = doc.read_text()
     for heading in (

@@ -478,3 +478,27 @@ def test_an_admin_account_that_writes_through_read_only_is_noticed_on_connect(
     finally:
         with _root() as conn, conn.cursor() as cur:
             cur.execute(f"DROP USER IF EXISTS '{fenced}'@'%'")
+
+
+def test_queries_get_the_read_timeout_though_the_handshake_had_the_connect_timeout(
+    pool: AdminPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TENANTDB_MYSQL_CONNECT_TIMEOUT_SECONDS", "1")
+    monkeypatch.setenv("TENANTDB_MYSQL_READ_TIMEOUT_SECONDS", "10")
+    load_settings.cache_clear()
+    with pool.session(TARGET, ROOT) as session:
+        assert session.query(sql.Statement("SELECT SLEEP(1.5)")) == [(0,)]
+
+
+def test_a_pass_that_spent_its_mysql_time_sends_nothing_more(
+    pool: AdminPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TENANTDB_MYSQL_PASS_BUDGET_SECONDS", "1")
+    load_settings.cache_clear()
+    with pool.session(TARGET, ROOT) as session:
+        session.query(sql.Statement("SELECT SLEEP(1.1)"))
+        with pytest.raises(AdminError) as spent:
+            session.execute([sql.Statement("DO 1")], {})
+    assert spent.value.transient
+    assert "ran out" in str(spent.value)
+    assert session.executed == 0
