@@ -37,6 +37,10 @@ fmt: $(STAMP) ## Format and auto-fix what ruff can
 gen: $(STAMP) ## Regenerate the CRDs in charts/tenantdb/crds from tenantdb/core/served.py
 	$(BIN)/python tools/gen_crds.py
 
+.PHONY: kube
+kube: ## Build the real kube-apiserver and etcd into tools/kube/bin (first time: minutes)
+	bash tools/kube/build.sh
+
 .PHONY: unit
 unit: $(STAMP) ## Unit tests only (fast, no services)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
@@ -46,7 +50,7 @@ services: ## Install (Debian, as root) and start Redis, MariaDB and promtool for
 	bash tools/services.sh
 
 .PHONY: test
-test: services lint ## Start the services, lint, then run every test
+test: services kube lint ## Start the services, build the real kube-apiserver, lint, run every test
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 .PHONY: demo
