@@ -199,10 +199,12 @@ def _dead_group(dead: Figures | None) -> list[str]:
         "",
         "The devstack's group `dead` has two sites that accept TCP and never answer. Healthy",
         "MysqlDatabase orders on group `main` are created one after another, first alone, then",
-        f"right after {dead['orders']} orders on `dead` were created at once, with 2 worker"
-        " processes. A connect to a dead site",
-        "costs the connect timeout and opens the site's circuit for every worker; the group's",
-        "slots bound how many passes wait on it at once.",
+        f"one every 2 s for a window that starts when {dead['orders']} orders on `dead` are"
+        " created at once, with 2 worker",
+        "processes and every circuit closed at the start. A connect to a dead site costs the",
+        "connect timeout (5 s) and opens the site's circuit for every worker, for 60 s and then",
+        "twice as long each time; one pass at a time dials a site, and an order behind an open",
+        "circuit comes back when the circuit closes.",
         "",
         "| figure | value |",
         "|---|---|",

@@ -132,7 +132,7 @@ class Gate:
     peers: tuple[dict[str, Any], ...] = ()
     owner_version: str = ""
     peer_users: Mapping[str, str] = field(default_factory=dict)
-    """What the owner Secrets of the peers that recorded no owner name, by peer."""
+    """The usernames the owner Secrets of peers without a recorded owner name, by peer."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +181,14 @@ def _pending_wait() -> float:
 def _busy_wait() -> float:
     """When a pass that found its group's slots taken comes back: soon, spread."""
     return 1.0 + random.random()  # noqa: S311 - load spreading
+
+
+def _after_circuit(closes_in: float) -> float:
+    """When an order behind an open circuit comes back: once it closed (a pass before can do
+    nothing), spread over the next 15 s so that one probe, not all the orders, meets it."""
+    if closes_in <= 0:
+        return 0.0
+    return closes_in + 15 * random.random()  # noqa: S311 - load spreading
 
 
 def _wait_for(phase: Phase) -> float:
@@ -390,14 +398,16 @@ def apply(ctx: StepContext, note: ApplyNote) -> StepResult:
             workqueue().release_period(VERIFY, key)
         return StepResult("GroupBusy", done=True, completed=False, requeue_after=_busy_wait())
     except (CredentialError, TLSRequiredError) as error:
-        message = _unreachable(note, str(error))
+        message, closes_in = _unreachable(note, str(error)), 0.0
     except AdminError as failure:
         if not failure.transient:
             raise
         message = _unreachable(note, str(failure))
+        closes_in = failure.retry_after
     if note.repair:
         workqueue().release_period(VERIFY, key)
     wait = _stop(ctx, order, Phase.PENDING, Reason.PRIMARY_UNAVAILABLE, message)
+    wait = max(wait, _after_circuit(closes_in))
     return StepResult(str(Reason.PRIMARY_UNAVAILABLE), done=True, requeue_after=wait)
 
 

@@ -34,17 +34,17 @@ local circuit, slots = KEYS[1], KEYS[2]
 local token, limit, lease_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local message = redis.call('GET', circuit)
 if message then
-  return {'open', message}
+  return {'open', message, redis.call('PTTL', circuit)}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', slots, '-inf', now)
 if redis.call('ZCARD', slots) >= limit then
-  return {'busy', ''}
+  return {'busy', '', 0}
 end
 redis.call('ZADD', slots, now + lease_ms, token)
 redis.call('PEXPIRE', slots, lease_ms)
-return {'go', ''}
+return {'go', '', 0}
 """
 
 _TRIP = """
@@ -76,6 +76,8 @@ class Admission:
     entry: Entry
     token: str = ""
     message: str = ""
+    closes_in: float = 0.0
+    """With an open circuit: the seconds until it closes."""
 
 
 class GroupGuard:
@@ -133,9 +135,10 @@ class GroupGuard:
         or every slot is taken."""
         token = secrets.token_hex(8)
         keys = [self._circuit(address), self._slots(group)]
-        answer, message = self._enter(keys=keys, args=[token, self.limit, self.lease_ms])
+        answer, message, ttl_ms = self._enter(keys=keys, args=[token, self.limit, self.lease_ms])
         entry = Entry(_text(answer))
-        return Admission(entry, token if entry is Entry.GO else "", _text(message))
+        closes_in = max(int(ttl_ms), 0) / 1000
+        return Admission(entry, token if entry is Entry.GO else "", _text(message), closes_in)
 
     def leave(self, group: str, token: str) -> None:
         """Give back a slot ``enter`` gave."""

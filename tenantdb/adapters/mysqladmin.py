@@ -73,12 +73,20 @@ class AdminError(Exception):
     """
 
     def __init__(
-        self, message: str, *, code: int | None, transient: bool, may_have_run: bool = False
+        self,
+        message: str,
+        *,
+        code: int | None,
+        transient: bool,
+        may_have_run: bool = False,
+        retry_after: float = 0.0,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.transient = transient
         self.may_have_run = may_have_run
+        self.retry_after = retry_after
+        """Seconds before a retry can fare better (the site's circuit closes); 0 when unknown."""
 
 
 class TLSRequiredError(Exception):
@@ -361,6 +369,7 @@ class AdminPool:
                 f"site {target.site} failed a moment ago: {admitted.message}",
                 code=None,
                 transient=True,
+                retry_after=admitted.closes_in,
             )
         if admitted.entry is Entry.BUSY:
             raise GroupBusyError(

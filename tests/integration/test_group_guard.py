@@ -50,6 +50,7 @@ def test_a_failed_connect_opens_the_circuit_for_every_process_and_a_good_one_clo
     assert one.trip(SITE, "connect to site dc1: timed out") == pytest.approx(0.2)
     seen = other.enter(GROUP, SITE)
     assert (seen.entry, seen.message) == (Entry.OPEN, "connect to site dc1: timed out")
+    assert 0 < seen.closes_in <= 0.2
     # Open twice as long after a second failure in a row, up to the cap.
     assert one.trip(SITE, "again") == pytest.approx(0.4)
     assert one.trip(SITE, "again") == pytest.approx(0.5)
@@ -112,6 +113,7 @@ def test_a_site_that_never_answers_costs_one_connect_timeout_for_all_processes(
     assert time.monotonic() - started < 0.5, (str(second.value), blackhole.accepted)
     assert "failed a moment ago" in str(second.value)
     assert second.value.transient
+    assert 25 < second.value.retry_after <= 30  # the pass comes back once the circuit closes
     assert blackhole.accepted == 1  # the other process never dialled
     assert "pw" not in str(first.value) + str(second.value)
 
