@@ -57,7 +57,7 @@ import logging
 import os
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -682,43 +682,57 @@ DEAD_GROUP_SITES = ("dc1", "dc2")
 def _start_dead_group(platform: Platform) -> None:
     """Seed group `dead` beside `main`: the same credential Secrets, sites that never answer."""
     platform.dead_site = Blackhole().start()
-    cluster, ns = platform.cluster(MANAGEMENT), BLOODRAVEN_NAMESPACE
-    for site in DEAD_GROUP_SITES:
+    host = platform.dead_site.address[0]
+    sites = DEAD_GROUP_SITES
+    _apply_group(platform.cluster(MANAGEMENT), DEAD_GROUP_NAME, sites, host, sites[0])
+
+
+def _apply_group(
+    cluster: Cluster,
+    name: str,
+    sites: Sequence[str],
+    host: str,
+    active: str,
+    extra: Mapping[str, Any] | None = None,
+) -> None:
+    """Apply a MysqlFailoverGroup with ``active`` its active site, a Service per site, and the
+    seeded credential Secrets named."""
+    ns = BLOODRAVEN_NAMESPACE
+    for site in sites:
         cluster.apply(
             "services",
             {
                 "apiVersion": "v1",
                 "kind": "Service",
-                "metadata": {"name": f"mysql-{DEAD_GROUP_NAME}-{site}-internal", "namespace": ns},
+                "metadata": {"name": f"mysql-{name}-{site}-internal", "namespace": ns},
                 "spec": {"ports": [{"name": "mysql", "port": MYSQL_PORT}]},
             },
             ns,
             manager=_MANAGER,
         )
-    host = platform.dead_site.address[0]
+    spec: dict[str, Any] = {
+        "sites": [
+            {"name": site, "role": "primary-candidate", "zone": site, "lbIP": host}
+            for site in sites
+        ],
+        "credentials": {_CREDENTIAL_FIELDS[role]: secret for role, secret in GROUP_SECRETS.items()},
+        **(extra or {}),
+    }
     cluster.apply(
         "mysqlfailovergroups.shipstream.io",
         {
             "apiVersion": "shipstream.io/v1alpha1",
             "kind": "MysqlFailoverGroup",
-            "metadata": {"name": DEAD_GROUP_NAME, "namespace": ns},
-            "spec": {
-                "sites": [
-                    {"name": site, "role": "primary-candidate", "zone": site, "lbIP": host}
-                    for site in DEAD_GROUP_SITES
-                ],
-                "credentials": {
-                    _CREDENTIAL_FIELDS[role]: name for role, name in GROUP_SECRETS.items()
-                },
-            },
+            "metadata": {"name": name, "namespace": ns},
+            "spec": spec,
         },
         ns,
         manager=_MANAGER,
     )
     cluster.patch(
         "mysqlfailovergroups.shipstream.io",
-        DEAD_GROUP_NAME,
-        {"status": {"activeSite": DEAD_GROUP_SITES[0]}},
+        name,
+        {"status": {"activeSite": active}},
         ns,
         subresource="status",
         manager=_MANAGER,
@@ -753,51 +767,15 @@ def _seed_mysql_group(cluster: Cluster, group: MysqlGroup) -> None:
             ns,
             manager=_MANAGER,
         )
-    for site in group.sites:
-        cluster.apply(
-            "services",
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": f"mysql-{MYSQL_GROUP_NAME}-{site}-internal", "namespace": ns},
-                "spec": {"ports": [{"name": "mysql", "port": MYSQL_PORT}]},
-            },
-            ns,
-            manager=_MANAGER,
-        )
-    host = group.address(group.sites[0])[0]
-    spec: dict[str, Any] = {
-        "sites": [
-            {"name": site, "role": "primary-candidate", "zone": site, "lbIP": host}
-            for site in group.sites
-        ],
-        "credentials": {_CREDENTIAL_FIELDS[role]: name for role, name in GROUP_SECRETS.items()},
-    }
+    extra: dict[str, Any] = {}
     if group.tls is not None:
         _seed_mysql_tls(cluster, group.tls)
-        spec["tls"] = {
+        extra["tls"] = {
             "issuerRef": {"name": CA_ISSUER, "kind": "ClusterIssuer"},
             "secretName": MYSQL_TLS_SECRET,
         }
-    cluster.apply(
-        "mysqlfailovergroups.shipstream.io",
-        {
-            "apiVersion": "shipstream.io/v1alpha1",
-            "kind": "MysqlFailoverGroup",
-            "metadata": {"name": MYSQL_GROUP_NAME, "namespace": ns},
-            "spec": spec,
-        },
-        ns,
-        manager=_MANAGER,
-    )
-    cluster.patch(
-        "mysqlfailovergroups.shipstream.io",
-        MYSQL_GROUP_NAME,
-        {"status": {"activeSite": group.primary}},
-        ns,
-        subresource="status",
-        manager=_MANAGER,
-    )
+    host = group.address(group.sites[0])[0]
+    _apply_group(cluster, MYSQL_GROUP_NAME, group.sites, host, group.primary, extra)
 
 
 def _seed_mysql_tls(cluster: Cluster, material: GroupTLS) -> None:
