@@ -300,11 +300,18 @@ def _false_records(tenants: Tenants, orders: dict[str, tuple[str, str]]) -> list
 
 
 def _created_twice(tenants: Tenants, orders: dict[str, tuple[str, str]]) -> list[str]:
-    counts = {
-        db: sum(_created(tenants, db, site) for site in tenants.group.sites)
-        for db, _ in orders.values()
-    }
-    return [f"{db}: {n} CREATE DATABASE" for db, n in counts.items() if n != 1]
+    """Schemas tenantdb sent no CREATE DATABASE for, or sent it twice to one site.
+
+    The general log holds what a server received, refused statements too: a CREATE DATABASE
+    that the old primary refused (read-only, mid-failover) and the new one then ran counts once
+    on each. Once one ran, the schema is seen (and replicated), so no site gets a second.
+    """
+    out = []
+    for db, _ in orders.values():
+        counts = [_created(tenants, db, site) for site in tenants.group.sites]
+        if sum(counts) == 0 or max(counts) > 1:
+            out.append(f"{db}: CREATE DATABASE per site {counts}")
+    return out
 
 
 @pytest.mark.timeout(420)
@@ -381,7 +388,7 @@ def test_kills_a_stopped_primary_and_a_planned_failover_lose_no_order_and_record
             concurrent=0,
             unattributed=0,
             note=f"{mid_apply}/5 kills mid-apply, false records={len(false_records)},"
-            f" schemas not created exactly once={len(twice)}",
+            f" schemas created twice on a site or never={len(twice)}",
         )
     )
     assert false_records == []
