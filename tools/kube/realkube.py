@@ -2,10 +2,11 @@
 
 Owns, under the work directory it is given: one etcd, and for each cluster name one
 kube-apiserver (and, when asked, one kube-controller-manager) using the binaries that
-`tools/kube/build.sh` puts in `tools/kube/bin`; a throwaway PKI (a self-signed CA, one serving
-certificate for 127.0.0.1/localhost, one admin client certificate in `system:masters`, and an
-RSA service-account key per cluster); one admin kubeconfig per cluster plus one holding every
-cluster as a context; and one log file per process.
+`tools/kube/build.sh` puts in `tools/kube/bin`; a throwaway PKI (a CA, one serving certificate
+for 127.0.0.1/localhost and one admin client certificate in `system:masters`, all issued by the
+devstack's certificate authority, and an RSA service-account key per cluster); one admin
+kubeconfig per cluster plus one holding every cluster as a context; and one log file per
+process.
 
 The clusters share the etcd and are kept apart by their etcd prefix (`/registry-<name>`) and by
 their service-account keys: a token one cluster issues is refused by the others. Authentication
@@ -49,10 +50,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from devstack.certmanager.ca import CertificateAuthority, Request
 
 BIN_DIR = Path(__file__).resolve().parent / "bin"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
@@ -110,7 +111,7 @@ def _write_private(path: Path, data: bytes) -> Path:
     return path
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+def _key_pem(key: rsa.RSAPrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
@@ -118,108 +119,41 @@ def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
     )
 
 
-def _cert_pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _subject(common_name: str, organization: str | None = None) -> x509.Name:
-    parts = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-    if organization is not None:
-        parts.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
-    return x509.Name(parts)
-
-
-def _builder(
-    subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePublicKey
-) -> x509.CertificateBuilder:
-    now = datetime.datetime.now(datetime.UTC)
-    return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer)
-        .public_key(key)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=7))
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key), critical=False)
-    )
-
-
-def _leaf(
-    subject: x509.Name,
-    ca_key: ec.EllipticCurvePrivateKey,
-    ca_cert: x509.Certificate,
-    usage: x509.ObjectIdentifier,
-    names: Sequence[x509.GeneralName] = (),
-) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    builder = (
-        _builder(subject, ca_cert.subject, key.public_key())
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-    )
-    if names:
-        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-    return key, builder.sign(ca_key, hashes.SHA256())
-
-
 def make_pki(directory: Path) -> Pki:
     """Write a fresh CA, a serving certificate for the API servers and an admin client
-    certificate (CN=admin, O=system:masters) into `directory`."""
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _subject("tenantdb-realkube-ca")
-    ca_cert = (
-        _builder(ca_name, ca_name, ca_key.public_key())
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
+    certificate (CN=admin, O=system:masters) into `directory`, signed by the devstack's CA."""
+    ca = CertificateAuthority.generate("tenantdb-realkube-ca", datetime.timedelta(days=7))
+    week = datetime.timedelta(days=7)
+    serving = ca.sign(
+        Request(
+            common_name="kube-apiserver",
+            dns_names=(
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
             ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
+            ip_addresses=(
+                HOST,
+                "::1",
+                str(next(ipaddress.ip_network(SERVICE_CLUSTER_IP_RANGE).hosts())),
+            ),
+            usages=("digital signature", "server auth"),
+            duration=week,
+            algorithm="ECDSA",
+        ),
+        encoding="PKCS8",
     )
-    dns = [
-        "localhost",
-        "kubernetes",
-        "kubernetes.default",
-        "kubernetes.default.svc",
-        "kubernetes.default.svc.cluster.local",
-    ]
-    ips = [HOST, "::1", str(next(ipaddress.ip_network(SERVICE_CLUSTER_IP_RANGE).hosts()))]
-    names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns]
-    names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
-    serving_key, serving_cert = _leaf(
-        _subject("kube-apiserver"), ca_key, ca_cert, ExtendedKeyUsageOID.SERVER_AUTH, names
-    )
-    admin_key, admin_cert = _leaf(
-        _subject(ADMIN_USER, ADMIN_GROUP), ca_key, ca_cert, ExtendedKeyUsageOID.CLIENT_AUTH
+    admin = ca.sign(
+        Request(
+            common_name=ADMIN_USER,
+            organizations=(ADMIN_GROUP,),
+            usages=("digital signature", "client auth"),
+            duration=week,
+            algorithm="ECDSA",
+        ),
+        encoding="PKCS8",
     )
     directory.mkdir(parents=True, exist_ok=True)
     pki = Pki(
@@ -229,11 +163,11 @@ def make_pki(directory: Path) -> Pki:
         admin_cert=directory / "admin.crt",
         admin_key=directory / "admin.key",
     )
-    pki.ca_cert.write_bytes(_cert_pem(ca_cert))
-    pki.serving_cert.write_bytes(_cert_pem(serving_cert))
-    _write_private(pki.serving_key, _key_pem(serving_key))
-    pki.admin_cert.write_bytes(_cert_pem(admin_cert))
-    _write_private(pki.admin_key, _key_pem(admin_key))
+    pki.ca_cert.write_bytes(ca.cert_pem)
+    pki.serving_cert.write_bytes(serving.cert_pem)
+    _write_private(pki.serving_key, serving.key_pem)
+    pki.admin_cert.write_bytes(admin.cert_pem)
+    _write_private(pki.admin_key, admin.key_pem)
     return pki
 
 
