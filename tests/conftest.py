@@ -9,6 +9,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from tenantdb.adapters.groupguard import GroupGuard
+
 REDIS_URL = os.environ.get("TENANTDB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
@@ -30,3 +32,12 @@ def real_redis(key_prefix: str) -> Iterator[redis.Redis]:
     for name in client.scan_iter(match=f"{key_prefix}*", count=1000):
         client.delete(name)
     client.close()
+
+
+@pytest.fixture
+def admin_guard(real_redis: redis.Redis, key_prefix: str) -> GroupGuard:
+    """The MySQL groups' guard (circuits, dial turns, slots) on the real Redis, under the test's
+    own prefix: what the admin pools of every worker share."""
+    return GroupGuard(
+        real_redis, key_prefix, limit=2, lease_seconds=60, base_seconds=5, cap_seconds=10
+    )

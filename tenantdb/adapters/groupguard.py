@@ -29,6 +29,8 @@ from enum import StrEnum
 
 import redis
 
+from tenantdb.settings import Settings
+
 _ENTER = """
 local circuit, slots = KEYS[1], KEYS[2]
 local token, limit, lease_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -104,6 +106,18 @@ class GroupGuard:
         self._enter = client.register_script(_ENTER)
         self._trip = client.register_script(_TRIP)
 
+    @classmethod
+    def from_settings(cls, client: redis.Redis, settings: Settings) -> GroupGuard:
+        """A guard with the deployment's prefix, limits and circuit times."""
+        return cls(
+            client,
+            settings.key_prefix,
+            limit=settings.mysql_group_concurrency,
+            lease_seconds=settings.mysql_pass_budget_seconds + 30,
+            base_seconds=settings.mysql_circuit_seconds,
+            cap_seconds=settings.mysql_circuit_max_seconds,
+        )
+
     def _circuit(self, address: str) -> str:
         return f"{self.prefix}mysql-circuit:{address}"
 
@@ -116,10 +130,14 @@ class GroupGuard:
     def _dialing(self, address: str) -> str:
         return f"{self.prefix}mysql-dialing:{address}"
 
-    def circuit(self, address: str) -> str | None:
-        """The failure that keeps the site's circuit open, or None when it is closed."""
-        message = self.redis.get(self._circuit(address))
-        return None if message is None else _text(message)
+    def circuit(self, address: str) -> tuple[str, float] | None:
+        """The failure that keeps the site's circuit open and the seconds until it closes, or
+        None when it is closed."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.get(self._circuit(address))
+        pipe.pttl(self._circuit(address))
+        message, ttl_ms = pipe.execute()
+        return None if message is None else (_text(message), max(int(ttl_ms), 0) / 1000)
 
     def begin_dial(self, address: str, seconds: float) -> bool:
         """Whether this pass may connect to the site now (no other is connecting); it holds the

@@ -6,11 +6,12 @@ the group asks for it (verified against the CA of the group's TLS Secret, for th
 ``mysql-<group>-<site>.<namespace>.svc.cluster.local``, with one ``SSLContext`` per CA reused
 for every connect), plaintext otherwise unless ``TENANTDB_MYSQL_REQUIRE_TLS`` refuses it,
 never PyMySQL's unverified TLS; one pooled connection per group and site per worker process,
-with connect, read and write timeouts, and a short memory of a failed connect so one
-unreachable group costs each pass at most one timeout and never holds a worker for long; and
-running statements with their bound values, counting them, timing every connect, query and
-statement and counting its failures (``tenantdb_sql_request_*``), and turning driver errors into
-``AdminError`` whose text never holds a password.
+with connect, read and write timeouts; the guard every worker shares
+(``tenantdb.adapters.groupguard``: a site's circuit, one dial at a time, a group's slots), so an
+unreachable group costs the fleet one connect timeout per open circuit; and running statements
+with their bound values, counting them, timing every connect, query and statement and counting
+its failures (``tenantdb_sql_request_*``), and turning driver errors into ``AdminError`` whose
+text never holds a password.
 
 In-cluster addresses are dialled as they are unless ``TENANTDB_ADDRESS_MAP_FILE`` maps them (a
 JSON object of ``host:port`` to ``host:port``), for a tenantdb that runs outside the cluster.
@@ -51,8 +52,6 @@ from tenantdb.settings import Settings, load_settings
 log = logging.getLogger(__name__)
 
 ACCESS_DENIED = 1045
-FAILED_CONNECT_MEMORY = 5.0
-"""Seconds a failed connect is remembered: passes meanwhile fail at once instead of waiting."""
 MAX_CONNECTION_AGE = 300.0
 DIAL_WAIT = 0.2
 """Seconds a pass waits for another's connect to the same site before it comes back later."""
@@ -317,11 +316,10 @@ class GroupBusyError(Exception):
 class AdminPool:
     """The admin connections of one worker process, one per group site."""
 
-    def __init__(self, guard: GroupGuard | None = None) -> None:
+    def __init__(self, guard: GroupGuard) -> None:
         """A pool; ``guard`` shares circuits and slots with every other process."""
         self._guard = guard
         self._pooled: dict[tuple[str, str, str], _Pooled] = {}
-        self._failed: dict[str, tuple[float, str]] = {}
         self._warned: set[str] = set()
         self._lock = threading.Lock()
 
@@ -336,7 +334,7 @@ class AdminPool:
     def session(self, target: Target, login: AdminLogin) -> Iterator[AdminSession]:
         """A session on the target's pooled connection, opened on first use.
 
-        With a guard, the session first takes one of the group's slots (``GroupBusyError`` when
+        The session first takes one of the group's slots (``GroupBusyError`` when
         none is free) and is refused at once while the site's circuit is open (a connect to it
         failed a moment ago, in this process or another). Its queries and statements share the
         pass's time budget (``TENANTDB_MYSQL_PASS_BUDGET_SECONDS``).
@@ -357,20 +355,12 @@ class AdminPool:
             with self._pooled_session(target, login) as session:
                 yield session
         finally:
-            if self._guard is not None:
-                self._guard.leave(target.group, token)
+            self._guard.leave(target.group, token)
 
     def _enter(self, target: Target) -> str:
-        if self._guard is None:
-            return ""
         admitted = self._guard.enter(target.group, target.address)
         if admitted.entry is Entry.OPEN:
-            raise AdminError(
-                f"site {target.site} failed a moment ago: {admitted.message}",
-                code=None,
-                transient=True,
-                retry_after=admitted.closes_in,
-            )
+            raise _circuit_open(target, admitted.message, admitted.closes_in)
         if admitted.entry is Entry.BUSY:
             raise GroupBusyError(
                 f"{self._guard.limit} passes already work on the group; coming back shortly"
@@ -404,9 +394,6 @@ class AdminPool:
                     _close(pooled.connection)
 
     def _open(self, target: Target, login: AdminLogin) -> _Pooled:
-        remembered = self._failed.get(target.address)
-        if remembered is not None and time.monotonic() - remembered[0] < FAILED_CONNECT_MEMORY:
-            raise AdminError(remembered[1], code=None, transient=True)
         settings = load_settings()
         if target.ca_pem is None and settings.mysql_require_tls:
             raise TLSRequiredError(
@@ -430,17 +417,13 @@ class AdminPool:
             # Without it PyMySQL "prefers" TLS: unverified, on a new SSLContext per connect.
             options["ssl_disabled"] = True
         secrets = [login.password, login.root_password]
-        if self._guard is None:
-            return self._connect(target, login, options, secrets)
         if not self._dial_turn(target, settings):
             raise GroupBusyError(f"another pass is connecting to site {target.site}")
         try:
             # The connect this pass waited for may have failed and opened the circuit.
             failed = self._guard.circuit(target.address)
             if failed is not None:
-                raise AdminError(
-                    f"site {target.site} failed a moment ago: {failed}", code=None, transient=True
-                )
+                raise _circuit_open(target, *failed)
             return self._connect(target, login, options, secrets)
         finally:
             self._guard.end_dial(target.address)
@@ -448,7 +431,6 @@ class AdminPool:
     def _dial_turn(self, target: Target, settings: Settings) -> bool:
         """Wait a moment for another pass's connect to the site (a healthy one takes a few
         milliseconds), then take the turn; False when it did not come."""
-        assert self._guard is not None  # noqa: S101 - the caller checked
         hold = settings.mysql_connect_timeout_seconds * 2 + 2  # the operator login, then root
         deadline = time.monotonic() + DIAL_WAIT
         while not self._guard.begin_dial(target.address, hold):
@@ -470,13 +452,9 @@ class AdminPool:
         except (pymysql.err.MySQLError, OSError) as error:
             failure = _failure(error, f"connect to site {target.site}", sent=False, secrets=secrets)
             if failure.transient:
-                self._failed[target.address] = (time.monotonic(), str(failure))
-                if self._guard is not None:
-                    self._guard.trip(target.address, str(failure))
+                self._guard.trip(target.address, str(failure))
             raise failure from None
-        self._failed.pop(target.address, None)
-        if self._guard is not None:
-            self._guard.heal(target.address)
+        self._guard.heal(target.address)
         # The handshake was bounded by the connect timeout; queries get the read timeout.
         # PyMySQL applies a changed _read_timeout to its socket before the next read.
         connection._read_timeout = settings.mysql_read_timeout_seconds
@@ -503,6 +481,15 @@ class AdminPool:
         return pymysql.connect(user="root", password=login.root_password.encode(), **options)
 
 
+def _circuit_open(target: Target, message: str, closes_in: float) -> AdminError:
+    return AdminError(
+        f"site {target.site} failed a moment ago: {message}",
+        code=None,
+        transient=True,
+        retry_after=closes_in,
+    )
+
+
 def _close(connection: pymysql.connections.Connection[Any]) -> None:
     try:
         connection.close()
@@ -520,13 +507,5 @@ def admin_pool() -> AdminPool:
     with _POOL_LOCK:
         if _POOL is None:
             settings = load_settings()
-            guard = GroupGuard(
-                build_redis(settings),
-                settings.key_prefix,
-                limit=settings.mysql_group_concurrency,
-                lease_seconds=settings.mysql_pass_budget_seconds + 30,
-                base_seconds=settings.mysql_circuit_seconds,
-                cap_seconds=settings.mysql_circuit_max_seconds,
-            )
-            _POOL = AdminPool(guard)
+            _POOL = AdminPool(GroupGuard.from_settings(build_redis(settings), settings))
         return _POOL

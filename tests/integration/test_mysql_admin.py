@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY, generate_latest
 
+from tenantdb.adapters.groupguard import GroupGuard
 from tenantdb.adapters.metrics import SQL_OPERATIONS
 from tenantdb.adapters.mysqladmin import AdminError, AdminLogin, AdminPool, AdminSession, Target
 from tenantdb.core.mysqldatabase import sql
@@ -68,8 +69,8 @@ def address_map(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Non
 
 
 @pytest.fixture
-def pool(address_map: None) -> Iterator[AdminPool]:
-    made = AdminPool()
+def pool(address_map: None, admin_guard: GroupGuard) -> Iterator[AdminPool]:
+    made = AdminPool(admin_guard)
     yield made
     made.close()
 
@@ -306,13 +307,13 @@ def test_a_username_rotation_leaves_the_new_owner_and_drops_the_old(
 
 
 def test_an_unreachable_group_fails_fast_and_transiently(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, admin_guard: GroupGuard
 ) -> None:
     path = tmp_path / "services.json"
     path.write_text(json.dumps({ADDRESS: "127.0.0.1:9"}))
     monkeypatch.setenv("TENANTDB_ADDRESS_MAP_FILE", str(path))
     load_settings.cache_clear()
-    pool = AdminPool()
+    pool = AdminPool(admin_guard)
     try:
         with pytest.raises(AdminError) as first, pool.session(TARGET, ROOT):
             pass

@@ -25,6 +25,7 @@ from devstack.certmanager import CertificateAuthority
 from devstack.mysql_group import MysqlGroup
 from devstack.platform import MYSQL_TLS_SECRET, start_platform
 from tenantdb.adapters.clusters import ClusterRegistry
+from tenantdb.adapters.groupguard import GroupGuard
 from tenantdb.adapters.kube import SECRET, client_from_kubeconfig
 from tenantdb.adapters.mysql_orders import MysqlOrders
 from tenantdb.adapters.mysqladmin import (
@@ -80,9 +81,10 @@ def address_map(
 
 
 @pytest.fixture
-def pool(address_map: None) -> Iterator[AdminPool]:
-    """A pool of the test's own (so no remembered failure of another test leaks in)."""
-    made = AdminPool()
+def pool(address_map: None, admin_guard: GroupGuard) -> Iterator[AdminPool]:
+    """A pool of the test's own, with a guard under the test's own prefix (so no circuit of
+    another test leaks in)."""
+    made = AdminPool(admin_guard)
     yield made
     made.close()
 
@@ -200,6 +202,7 @@ def test_the_right_ca_with_a_wrong_name_fails_and_names_no_password(
 
 def test_one_context_per_ca_and_name_serves_every_connect(
     address_map: None,
+    admin_guard: GroupGuard,
     login: AdminLogin,
     ca: CertificateAuthority,
     connects: list[dict[str, Any]],
@@ -208,7 +211,7 @@ def test_one_context_per_ca_and_name_serves_every_connect(
     assert tls_context(bytes(bytearray(ca.cert_pem)), SERVER_NAME) is context
     assert tls_context(ca.cert_pem, f"mysql-main-dc2.{NS}.svc.cluster.local") is not context
     for _ in range(2):
-        fresh = AdminPool()
+        fresh = AdminPool(admin_guard)
         try:
             cipher, _version = _status(fresh, _target(ca.cert_pem), login)
         finally:
@@ -225,13 +228,14 @@ def test_a_group_without_tls_is_dialled_in_plaintext(pool: AdminPool, login: Adm
 
 def test_required_tls_refuses_a_target_without_ca_before_any_connect(
     address_map: None,
+    admin_guard: GroupGuard,
     login: AdminLogin,
     monkeypatch: pytest.MonkeyPatch,
     connects: list[dict[str, Any]],
 ) -> None:
     monkeypatch.setenv("TENANTDB_MYSQL_REQUIRE_TLS", "true")
     load_settings.cache_clear()
-    fresh = AdminPool()
+    fresh = AdminPool(admin_guard)
     try:
         with pytest.raises(TLSRequiredError), fresh.session(_target(None), login):
             pytest.fail("the session opened")
@@ -257,7 +261,11 @@ def test_a_platform_refuses_tls_that_does_not_fit_its_seed(
 
 @pytest.mark.parametrize("owned", [False, True], ids=["group-passed-in", "platform-starts-it"])
 def test_the_platform_seeds_the_groups_tls_and_tenantdb_connects_through_it(
-    tmp_path: Path, group: MysqlGroup, monkeypatch: pytest.MonkeyPatch, owned: bool
+    tmp_path: Path,
+    group: MysqlGroup,
+    monkeypatch: pytest.MonkeyPatch,
+    owned: bool,
+    admin_guard: GroupGuard,
 ) -> None:
     with start_platform(
         tmp_path / "state", ("management",), mysql_group=True if owned else group, mysql_tls=owned
@@ -290,7 +298,7 @@ def test_the_platform_seeds_the_groups_tls_and_tenantdb_connects_through_it(
         assert target.address == platform.mysql_service("dc1") == ADDRESS
         assert target.ca_pem == platform.ca.cert_pem
         _use_address_map(Path(platform.env["TENANTDB_ADDRESS_MAP_FILE"]), monkeypatch)
-        fresh = AdminPool()
+        fresh = AdminPool(admin_guard)
         try:
             with fresh.session(target, login) as session:
                 cipher = session.query(CIPHER)[0][1]
