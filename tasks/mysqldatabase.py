@@ -68,6 +68,7 @@ from tenantdb.core.mysqldatabase.gates import (
     PENDING_REQUEUE_BASE,
     PENDING_REQUEUE_JITTER,
     GateDecision,
+    compute_comeback_behind_circuit,
     plan_gates,
 )
 from tenantdb.core.mysqldatabase.group import compute_active_site
@@ -183,12 +184,9 @@ def _busy_wait() -> float:
     return 1.0 + random.random()  # noqa: S311 - load spreading
 
 
-def _after_circuit(closes_in: float) -> float:
-    """When an order behind an open circuit comes back: once it closed (a pass before can do
-    nothing), spread over the next 15 s so that one probe, not all the orders, meets it."""
-    if closes_in <= 0:
-        return 0.0
-    return closes_in + 15 * random.random()  # noqa: S311 - load spreading
+def _behind_circuit(pending: float, closes_in: float) -> float:
+    spread = random.random()  # noqa: S311 - load spreading
+    return compute_comeback_behind_circuit(pending, closes_in, spread)
 
 
 def _wait_for(phase: Phase) -> float:
@@ -407,8 +405,9 @@ def apply(ctx: StepContext, note: ApplyNote) -> StepResult:
     if note.repair:
         workqueue().release_period(VERIFY, key)
     wait = _stop(ctx, order, Phase.PENDING, Reason.PRIMARY_UNAVAILABLE, message)
-    wait = max(wait, _after_circuit(closes_in))
-    return StepResult(str(Reason.PRIMARY_UNAVAILABLE), done=True, requeue_after=wait)
+    return StepResult(
+        str(Reason.PRIMARY_UNAVAILABLE), done=True, requeue_after=_behind_circuit(wait, closes_in)
+    )
 
 
 def _apply_on(

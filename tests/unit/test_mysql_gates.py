@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from tenantdb.core.mysqldatabase.conflicts import Claim
-from tenantdb.core.mysqldatabase.gates import GateObservation, OwnerSecret, plan_gates
+from tenantdb.core.mysqldatabase.gates import (
+    GateObservation,
+    OwnerSecret,
+    compute_comeback_behind_circuit,
+    plan_gates,
+)
 from tenantdb.core.mysqldatabase.reasons import Phase, Reason
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -132,3 +137,18 @@ def test_pending_waits_briefly_and_failed_is_rechecked_every_minute() -> None:
     assert plan_gates(replace(OBS, group=None)).requeue_after == timedelta(seconds=15)
     invalid = replace(OBS, spec={**SPEC, "databaseName": "x-y"})
     assert plan_gates(invalid).requeue_after == timedelta(seconds=60)
+
+
+@pytest.mark.parametrize(
+    ("pending", "closes_in", "spread", "wait"),
+    [
+        pytest.param(20.0, 0.0, 0.5, 20.0, id="no-circuit-the-usual-wait"),
+        pytest.param(20.0, 50.0, 0.0, 50.0, id="not-before-the-circuit-closes"),
+        pytest.param(20.0, 50.0, 0.5, 57.5, id="spread-past-the-close"),
+        pytest.param(40.0, 10.0, 0.0, 40.0, id="a-circuit-closing-sooner-changes-nothing"),
+    ],
+)
+def test_an_order_behind_an_open_circuit_comes_back_once_it_closes(
+    pending: float, closes_in: float, spread: float, wait: float
+) -> None:
+    assert compute_comeback_behind_circuit(pending, closes_in, spread) == pytest.approx(wait)

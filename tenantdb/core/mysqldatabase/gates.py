@@ -53,6 +53,21 @@ needs neither the group's credential Secrets nor the peer orders read."""
 PENDING_REQUEUE_BASE = timedelta(seconds=15)
 PENDING_REQUEUE_JITTER = timedelta(seconds=30)
 FAILED_REQUEUE = timedelta(seconds=60)
+CIRCUIT_SPREAD = timedelta(seconds=15)
+"""How far past a circuit's close the orders behind it come back, spread out."""
+
+
+def compute_comeback_behind_circuit(pending: float, closes_in: float, spread: float) -> float:
+    """When an order that could not reach its primary comes back, in seconds.
+
+    Its usual wait (``pending``), but never before the site's circuit closes (``closes_in``,
+    0 when none is open): a pass before then can do nothing. Past the close the orders are
+    spread over ``CIRCUIT_SPREAD`` (``spread`` in [0, 1)), so that one probe, not all of
+    them at once, meets the site.
+    """
+    if closes_in <= 0:
+        return pending
+    return max(pending, closes_in + CIRCUIT_SPREAD.total_seconds() * spread)
 
 
 @dataclass(frozen=True, slots=True)
