@@ -593,7 +593,9 @@ def drop(ctx: StepContext, note: DropNote) -> StepResult:
             ctx, order, f'dropping database {db}: waiting for the primary of group "{note.group}"'
         )
         _events(key, stored, [Event(EventType.WARNING, "DatabaseDropDeferred", message)])
-        return StepResult("DropDeferred", done=True, requeue_after=_pending_wait())
+        closes_in = error.retry_after if isinstance(error, AdminError) else 0.0
+        wait = _behind_circuit(_pending_wait(), closes_in)
+        return StepResult("DropDeferred", done=True, requeue_after=wait)
     after = kube.group(key, note.group)
     judged = plan_after_drop(
         decided, note.site, None if after is None else compute_active_site(after)

@@ -452,7 +452,7 @@ class AdminPool:
         except (pymysql.err.MySQLError, OSError) as error:
             failure = _failure(error, f"connect to site {target.site}", sent=False, secrets=secrets)
             if failure.transient:
-                self._guard.trip(target.address, str(failure))
+                failure.retry_after = self._guard.trip(target.address, str(failure))
             raise failure from None
         self._guard.heal(target.address)
         # The handshake was bounded by the connect timeout; queries get the read timeout.

@@ -347,3 +347,31 @@ def test_a_dead_group_is_pending_at_once_and_costs_a_healthy_group_nothing(
     # told at once. (At most one pass per slot of the group dialled before that.)
     assert 1 <= hole.accepted <= 2, hole.accepted
     assert tenants.status(name)["phase"] == "Ready"
+
+
+def test_a_drop_behind_an_open_circuit_comes_back_once_the_circuit_closes(
+    tenants: Tenants,
+) -> None:
+    db, owner = tenants.name("late_wms"), tenants.name("late_app")
+    tenants.owner_secret("late-owner", owner, "pw")
+    tenants.order("tenant-late", db, "late-owner", deletionPolicy="Delete")
+    tenants.ready("tenant-late")
+    primary = tenants.group.primary
+    tenants.group.stop_site(primary)
+    try:
+        tenants.delete("tenant-late")
+        wait_for(
+            lambda: "DatabaseDropDeferred" in tenants.events("tenant-late"), 20, "a deferred drop"
+        )
+        # A pooled connection may fail first (its usual wait), then a connect opens the
+        # site's circuit for 60 s: the drop comes back only once that closes.
+        tenants.come_back_now("tenant-late", within=(15, 76))
+        wait_for(
+            lambda: tenants.events("tenant-late").count("DatabaseDropDeferred") >= 2,
+            20,
+            "a second deferred drop",
+        )
+        tenants.come_back_now("tenant-late", within=(50, 76))
+    finally:
+        tenants.group.start_site(primary)
+    assert tenants.get("tenant-late") is not None  # still waiting, nothing half-done
