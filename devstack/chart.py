@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from helm_python import Chart
 
-from devstack.kube.cluster import Cluster
+from devstack.kube.client import KubeApi
 
 CHART_DIR = Path(__file__).resolve().parents[1] / "charts" / "tenantdb"
 RBAC_KINDS = {
@@ -42,7 +42,7 @@ def render_chart(
     return objects
 
 
-def apply_rbac(cluster: Cluster, objects: list[dict[str, Any]], namespace: str) -> list[str]:
+def apply_rbac(cluster: KubeApi, objects: list[dict[str, Any]], namespace: str) -> list[str]:
     """Apply the ServiceAccounts, Roles and bindings among ``objects``; return what was applied.
 
     Namespaces the objects live in are created when missing; every other kind is left out.
@@ -68,7 +68,7 @@ def service_account_of(objects: list[dict[str, Any]]) -> str:
     return next(str(o["metadata"]["name"]) for o in objects if o["kind"] == "ServiceAccount")
 
 
-def service_account_token(cluster: Cluster, namespace: str, name: str) -> str:
+def service_account_token(cluster: KubeApi, namespace: str, name: str) -> str:
     """A token of the ServiceAccount, as the TokenRequest API issues it (an hour long)."""
     issued = cluster.token_request(namespace, name, {"spec": {"expirationSeconds": 3600}})
     return str(issued["status"]["token"])

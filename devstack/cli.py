@@ -1,8 +1,10 @@
 """The `devstack` command: run a simulated platform in the foreground for tests and the demo.
 
 Owns `python -m devstack up --state-dir DIR [--clusters management,edge-1] [--bare]
-[--time-scale N] [--no-mysql-group] [--dead-group]`: start the platform
-(`devstack.platform.start_platform`: one API server per cluster with the CRDs, and unless
+[--time-scale N] [--no-mysql-group] [--dead-group] [--api-server devstack|real]`: start the
+platform (`devstack.platform.start_platform`: one API server per cluster with the CRDs, the
+devstack's own or, with `--api-server real`, a real kube-apiserver per cluster over one etcd
+(`make kube` builds them; the command fails and says so when they are missing), and unless
 `--bare` OpenBao, the stand-in operators, the seed objects and the MySQL failover group on two
 real MariaDB servers; the group is left out with `--no-mysql-group`, and with a warning on
 stderr where the MariaDB server binaries are not installed; `--dead-group` adds group `dead`,
@@ -27,7 +29,8 @@ from pathlib import Path
 from types import FrameType
 
 from devstack.mysql_group import binaries_present
-from devstack.platform import start_platform
+from devstack.platform import API_SERVERS, start_platform
+from devstack.realkube import RealKubeError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,6 +61,12 @@ def _parser() -> argparse.ArgumentParser:
         "--dead-group",
         action="store_true",
         help="also a failover group `dead` whose sites accept TCP and never answer",
+    )
+    up.add_argument(
+        "--api-server",
+        choices=API_SERVERS,
+        default="devstack",
+        help="the devstack's Python API servers, or real kube-apiservers built by `make kube`",
     )
     demo = commands.add_parser("demo", help="tenantdb on the devstack with three example orders")
     demo.add_argument("--state-dir", required=True, type=Path, help="where the demo keeps files")
@@ -101,8 +110,9 @@ def up(
     time_scale: float = 1.0,
     mysql_group: bool = True,
     dead_group: bool = False,
+    api_server: str = "devstack",
 ) -> int:
-    """Serve the platform until SIGINT or SIGTERM."""
+    """Serve the platform until SIGINT or SIGTERM; 3 when the real API server cannot start."""
     stop = _stop_on_signals()
     with_group = mysql_group and not bare
     if with_group and not binaries_present():
@@ -111,16 +121,21 @@ def up(
             file=sys.stderr,
         )
         with_group = False
-    platform = start_platform(
-        state_dir,
-        cluster_names,
-        time_scale=time_scale,
-        bare=bare,
-        mysql_group=with_group,
-        dead_group=dead_group and with_group,
-    )
     try:
-        urls = " ".join(f"{name}={server.url}" for name, server in platform.servers.items())
+        platform = start_platform(
+            state_dir,
+            cluster_names,
+            time_scale=time_scale,
+            bare=bare,
+            mysql_group=with_group,
+            dead_group=dead_group and with_group,
+            api_server=api_server,
+        )
+    except RealKubeError as exc:
+        print(f"devstack: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 3
+    try:
+        urls = " ".join(f"{name}={e.url}" for name, e in platform.endpoints.items())
         extra = "" if platform.openbao is None else f" openbao={platform.openbao.url}"
         if platform.mysql_group is not None:
             for site in platform.mysql_group.sites:
@@ -162,4 +177,5 @@ def main(argv: list[str] | None = None) -> int:
         time_scale=args.time_scale,
         mysql_group=not args.no_mysql_group,
         dead_group=args.dead_group,
+        api_server=args.api_server,
     )

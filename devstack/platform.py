@@ -72,12 +72,15 @@ from devstack.certmanager import CLUSTER_RESOURCE_NAMESPACE, CertificateAuthorit
 from devstack.certmanager.ca import Request
 from devstack.chart import apply_rbac, render_chart, service_account_of
 from devstack.eso import ExternalSecrets
-from devstack.kube import Cluster, ClusterServer, kubeconfig, start_clusters
+from devstack.kube import ClusterServer, start_clusters
+from devstack.kube.client import KubeApi
+from devstack.kube.remote import RemoteCluster
 from devstack.mariadb_operator import MariaDBOperator, Server
 from devstack.mysql_group import BloodravenOperator, GroupTLS, MysqlGroup, server_name
 from devstack.mysql_group.blackhole import Blackhole
 from devstack.openbao import KubeTokenReviewer, MariaDBEndpoint, OpenBaoServer, TLSConfig
 from devstack.openbao.bootstrap import KUBE_MOUNT, TenantDatabase, bootstrap_platform
+from devstack.realkube import RealKube, start_real_clusters
 from devstack.reconciler import get_or_none, stop_all
 
 log = logging.getLogger(__name__)
@@ -117,7 +120,23 @@ _CREDENTIAL_FIELDS = {
     "backup": "backupSecret",
 }
 _MANAGER = "devstack"
+API_SERVERS = ("devstack", "real")
+OPENBAO_NAMESPACE = "shared-services"
+OPENBAO_REVIEWER = "openbao"
 _READY_TIMEOUT = 10.0
+
+
+@dataclass
+class Endpoint:
+    """One cluster's API server as its clients reach it: URL, CA, the admin and a client."""
+
+    name: str
+    url: str
+    ca_pem: str
+    admin: dict[str, Any]
+    """The kubeconfig `user` entry of an unrestricted admin (a token or a client certificate)."""
+    client: RemoteCluster
+    """The admin's client, over HTTPS: the seed and every stand-in operator use it."""
 
 
 @dataclass
@@ -125,8 +144,14 @@ class Platform:
     """A running platform; `stop()` (or leaving a `with` block) tears it all down."""
 
     state_dir: Path
-    servers: dict[str, ClusterServer]
+    endpoints: dict[str, Endpoint]
     mariadb: Server
+    api_server: str = "devstack"
+    """`devstack` (the Python API servers) or `real` (kube-apiserver and etcd, `make kube`)."""
+    servers: dict[str, ClusterServer] = field(default_factory=dict)
+    """The devstack's API servers (empty on the real server): their in-process `Cluster`
+    serves what only a simulated cluster can do (counters, audit, killing watches)."""
+    real: RealKube | None = None
     time_scale: float = 1.0
     openbao: OpenBaoServer | None = None
     ca: CertificateAuthority | None = None
@@ -195,9 +220,14 @@ class Platform:
         """The name a group site's certificate is verified for (`mysql-main-<site>…`)."""
         return server_name(MYSQL_GROUP_NAME, site, BLOODRAVEN_NAMESPACE)
 
-    def cluster(self, name: str = MANAGEMENT) -> Cluster:
-        """The in-process API of one cluster."""
-        return self.servers[name].cluster
+    @property
+    def names(self) -> list[str]:
+        """The clusters' names, management first as they were asked for."""
+        return list(self.endpoints)
+
+    def cluster(self, name: str = MANAGEMENT) -> KubeApi:
+        """An admin's client of one cluster, over HTTPS (on either API server)."""
+        return self.endpoints[name].client
 
     def root_client(self) -> hvac.Client:
         """An hvac client with OpenBao's root token (close its adapter when done)."""
@@ -210,6 +240,38 @@ class Platform:
             verify=str(self.ca_file),
         )
 
+    @property
+    def operator_user(self) -> str:
+        """The user name tenantdb's ServiceAccount token carries on every cluster."""
+        return f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_SERVICE_ACCOUNT}"
+
+    def forbidden(self, username: str) -> list[str]:
+        """The requests of `username` an API server refused with 403 so far, one line each
+        (`cluster: verb resource namespace/name`): from the devstack's authorizer, or from a
+        real API server's audit log."""
+        found: list[str] = []
+        for name, server in self.servers.items():
+            for denial in server.cluster.denials():
+                attrs = denial.attrs
+                if attrs.user.name == username:
+                    what = "/".join(p for p in (attrs.resource, attrs.subresource) if p)
+                    where = "/".join(p for p in (attrs.namespace, attrs.name) if p)
+                    found.append(f"{name}: {attrs.verb} {what or attrs.path} {where}".rstrip())
+        if self.real is not None:
+            for name, real in self.real.clusters.items():
+                for event in real.audit_events():
+                    code = (event.get("responseStatus") or {}).get("code")
+                    user = (event.get("user") or {}).get("username")
+                    if code == 403 and user == username and event.get("stage") != "Panic":
+                        ref = event.get("objectRef") or {}
+                        what = "/".join(
+                            p for p in (ref.get("resource"), ref.get("subresource")) if p
+                        )
+                        where = "/".join(p for p in (ref.get("namespace"), ref.get("name")) if p)
+                        uri = str(event.get("requestURI", ""))
+                        found.append(f"{name}: {event.get('verb')} {what or uri} {where}".rstrip())
+        return found
+
     # ------------------------------------------------------------ life cycle
 
     def stop(self) -> None:
@@ -217,17 +279,7 @@ class Platform:
         if self._stopped:
             return
         self._stopped = True
-        stop_all(
-            controller
-            for stand_in in (
-                self.external_secrets,
-                self.cert_manager,
-                self.mariadb_operator,
-                self.bloodraven,
-            )
-            if stand_in is not None
-            for controller in stand_in.controllers
-        )
+        self._stop_controllers()
         if self.bloodraven is not None:
             self.bloodraven.unbind()
         if self.openbao is not None:
@@ -240,8 +292,31 @@ class Platform:
             self.mysql_group.stop()
         if self.dead_site is not None:
             self.dead_site.stop()
+        self._stop_api_servers()
+
+    def _stop_controllers(self) -> None:
+        controllers = [
+            controller
+            for stand_in in (
+                self.external_secrets,
+                self.cert_manager,
+                self.mariadb_operator,
+                self.bloodraven,
+            )
+            if stand_in is not None
+            for controller in stand_in.controllers
+        ]
+        for controller in controllers:
+            controller.request_stop()
+        for endpoint in self.endpoints.values():
+            endpoint.client.close()  # ends the watches the controllers are blocked in
+        stop_all(controllers)
+
+    def _stop_api_servers(self) -> None:
         for server in self.servers.values():
             server.stop()
+        if self.real is not None:
+            self.real.stop()
 
     def __enter__(self) -> Platform:
         return self
@@ -272,6 +347,7 @@ def start_platform(
     mysql_tls: bool = False,
     ca: CertificateAuthority | None = None,
     dead_group: bool = False,
+    api_server: str = "devstack",
 ) -> Platform:
     """Start a platform and write its state directory.
 
@@ -295,6 +371,9 @@ def start_platform(
         dead_group: With a failover group, also seed a second group, `dead`, whose two sites
             accept TCP and never answer (`devstack.mysql_group.blackhole`): a hung site, for
             the tests and the bench of what a dead group costs the others.
+        api_server: `devstack` for the Python API servers, `real` for one etcd and one
+            kube-apiserver (and kube-controller-manager) per cluster, built by `make kube`
+            (see `devstack.realkube`). Everything else runs the same on either.
 
     Returns:
         The running platform.
@@ -310,18 +389,21 @@ def start_platform(
         raise ValueError(f"a platform needs a cluster named {MANAGEMENT!r}")
     if bare and mysql_group is not False:
         raise ValueError("a bare platform runs no MySQL failover group")
+    if api_server not in API_SERVERS:
+        raise ValueError(f"api_server must be one of {', '.join(API_SERVERS)}, not {api_server!r}")
     ca = _devstack_ca(mysql_group, mysql_tls, ca)
     directory = Path(state_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    platform = Platform(
-        directory, start_clusters(names), mariadb or Server(), time_scale=time_scale
-    )
+    platform = _start_api_servers(directory, names, api_server, mariadb or Server(), time_scale)
     platform.tenantdb_kubeconfig_path.unlink(missing_ok=True)  # a bare platform grants nothing
     try:
-        for name, server in platform.servers.items():
+        for name, endpoint in platform.endpoints.items():
             wanted = crds.management_crds() if name == MANAGEMENT else crds.target_crds()
-            crds.install(server.cluster, wanted)
-        _write_private(platform.kubeconfig_path, yaml.safe_dump(kubeconfig(platform.servers)))
+            crds.install(endpoint.client, wanted)
+        for name, endpoint in platform.endpoints.items():
+            wanted = crds.management_crds() if name == MANAGEMENT else crds.target_crds()
+            crds.wait_established(endpoint.client, wanted)
+        _write_private(platform.kubeconfig_path, yaml.safe_dump(_kubeconfig(platform)))
         if not bare:
             _start_full(platform, ca)
             if mysql_group is not False:
@@ -334,6 +416,80 @@ def start_platform(
         platform.stop()
         raise
     return platform
+
+
+def _start_api_servers(
+    directory: Path, names: Sequence[str], api_server: str, mariadb: Server, time_scale: float
+) -> Platform:
+    """Start the clusters' API servers and an admin client of each (over HTTPS)."""
+    if api_server == "real":
+        real = start_real_clusters(directory / "kube", names, controller_manager=True)
+        try:
+            ca_pem = real.ca_pem
+            pair = (str(real.pki.admin_cert), str(real.pki.admin_key))
+            admin = {
+                "client-certificate-data": base64.b64encode(real.pki.admin_cert.read_bytes()),
+                "client-key-data": base64.b64encode(real.pki.admin_key.read_bytes()),
+            }
+            endpoints = {
+                name: Endpoint(
+                    name,
+                    url,
+                    ca_pem,
+                    {k: v.decode() for k, v in admin.items()},
+                    RemoteCluster(name, url, ca_pem=ca_pem, client_cert=pair),
+                )
+                for name, url in real.servers.items()
+            }
+        except BaseException:
+            real.stop()
+            raise
+        return Platform(directory, endpoints, mariadb, api_server, real=real, time_scale=time_scale)
+    servers = start_clusters(list(names))
+    endpoints = {}
+    for name, server in servers.items():
+        server_ca = (server.ca_pem or b"").decode()
+        endpoints[name] = Endpoint(
+            name,
+            server.url,
+            server_ca,
+            {"token": server.token},
+            RemoteCluster(name, server.url, ca_pem=server_ca, token=server.token),
+        )
+    return Platform(directory, endpoints, mariadb, api_server, servers, time_scale=time_scale)
+
+
+def _kubeconfig(
+    platform: Platform,
+    users: Mapping[str, dict[str, Any]] | None = None,
+    suffix: str = "admin",
+    current: str | None = None,
+) -> dict[str, Any]:
+    """A kubeconfig with one context per cluster, named like it (the first current unless
+    told), for the admin of each, or for ``users`` (a kubeconfig `user` entry per cluster)."""
+    names = platform.names
+    chosen = users or {name: platform.endpoints[name].admin for name in names}
+    clusters = []
+    for name in names:
+        endpoint = platform.endpoints[name]
+        entry: dict[str, Any] = {"server": endpoint.url}
+        if endpoint.ca_pem:
+            entry["certificate-authority-data"] = base64.b64encode(
+                endpoint.ca_pem.encode()
+            ).decode()
+        clusters.append({"name": name, "cluster": entry})
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "clusters": clusters,
+        "users": [{"name": f"{n}-{suffix}", "user": chosen[n]} for n in names],
+        "contexts": [
+            {"name": n, "context": {"cluster": n, "user": f"{n}-{suffix}", "namespace": "default"}}
+            for n in names
+        ],
+        "current-context": current or (names[0] if names else ""),
+    }
 
 
 def _devstack_ca(
@@ -388,8 +544,9 @@ def _start_full(platform: Platform, ca: CertificateAuthority | None = None) -> N
     _write_private(cert_file, admin_pair.cert_pem)
     _write_private(key_file, admin_pair.key_pem)
 
-    management = platform.servers[MANAGEMENT]
-    ca_pem = (management.ca_pem or b"").decode()
+    management = platform.endpoints[MANAGEMENT]
+    ca_pem = management.ca_pem
+    reviewer_token = _openbao_reviewer(management.client)
     platform.openbao = OpenBaoServer(
         "127.0.0.1",
         0,
@@ -400,26 +557,64 @@ def _start_full(platform: Platform, ca: CertificateAuthority | None = None) -> N
         ),
         time_scale=platform.time_scale,
         token_reviewer=KubeTokenReviewer(
-            management.url, bearer_token=management.token, ca_pem=ca_pem or None
+            management.url, bearer_token=reviewer_token, ca_pem=ca_pem or None
         ),
         mariadb=MariaDBEndpoint(platform.mariadb.host, platform.mariadb.port),
     ).start()
     _bootstrap_openbao(platform, management, ca_pem)
     _seed(platform)
-    platform.cert_manager = CertManager(management.cluster, time_scale=platform.time_scale)
-    platform.external_secrets = ExternalSecrets(management.cluster, time_scale=platform.time_scale)
+    platform.cert_manager = CertManager(management.client, time_scale=platform.time_scale)
+    platform.external_secrets = ExternalSecrets(management.client, time_scale=platform.time_scale)
     platform.mariadb_operator = MariaDBOperator(
-        {name: s.cluster for name, s in platform.servers.items()},
+        {name: e.client for name, e in platform.endpoints.items()},
         platform.mariadb,
         time_scale=platform.time_scale,
     )
     for controller in (platform.cert_manager, platform.external_secrets, platform.mariadb_operator):
         controller.start()
-    _wait_ready(management.cluster, "mariadbs.k8s.mariadb.com", MARIADB_NAME, CP_NAMESPACE)
-    _wait_ready(management.cluster, "clusterissuers.cert-manager.io", CA_ISSUER)
+    _wait_ready(management.client, "mariadbs.k8s.mariadb.com", MARIADB_NAME, CP_NAMESPACE)
+    _wait_ready(management.client, "clusterissuers.cert-manager.io", CA_ISSUER)
 
 
-def _bootstrap_openbao(platform: Platform, management: ClusterServer, ca_pem: str) -> None:
+def _openbao_reviewer(cluster: KubeApi) -> str:
+    """Create OpenBao's own ServiceAccount, allowed to review tokens (`system:auth-delegator`,
+    as OpenBao's Kubernetes auth documentation asks), and return a token of it."""
+    _namespace(cluster, OPENBAO_NAMESPACE)
+    cluster.apply(
+        "serviceaccounts",
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": OPENBAO_REVIEWER, "namespace": OPENBAO_NAMESPACE},
+        },
+        OPENBAO_NAMESPACE,
+        manager=_MANAGER,
+    )
+    cluster.apply(
+        "clusterrolebindings.rbac.authorization.k8s.io",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "openbao-token-review"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:auth-delegator",
+            },
+            "subjects": [
+                {
+                    "kind": "ServiceAccount",
+                    "name": OPENBAO_REVIEWER,
+                    "namespace": OPENBAO_NAMESPACE,
+                }
+            ],
+        },
+        manager=_MANAGER,
+    )
+    return cluster.issue_token(OPENBAO_NAMESPACE, OPENBAO_REVIEWER, seconds=OPERATOR_TOKEN_SECONDS)
+
+
+def _bootstrap_openbao(platform: Platform, management: Endpoint, ca_pem: str) -> None:
     root = platform.root_client()
     try:
         bootstrap_platform(
@@ -440,7 +635,7 @@ def _bootstrap_openbao(platform: Platform, management: ClusterServer, ca_pem: st
         root.adapter.close()
 
 
-def _wait_ready(cluster: Cluster, resource: str, name: str, namespace: str = "") -> None:
+def _wait_ready(cluster: KubeApi, resource: str, name: str, namespace: str = "") -> None:
     deadline = time.monotonic() + _READY_TIMEOUT
     while time.monotonic() < deadline:
         obj = get_or_none(cluster, resource, name, namespace)
@@ -454,7 +649,7 @@ def _wait_ready(cluster: Cluster, resource: str, name: str, namespace: str = "")
 # ------------------------------------------------------------ seed objects
 
 
-def _namespace(cluster: Cluster, name: str) -> None:
+def _namespace(cluster: KubeApi, name: str) -> None:
     cluster.apply(
         "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     )
@@ -481,7 +676,7 @@ def _vault_provider(platform: Platform, namespace: str | None) -> dict[str, Any]
     }
 
 
-def _seed_certificates(platform: Platform, cluster: Cluster) -> None:
+def _seed_certificates(platform: Platform, cluster: KubeApi) -> None:
     if platform.ca is None:
         raise RuntimeError("the devstack CA is generated before the seed")
 
@@ -516,7 +711,7 @@ def _seed_certificates(platform: Platform, cluster: Cluster) -> None:
     )
 
 
-def _seed_database(platform: Platform, cluster: Cluster) -> None:
+def _seed_database(platform: Platform, cluster: KubeApi) -> None:
     cluster.apply(
         "secrets",
         {
@@ -556,11 +751,11 @@ def _seed_database(platform: Platform, cluster: Cluster) -> None:
     )
 
 
-def _seed_control_plane(platform: Platform, cluster: Cluster) -> None:
+def _seed_control_plane(platform: Platform, cluster: KubeApi) -> None:
     assignments: list[dict[str, Any]] = [{"namespace": TENANT_NAMESPACE}]
     assignments += [
         {"namespace": TENANT_NAMESPACE, "targetClusterRef": {"name": name}}
-        for name in platform.servers
+        for name in platform.names
         if name != MANAGEMENT
     ]
     cluster.apply(
@@ -611,9 +806,9 @@ def _seed(platform: Platform) -> None:
     cluster = platform.cluster(MANAGEMENT)
     for name in (CP_NAMESPACE, TENANT_NAMESPACE, OPERATOR_NAMESPACE, CLUSTER_RESOURCE_NAMESPACE):
         _namespace(cluster, name)
-    for name, server in platform.servers.items():
+    for name, endpoint in platform.endpoints.items():
         if name != MANAGEMENT:
-            _namespace(server.cluster, TENANT_NAMESPACE)
+            _namespace(endpoint.client, TENANT_NAMESPACE)
     cluster.apply(
         "serviceaccounts",
         {
@@ -688,7 +883,7 @@ def _start_dead_group(platform: Platform) -> None:
 
 
 def _apply_group(
-    cluster: Cluster,
+    cluster: KubeApi,
     name: str,
     sites: Sequence[str],
     host: str,
@@ -751,7 +946,7 @@ def _group_secret_data(group: MysqlGroup, role: str) -> dict[str, str]:
     return {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
 
 
-def _seed_mysql_group(cluster: Cluster, group: MysqlGroup) -> None:
+def _seed_mysql_group(cluster: KubeApi, group: MysqlGroup) -> None:
     ns = BLOODRAVEN_NAMESPACE
     _namespace(cluster, ns)
     for role, name in GROUP_SECRETS.items():
@@ -778,7 +973,7 @@ def _seed_mysql_group(cluster: Cluster, group: MysqlGroup) -> None:
     _apply_group(cluster, MYSQL_GROUP_NAME, group.sites, host, group.primary, extra)
 
 
-def _seed_mysql_tls(cluster: Cluster, material: GroupTLS) -> None:
+def _seed_mysql_tls(cluster: KubeApi, material: GroupTLS) -> None:
     def b64(data: bytes) -> str:
         return base64.b64encode(data).decode("ascii")
 
@@ -807,9 +1002,8 @@ def _grant_tenantdb(platform: Platform) -> None:
     The ServiceAccount is `c5c3-system/c5c3-operator`, the identity OpenBao's Kubernetes auth
     role is bound to, as a release into `c5c3-system` with that account name deploys it.
     """
-    config = kubeconfig(platform.servers, current=MANAGEMENT)
     tokens: dict[str, str] = {}
-    for name, server in platform.servers.items():
+    for name, endpoint in platform.endpoints.items():
         values: dict[str, Any] = {"serviceAccount": {"name": OPERATOR_SERVICE_ACCOUNT}}
         if name != MANAGEMENT:
             values["targetCluster"] = {
@@ -818,20 +1012,16 @@ def _grant_tenantdb(platform: Platform) -> None:
                 "placedNamespaces": [],
             }
         objects = render_chart(values, release="tenantdb", namespace=OPERATOR_NAMESPACE)
-        apply_rbac(server.cluster, objects, OPERATOR_NAMESPACE)
+        apply_rbac(endpoint.client, objects, OPERATOR_NAMESPACE)
         account = service_account_of(objects)
         if name == MANAGEMENT and account == OPERATOR_SERVICE_ACCOUNT:
             tokens[name] = platform.operator_token_file.read_text().strip()
         else:
-            tokens[name] = server.cluster.issue_token(
+            tokens[name] = endpoint.client.issue_token(
                 OPERATOR_NAMESPACE, account, seconds=OPERATOR_TOKEN_SECONDS
             )
-    for user in config["users"]:
-        cluster = str(user["name"]).removesuffix("-admin")
-        user["name"] = f"{cluster}-tenantdb"
-        user["user"] = {"token": tokens[cluster]}
-    for context in config["contexts"]:
-        context["context"]["user"] = f"{context['name']}-tenantdb"
+    users = {name: {"token": token} for name, token in tokens.items()}
+    config = _kubeconfig(platform, users, suffix="tenantdb", current=MANAGEMENT)
     _write_private(platform.tenantdb_kubeconfig_path, yaml.safe_dump(config))
 
 
@@ -850,7 +1040,12 @@ def _write_env(platform: Platform) -> None:
         "TENANTDB_MANAGEMENT_CONTEXT": MANAGEMENT,
         "DEVSTACK_KUBECONFIG": str(platform.kubeconfig_path),
         "DEVSTACK_MARIADB_ADDR": f"{platform.mariadb.host}:{platform.mariadb.port}",
+        "DEVSTACK_API_SERVER": platform.api_server,
     }
+    if platform.real is not None:
+        env["DEVSTACK_AUDIT_LOGS"] = ",".join(
+            f"{name}={real.audit_log}" for name, real in platform.real.clusters.items()
+        )
     services = {f"{MARIADB_NAME}.{CP_NAMESPACE}.svc:3306": env["DEVSTACK_MARIADB_ADDR"]}
     if platform.openbao is not None:
         cert, key = platform.admin_client_cert

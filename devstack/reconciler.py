@@ -1,9 +1,10 @@
 """The small controller runtime the devstack's stand-in operators share.
 
 Owns the loop every stand-in controller (ESO, mariadb-operator, cert-manager) runs in the devstack
-process: watch threads on the in-process `Cluster` API that map events to object keys, one worker
-thread that reconciles keys level-based (re-reading the object each time) with deduplication,
-delayed come-backs and a capped back-off after errors, and a clean stop. Also the helpers those
+process: watch threads on each cluster's API (in process or over HTTPS to any API server, see
+`devstack.kube.client`) that map events to object keys, one worker thread that reconciles keys
+level-based (re-reading the object each time) with deduplication, delayed come-backs and a capped
+back-off after errors, and a clean stop. Also the helpers those
 controllers share: Kubernetes timestamps, Go durations, status conditions and core v1 Events.
 
 It must never hold a lock while calling into a reconciler, never log an object body, and never
@@ -25,8 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from devstack.kube import Cluster
-from devstack.kube.cluster import WatchRequest
+from devstack.kube.client import KubeApi
 from devstack.kube.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ def condition(
 
 
 def record_event(
-    cluster: Cluster,
+    cluster: KubeApi,
     obj: Obj,
     reason: str,
     message: str,
@@ -157,7 +157,7 @@ def record_event(
     return cluster.create("events", body, namespace, manager=component)
 
 
-def get_or_none(cluster: Cluster, resource: str, name: str, namespace: str = "") -> Obj | None:
+def get_or_none(cluster: KubeApi, resource: str, name: str, namespace: str = "") -> Obj | None:
     """Read an object; None when it (or its kind) is absent."""
     try:
         return cluster.get(resource, name, namespace)
@@ -201,7 +201,7 @@ class Controller:
         """Name the controller (threads carry it) and bind its reconcile function."""
         self.name = name
         self._reconcile = reconcile
-        self._watches: list[tuple[Cluster, str, Mapper]] = []
+        self._watches: list[tuple[KubeApi, str, Mapper]] = []
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._cond = threading.Condition()
@@ -211,7 +211,7 @@ class Controller:
         self._busy = False
         self._seq = itertools.count()
 
-    def watch(self, cluster: Cluster, resource: str, mapper: Mapper) -> None:
+    def watch(self, cluster: KubeApi, resource: str, mapper: Mapper) -> None:
         """Watch a resource on a cluster (call before `start`)."""
         self._watches.append((cluster, resource, mapper))
 
@@ -269,30 +269,27 @@ class Controller:
 
     # ------------------------------------------------------------ threads
 
-    def _watch_loop(self, cluster: Cluster, resource: str, mapper: Mapper) -> None:
-        kind = cluster.kind(resource)
+    def _watch_loop(self, cluster: KubeApi, resource: str, mapper: Mapper) -> None:
         version: str | None = None
         while not self._stop.is_set():
-            request = WatchRequest(
-                kind,
-                kind.storage_version,
-                None,
-                resource_version=version,
-                timeout=_WATCH_WINDOW,
-                bookmarks=True,
-            )
             try:
-                for event in cluster.watch_events(request):
-                    obj = event["object"]
-                    if event["type"] == "ERROR":
+                events = cluster.watch(
+                    resource, None, version, timeout=cluster.watch_window, bookmarks=True
+                )
+                for type_, obj in events:
+                    if self._stop.is_set():
+                        return
+                    if type_ == "ERROR":
                         version = None
                         break
                     # Bookmarks carry the store's cursor, so a quiet kind never falls behind.
                     version = str(meta(obj).get("resourceVersion") or "") or version
-                    if event["type"] != "BOOKMARK":
-                        for key in mapper(str(event["type"]), obj):
+                    if type_ != "BOOKMARK":
+                        for key in mapper(type_, obj):
                             self.enqueue(key)
             except Exception:
+                if self._stop.is_set():
+                    return
                 log.exception("%s: watching %s on %s failed", self.name, resource, cluster.name)
                 version = None
                 self._stop.wait(1.0)

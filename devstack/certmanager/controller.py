@@ -35,7 +35,7 @@ from devstack.certmanager.ca import (
     extended_usages,
     requested_extended_usages,
 )
-from devstack.kube import Cluster
+from devstack.kube.client import KubeApi
 from devstack.kube.errors import ApiError
 from devstack.reconciler import (
     Controller,
@@ -83,7 +83,7 @@ class CertManager:
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: KubeApi,
         *,
         time_scale: float = 1.0,
         cluster_resource_namespace: str = CLUSTER_RESOURCE_NAMESPACE,

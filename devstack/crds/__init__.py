@@ -4,21 +4,26 @@ Owns, as data: the order kinds' CRDs (MariaDBDatabase and MysqlDatabase, read as
 chart, `charts/tenantdb/crds/`; MysqlDatabase is served on the management cluster only), the
 ControlPlane CRD, and the CRDs of the third-party kinds tenantdb writes or reads (cert-manager,
 External Secrets Operator, mariadb-operator, Bloodraven's MysqlFailoverGroup). `install` creates
-them on a simulated cluster. It must never alter the chart's CRD: the devstack serves exactly
+them on a cluster (the devstack's or a real API server) and `wait_established` waits until each
+is served. It must never alter the chart's CRD: the devstack serves exactly
 what the chart ships.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from devstack.crds import bloodraven, certmanager, controlplane, externalsecrets, mariadb
-from devstack.kube import Cluster
+from devstack.kube.client import KubeApi
+from devstack.kube.errors import ApiError
 
+ESTABLISH_SECONDS = 30.0
 CHART_CRDS = Path(__file__).resolve().parents[2] / "charts/tenantdb/crds"
 CHART_CRD = CHART_CRDS / "mariadbdatabases.c5c3.io.yaml"
 
@@ -60,12 +65,45 @@ def target_crds() -> list[dict[str, Any]]:
     return [mariadbdatabase_crd(), *_build(mariadb.CRDS)]
 
 
-def install(cluster: Cluster, crds: Iterable[dict[str, Any]]) -> None:
-    """Create CRDs on a cluster (they are served as soon as the call returns)."""
+def install(cluster: KubeApi, crds: Iterable[dict[str, Any]]) -> None:
+    """Create CRDs on a cluster (the devstack serves them as soon as the call returns; a real
+    API server once they are Established, see `wait_established`)."""
     for crd in crds:
         cluster.create(
             "customresourcedefinitions.apiextensions.k8s.io", crd, manager="devstack-install"
         )
+
+
+def wait_established(
+    cluster: KubeApi, crds: Iterable[dict[str, Any]], timeout: float = ESTABLISH_SECONDS
+) -> None:
+    """Wait until every CRD is Established and its resource lists (a real API server answers
+    429 while a new resource's storage starts); the CRDs are waited for side by side.
+
+    Raises:
+        TimeoutError: One is not served after `timeout` seconds, named in the message.
+    """
+    deadline = time.monotonic() + timeout
+    names = [str(crd["metadata"]["name"]) for crd in crds]
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        for future in [pool.submit(_wait_served, cluster, name, deadline) for name in names]:
+            future.result()
+
+
+def _wait_served(cluster: KubeApi, name: str, deadline: float) -> None:
+    while True:
+        stored = cluster.get("customresourcedefinitions.apiextensions.k8s.io", name)
+        conditions = (stored.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+            try:
+                cluster.list(name, None, "devstack.invalid/none=none")
+                return
+            except ApiError as exc:
+                if exc.code not in (404, 429, 503):  # not in discovery yet, or storage starting
+                    raise
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"CustomResourceDefinition {name} is not served in time")
+        time.sleep(0.05)
 
 
 __all__ = [
@@ -74,4 +112,5 @@ __all__ = [
     "mariadbdatabase_crd",
     "mysqldatabase_crd",
     "target_crds",
+    "wait_established",
 ]

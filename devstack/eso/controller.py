@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from devstack.eso import vault
-from devstack.kube import Cluster
+from devstack.kube.client import KubeApi
 from devstack.kube.errors import ApiError
 from devstack.reconciler import (
     Controller,
@@ -83,7 +83,7 @@ def _generator_refs(es: Obj) -> list[Obj]:
 class ExternalSecrets:
     """The ExternalSecret controller of one cluster."""
 
-    def __init__(self, cluster: Cluster, *, time_scale: float = 1.0) -> None:
+    def __init__(self, cluster: KubeApi, *, time_scale: float = 1.0) -> None:
         """Bind to a cluster; refresh intervals are divided by `time_scale`."""
         self.cluster = cluster
         self.time_scale = time_scale

@@ -28,7 +28,7 @@ import hvac
 import hvac.exceptions
 import requests
 
-from devstack.kube import Cluster
+from devstack.kube.client import KubeApi
 from devstack.kube.errors import ApiError
 from devstack.reconciler import Obj, get_or_none
 
@@ -47,7 +47,7 @@ def _decoded(value: Any) -> bytes:
         return b""
 
 
-def _secret_key(cluster: Cluster, namespace: str, ref: Obj, default_key: str, what: str) -> bytes:
+def _secret_key(cluster: KubeApi, namespace: str, ref: Obj, default_key: str, what: str) -> bytes:
     name = str(ref.get("name") or "")
     key = str(ref.get("key") or default_key)
     secret = get_or_none(cluster, "secrets", name, str(ref.get("namespace") or namespace))
@@ -57,7 +57,7 @@ def _secret_key(cluster: Cluster, namespace: str, ref: Obj, default_key: str, wh
     return value
 
 
-def _ca_bundle(cluster: Cluster, namespace: str, provider: Obj) -> bytes | None:
+def _ca_bundle(cluster: KubeApi, namespace: str, provider: Obj) -> bytes | None:
     ca = provider.get("caProvider") or {}
     if ca:
         ns = str(ca.get("namespace") or namespace)
@@ -73,7 +73,7 @@ def _ca_bundle(cluster: Cluster, namespace: str, provider: Obj) -> bytes | None:
     return None
 
 
-def _jwt(cluster: Cluster, namespace: str, kube: Obj) -> str:
+def _jwt(cluster: KubeApi, namespace: str, kube: Obj) -> str:
     ref = kube.get("serviceAccountRef") or {}
     if not ref.get("name"):
         raise GeneratorError("auth.kubernetes: only serviceAccountRef logins are supported")
@@ -123,7 +123,7 @@ def _call(client: hvac.Client, spec: Obj) -> Any:
     return client.adapter.post(path, json=spec.get("parameters") or {})
 
 
-def generate(cluster: Cluster, namespace: str, spec: Obj) -> dict[str, str]:
+def generate(cluster: KubeApi, namespace: str, spec: Obj) -> dict[str, str]:
     """Run a VaultDynamicSecret spec once and return its values.
 
     Args:

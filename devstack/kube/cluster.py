@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -49,11 +50,24 @@ class WatchRequest:
     send_initial_events: bool = False
 
 
+@dataclass(frozen=True)
+class Denial:
+    """A request the authorizer refused, and the User-Agent that sent it."""
+
+    attrs: rbac.Attributes
+    user_agent: str
+
+
 class Cluster:
     """A simulated Kubernetes cluster held in memory."""
 
+    watch_window = 0.5
+    """Seconds a stand-in's watch stays open (in process, re-opening one costs nothing)."""
+
     def __init__(self, name: str, *, history: int = 10_000) -> None:
         self.name = name
+        self._denials: builtins.list[Denial] = []
+        self._denials_lock = threading.Lock()
         self.store = Store(history)
         self.registry = Registry()
         self.api = Api(self.store, self.registry)
@@ -82,6 +96,16 @@ class Cluster:
         """End every open watch: cleanly (end of stream) or by dropping the connection."""
         self.abrupt_kill = abrupt
         self.store.kill_watches()
+
+    def record_denial(self, attrs: rbac.Attributes, user_agent: str) -> None:
+        """Remember a request the authorizer refused (403), for `denials`."""
+        with self._denials_lock:
+            self._denials.append(Denial(attrs, user_agent))
+
+    def denials(self) -> builtins.list[Denial]:
+        """Every request answered 403 by the authorizer so far."""
+        with self._denials_lock:
+            return list(self._denials)
 
     def enable_audit(self, enabled: bool = True) -> None:
         """Start or stop recording writes in `audit_log`."""
@@ -185,8 +209,14 @@ class Cluster:
         namespace: str | None = None,
         resource_version: str | None = None,
         timeout: float | None = None,
+        *,
+        bookmarks: bool = False,
     ) -> Iterator[tuple[str, Obj]]:
-        """Watch a kind: yield (type, object) until `timeout` passes or watches are killed."""
+        """Watch a kind: yield (type, object) until `timeout` passes or watches are killed.
+
+        With `bookmarks`, BOOKMARK events (only a resourceVersion) come too; an expired
+        resourceVersion arrives as an ERROR event carrying the `Status`, as on the wire.
+        """
         kind = self.kind(resource)
         request = WatchRequest(
             kind,
@@ -194,6 +224,7 @@ class Cluster:
             namespace,
             resource_version=resource_version,
             timeout=timeout,
+            bookmarks=bookmarks,
         )
         for event in self.watch_events(request):
             yield str(event["type"]), event["object"]

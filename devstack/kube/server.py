@@ -15,6 +15,7 @@ import contextlib
 import json
 import socket
 import ssl
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -151,6 +152,7 @@ class Handler(BaseHTTPRequestHandler):
         decision = self.cluster.authorizer.authorize(attrs)
         if decision.allowed:
             return
+        self.cluster.record_denial(attrs, self.headers.get("User-Agent", ""))
         if attrs.resource_request:
             group = f".{attrs.group}" if attrs.group else ""
             sub = f"/{attrs.subresource}" if attrs.subresource else ""
@@ -526,6 +528,13 @@ class ClusterHTTPServer(ThreadingHTTPServer):
         with self._open_lock:
             self._open.add(sock)
         return sock, address
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Say nothing of a client that dropped its connection (a real API server logs nothing
+        for it either); print anything else as the standard server does."""
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
         """Forget a finished connection."""

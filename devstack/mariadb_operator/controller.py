@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 
 import pymysql
 
-from devstack.kube import Cluster
+from devstack.kube.client import KubeApi
 from devstack.kube.errors import ApiError
 from devstack.mariadb_operator import sql
 from devstack.reconciler import (
@@ -58,7 +58,7 @@ class MariaDBOperator:
     """MariaDB and Database controllers over a set of clusters, backed by one real server."""
 
     def __init__(
-        self, clusters: Mapping[str, Cluster], server: sql.Server, *, time_scale: float = 1.0
+        self, clusters: Mapping[str, KubeApi], server: sql.Server, *, time_scale: float = 1.0
     ) -> None:
         """Bind to clusters and the real server.
 
@@ -144,7 +144,7 @@ class MariaDBOperator:
 
     # ------------------------------------------------------------ MariaDB
 
-    def _root_server(self, cluster: Cluster, mariadb: Obj) -> sql.Server:
+    def _root_server(self, cluster: KubeApi, mariadb: Obj) -> sql.Server:
         """The real server with the CR's root password.
 
         Raises:
@@ -191,7 +191,7 @@ class MariaDBOperator:
     # ------------------------------------------------------------ Database
 
     def _set_ready(
-        self, cluster: Cluster, key: Key, db: Obj, ok: bool, reason: str, message: str
+        self, cluster: KubeApi, key: Key, db: Obj, ok: bool, reason: str, message: str
     ) -> None:
         previous = (db.get("status") or {}).get("conditions") or []
         ready = condition("Ready", ok, reason, message, previous)
@@ -210,7 +210,7 @@ class MariaDBOperator:
             if exc.code != 404:
                 raise
 
-    def _mariadb_of(self, cluster: Cluster, db: Obj) -> Obj | None:
+    def _mariadb_of(self, cluster: KubeApi, db: Obj) -> Obj | None:
         ref = (db.get("spec") or {}).get("mariaDbRef") or {}
         ns = str(ref.get("namespace") or meta(db).get("namespace", ""))
         return get_or_none(cluster, MARIADBS, str(ref.get("name", "")), ns)
@@ -254,7 +254,7 @@ class MariaDBOperator:
         return self._create(cluster, key, db, mariadb, schema)
 
     def _create(
-        self, cluster: Cluster, key: Key, db: Obj, mariadb: Obj, schema: str
+        self, cluster: KubeApi, key: Key, db: Obj, mariadb: Obj, schema: str
     ) -> float | None:
         spec = db.get("spec") or {}
         policy = str(spec.get("cleanupPolicy") or "Delete")
@@ -285,7 +285,7 @@ class MariaDBOperator:
                 return None
         return None
 
-    def _finalize(self, cluster: Cluster, key: Key, db: Obj) -> float | None:
+    def _finalize(self, cluster: KubeApi, key: Key, db: Obj) -> float | None:
         finalizers = list(meta(db).get("finalizers") or [])
         if FINALIZER not in finalizers:
             return None

@@ -34,7 +34,7 @@ from typing import Any
 import pymysql
 
 from devstack.crds.bloodraven import DR_ONLY, RESOURCE
-from devstack.kube import Cluster
+from devstack.kube.client import KubeApi
 from devstack.kube.errors import ApiError
 from devstack.mysql_group.group import MysqlGroup
 from devstack.mysql_group.servers import ServerError
@@ -81,7 +81,7 @@ class BloodravenOperator:
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: KubeApi,
         groups: Mapping[tuple[str, str], MysqlGroup],
         *,
         time_scale: float = 1.0,

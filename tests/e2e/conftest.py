@@ -7,7 +7,12 @@ Orders are driven only through the official client; schema names carry a random 
 schema and SQL user a test leaves behind is dropped afterwards. Before a stack is stopped it is
 scanned for leaked secrets (``tests.e2e.leaks``): a password, token or private key the platform
 issued, found in Redis, a process log, a metrics page, an order's status or an Event, fails the
-test at teardown.
+test at teardown, and so does any request of tenantdb's ServiceAccount an API server refused.
+
+Modules marked ``real_server`` run each test twice: on the devstack's API servers and on real
+kube-apiservers over one etcd (``devstack.realkube``, built by ``make kube``), where tenantdb
+holds only the chart's grants and a token the real server issued; a test marked
+``devstack_only`` needs what only the devstack can do and runs there alone.
 """
 
 from __future__ import annotations
@@ -362,6 +367,23 @@ def mysql_group() -> Iterator[MysqlGroup]:
             group.stop()
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run a test marked `real_server` on both API servers, unless it is `devstack_only`."""
+    node = metafunc.definition
+    if "api_server" not in metafunc.fixturenames or node.get_closest_marker("real_server") is None:
+        return
+    if node.get_closest_marker("devstack_only") is not None:
+        return
+    metafunc.parametrize("api_server", ["devstack", "real"])
+
+
+@pytest.fixture
+def api_server() -> str:
+    """The API server the stack's clusters run on: `devstack`, or `real` (kube-apiserver and
+    etcd from `make kube`) for the tests marked `real_server`, which run on both."""
+    return "devstack"
+
+
 @pytest.fixture
 def platform_options() -> dict[str, Any]:
     """Keyword arguments of ``start_platform`` for ``stack``; a test module may override it."""
@@ -376,18 +398,23 @@ def stack(
     real_redis: redis.Redis,
     stack_env: dict[str, str],
     platform_options: dict[str, Any],
+    api_server: str,
 ) -> Iterator[Stack]:
     """A fresh platform with tenantdb's watcher, two workers and beat running on it.
 
     Its target clusters are ``edge-1``, or the names a test passes as the fixture's parameter.
-    At teardown the stack is scanned for leaked secrets (``_scan_for_leaks``) before it stops;
-    a finding fails the test.
+    At teardown the stack is scanned for leaked secrets (``_scan_for_leaks``) before it stops,
+    and the API servers are asked for every request of tenantdb's ServiceAccount they refused
+    with 403; a finding of either fails the test.
     """
     targets = tuple(getattr(request, "param", ("edge-1",)))
     recorder = leaks.Recorder().start()
     try:
         platform = start_platform(
-            tmp_path / "devstack", clusters=("management", *targets), **platform_options
+            tmp_path / "devstack",
+            clusters=("management", *targets),
+            api_server=api_server,
+            **platform_options,
         )
     except BaseException:
         recorder.stop()
@@ -398,7 +425,7 @@ def stack(
     with _root() as conn, conn.cursor() as cur:
         cur.execute("SHOW DATABASES")
         before = {row[0] for row in cur.fetchall()}
-    leaked: str | None = None
+    failures: list[str] = []
     try:
         running.start("watcher", "watcher")
         running.start_worker("worker-1")
@@ -407,14 +434,19 @@ def stack(
         yield running
     finally:
         try:
+            refused = platform.forbidden(platform.operator_user)
+            if refused:
+                failures.append("tenantdb was refused (403): " + "; ".join(refused))
             leaked = _scan_for_leaks(running, real_redis)
+            if leaked:
+                failures.append(leaked)
         finally:
             running.stop()
             platform.stop()
             recorder.stop()
             _drop_leftovers(before, running.suffix)
-    if leaked:
-        pytest.fail(leaked, pytrace=False)
+    if failures:
+        pytest.fail("\n".join(failures), pytrace=False)
 
 
 def _scan_for_leaks(

@@ -53,6 +53,7 @@ import redis
 
 from devstack.certmanager.ca import CertificateAuthority, Issued
 from devstack.kube.auth import Tokens
+from devstack.kube.remote import RemoteCluster
 from devstack.kube.store import Store
 from devstack.openbao.core import OpenBaoCore, Token
 from devstack.openbao.database import CredentialPlan, DatabaseMount
@@ -150,10 +151,13 @@ def secret_class(key: str, value: str | bytes) -> str | None:
 class Recorder:
     """Records every secret the devstack issues while it is started (a context manager).
 
-    It wraps, for the whole process, `Tokens.issue` (ServiceAccount tokens),
+    It wraps, for the whole process, `Tokens.issue` (ServiceAccount tokens the devstack signs),
+    `RemoteCluster.token_request` (tokens any API server issued to the platform or a stand-in),
     `OpenBaoCore._issue_token` (OpenBao tokens), `DatabaseMount.plan_credentials` (dynamic
     database passwords), `CertificateAuthority.sign` and `generate` (private keys) and
-    `Store.put` (every Secret written to any cluster). Several recorders may run at once.
+    `Store.put` (every Secret written to a devstack cluster) and the writes of `RemoteCluster`
+    (every Secret the platform or a stand-in wrote to any cluster, a real one included).
+    Several recorders may run at once.
     """
 
     _active: ClassVar[list[Recorder]] = []
@@ -235,11 +239,27 @@ def _install() -> None:
                 recorder.secret_writes.append((id(store), copy))
 
     _wrap(Tokens, "issue", sa_token)
+    _wrap(RemoteCluster, "token_request", _requested_token)
+    for method in ("create", "apply", "patch"):
+        _wrap(RemoteCluster, method, _remote_write)
     _wrap(OpenBaoCore, "_issue_token", bao_token)
     _wrap(DatabaseMount, "plan_credentials", db_password)
     _wrap(CertificateAuthority, "sign", signed_key)
     _wrap(CertificateAuthority, "generate", ca_key)
     _wrap(Store, "put", stored)
+
+
+def _requested_token(client: RemoteCluster, result: dict[str, Any], args: tuple[Any, ...]) -> None:
+    ns, name = (*args, "?", "?")[:2]
+    where = f"ServiceAccount token of {ns}/{name} on {client.name}"
+    _record(TOKEN, where, (result.get("status") or {}).get("token"))
+
+
+def _remote_write(client: RemoteCluster, result: dict[str, Any], args: tuple[Any, ...]) -> None:
+    if args and args[0] == "secrets":
+        copy = {k: dict(v) if isinstance(v, dict) else v for k, v in result.items()}
+        for recorder in list(Recorder._active):
+            recorder.secret_writes.append((id(client), copy))
 
 
 def _uninstall() -> None:
@@ -257,15 +277,10 @@ def collect(platform: Platform, recorder: Recorder | None = None) -> Secrets:
     if recorder is not None:
         found.update(recorder.secrets)
         names = {id(server.cluster.store): name for name, server in platform.servers.items()}
+        names |= {id(e.client): name for name, e in platform.endpoints.items()}
         for store, obj in list(recorder.secret_writes):
             found.add_secret_object(names.get(store, "another platform's cluster"), obj)
-    for name, server in platform.servers.items():
-        cluster = server.cluster
-        found.add(TOKEN, f"admin token of cluster {name}", cluster.admin_token)
-        if server.tls is not None:
-            found.add(PRIVATE_KEY, f"TLS key of API server {name}", server.tls.key_pem)
-        for obj in cluster.list("secrets"):
-            found.add_secret_object(name, obj)
+    _collect_api_servers(platform, found)
     if platform.ca is not None:
         found.add(PRIVATE_KEY, "the devstack CA's key", platform.ca.key_pem)
     _collect_openbao(platform, found)
@@ -275,6 +290,24 @@ def collect(platform: Platform, recorder: Recorder | None = None) -> Secrets:
     for path in sorted(platform.state_dir.glob("*.key")):
         found.add(PRIVATE_KEY, f"state file {path.name}", path.read_bytes())
     return found
+
+
+def _collect_api_servers(platform: Platform, found: Secrets) -> None:
+    """The API servers' own credentials and keys, and every Secret they hold now."""
+    for name, server in platform.servers.items():
+        found.add(TOKEN, f"admin token of cluster {name}", server.cluster.admin_token)
+        if server.tls is not None:
+            found.add(PRIVATE_KEY, f"TLS key of API server {name}", server.tls.key_pem)
+    if platform.real is not None:
+        pki = platform.real.pki
+        found.add(PRIVATE_KEY, "the real API servers' serving key", pki.serving_key.read_bytes())
+        found.add(PRIVATE_KEY, "the real API servers' admin key", pki.admin_key.read_bytes())
+        for name, real in platform.real.clusters.items():
+            key = real.service_account_key.read_bytes()
+            found.add(PRIVATE_KEY, f"service-account signing key of {name}", key)
+    for name, endpoint in platform.endpoints.items():
+        for obj in endpoint.client.list("secrets"):
+            found.add_secret_object(name, obj)
 
 
 def _collect_openbao(platform: Platform, found: Secrets) -> None:
@@ -465,8 +498,8 @@ def metrics_places(stack: StackLike) -> tuple[list[Place], list[str]]:
 def order_places(platform: Platform) -> list[Place]:
     """The status of every order of every served kind, and every Event, on every cluster."""
     places: list[Place] = []
-    for cluster_name, server in platform.servers.items():
-        cluster = server.cluster
+    for cluster_name, endpoint in platform.endpoints.items():
+        cluster = endpoint.client
         for served in SERVED_KINDS:
             identity = served.identity
             try:

@@ -60,12 +60,12 @@ class Tenants:
             manager="test",
         )
         token = cluster.issue_token(NS, "tenant-provisioner")
-        server = stack.platform.servers["management"]
+        server = stack.platform.endpoints["management"]
         config = k8s.Configuration(host=server.url)
         config.api_key = {"authorization": f"Bearer {token}"}
         if server.ca_pem:
             ca = stack.logs.parent / "management-ca.crt"
-            ca.write_bytes(server.ca_pem)
+            ca.write_text(server.ca_pem)
             config.ssl_ca_cert = str(ca)
         self.api = k8s.ApiClient(config)
         self.caller = k8s.CustomObjectsApi(self.api)

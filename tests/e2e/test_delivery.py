@@ -14,7 +14,7 @@ import pytest
 from tenantdb.adapters.kube import SECRET
 from tests.e2e.conftest import Stack, sql_login, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 
 STATUS_FIELDS = {
     "conditions",

@@ -16,7 +16,7 @@ from tenantdb.adapters.kube import CONFIG_MAP, CUSTOM_RESOURCE_DEFINITION, resou
 from tests.e2e.conftest import Stack, wait_for
 from tests.kinds import widget
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("widget_grants")]
+pytestmark = [pytest.mark.slow, pytest.mark.real_server, pytest.mark.usefixtures("widget_grants")]
 
 REPO = Path(__file__).resolve().parents[2]
 WIDGET = resource_of(widget.IDENTITY)
@@ -44,12 +44,12 @@ def widget_grants(stack: Stack) -> None:
         {"apiGroups": [""], "resources": ["configmaps"],
          "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
     ]  # fmt: skip
-    for server in stack.platform.servers.values():
-        server.cluster.create(
+    for endpoint in stack.platform.endpoints.values():
+        endpoint.client.create(
             "clusterroles.rbac.authorization.k8s.io",
             {"metadata": {"name": "tenantdb-widgets"}, "rules": rules},
         )
-        server.cluster.create(
+        endpoint.client.create(
             "clusterrolebindings.rbac.authorization.k8s.io",
             {
                 "metadata": {"name": "tenantdb-widgets"},

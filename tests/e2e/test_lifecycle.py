@@ -27,7 +27,7 @@ from tests.e2e.conftest import (
     wait_for,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 
 KEYS = ["host", "port", "database", "username", "password"]
 

@@ -17,7 +17,7 @@ from tests.e2e.mysql_tenants import (
     tenants,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 
 __all__ = ["platform_options", "tenants"]
 

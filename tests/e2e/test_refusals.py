@@ -29,7 +29,7 @@ from tenantdb.adapters.kube import (
 from tenantdb.core.mariadbdatabase.naming import FINALIZER, compute_order_names
 from tests.e2e.conftest import Stack, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 
 REPO = Path(__file__).resolve().parents[2]
 ORDER_CRD = REPO / "charts/tenantdb/crds/mariadbdatabases.c5c3.io.yaml"

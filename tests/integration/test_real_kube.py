@@ -1,4 +1,4 @@
-"""The real kube-apiserver and etcd that `make kube` builds, as tools/kube/realkube.py runs them.
+"""The real kube-apiserver and etcd that `make kube` builds, as devstack/realkube.py runs them.
 
 Two clusters, `management` and `edge-1`, share one etcd under their own prefixes, each with a
 kube-controller-manager. The official client checks that they are ready and apart, that the
@@ -12,42 +12,24 @@ and say so.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import pytest
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from devstack import realkube
+
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = sorted((ROOT / "charts" / "tenantdb" / "crds").glob("*.yaml"))
 CLUSTERS = ("management", "edge-1")
 T = TypeVar("T")
 
-
-def _load_realkube() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "realkube", ROOT / "tools" / "kube" / "realkube.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-if TYPE_CHECKING:
-    import realkube
-else:
-    realkube = _load_realkube()
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -1,4 +1,4 @@
-"""Real Kubernetes control planes on loopback, for the slow integration tests.
+"""Real Kubernetes control planes on loopback, for the devstack's real-server tier.
 
 Owns, under the work directory it is given: one etcd, and for each cluster name one
 kube-apiserver (and, when asked, one kube-controller-manager) using the binaries that
@@ -49,13 +49,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from devstack.certmanager.ca import CertificateAuthority, Request
 
-BIN_DIR = Path(__file__).resolve().parent / "bin"
+BIN_DIR = Path(__file__).resolve().parents[1] / "tools" / "kube" / "bin"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 SETPRIV = Path("/usr/bin/setpriv")
 HOST = "127.0.0.1"
@@ -76,7 +77,7 @@ CONTROLLERS = (
     "root-ca-certificate-publisher-controller",
     "clusterrole-aggregation-controller",
 )
-_CLUSTER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
+_CLUSTER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,98}[a-z0-9])?")
 _LOG_TAIL_LINES = 30
 
 
@@ -370,6 +371,20 @@ class RealCluster:
     service_account_key: Path
     log: Path
     controller_manager_log: Path | None
+    audit_log: Path
+    """The API server's audit log: one JSON event per request (Metadata level, written before
+    the response is sent), `responseStatus.code` and `userAgent` included."""
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """Every audit event written so far (a line cut short by a write in progress is left
+        out)."""
+        events: list[dict[str, Any]] = []
+        if not self.audit_log.exists():
+            return events
+        for line in self.audit_log.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                events.append(json.loads(line))
+        return events
 
 
 class RealKube:
@@ -452,6 +467,14 @@ def _etcd_argv(binary: Path, data_dir: Path, client_port: int, peer_port: int) -
     ]
 
 
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata"}],
+}
+
+
 def _apiserver_argv(
     binary: Path,
     name: str,
@@ -461,7 +484,9 @@ def _apiserver_argv(
     sa_key: Path,
     sa_pub: Path,
     cert_dir: Path,
+    audit: tuple[Path, Path],
 ) -> list[str]:
+    policy, audit_log = audit
     return [
         str(binary),
         f"--etcd-servers={etcd_url}",
@@ -483,6 +508,11 @@ def _apiserver_argv(
         # A loopback address is no valid endpoint of the `kubernetes` Service; keep it unset.
         "--endpoint-reconciler-type=none",
         "--profiling=false",
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={audit_log}",
+        "--audit-log-format=json",
+        "--audit-log-mode=blocking",
+        "--audit-log-maxbackup=0",
     ]
 
 
@@ -512,7 +542,10 @@ def _check_names(names: Sequence[str]) -> None:
         raise ValueError(f"cluster names repeat: {list(names)}")
     for name in names:
         if not _CLUSTER_NAME.fullmatch(name):
-            raise ValueError(f"cluster name {name!r} is not a DNS label of at most 40 characters")
+            raise ValueError(
+                f"cluster name {name!r} is not lower-case alphanumerics and dashes"
+                " of at most 100 characters"
+            )
 
 
 def start_real_clusters(
@@ -595,8 +628,19 @@ def _start_apiservers(
         sa_key, sa_pub = _service_account_keys(home)
         server = f"https://{HOST}:{port}"
         log = workdir / "logs" / f"kube-apiserver-{name}.log"
+        audit_log = workdir / "logs" / f"audit-{name}.log"
+        policy = home / "audit-policy.json"
+        policy.write_text(json.dumps(AUDIT_POLICY))
         argv = _apiserver_argv(
-            bin_dir / "kube-apiserver", name, pki, etcd_url, port, sa_key, sa_pub, home / "certs"
+            bin_dir / "kube-apiserver",
+            name,
+            pki,
+            etcd_url,
+            port,
+            sa_key,
+            sa_pub,
+            home / "certs",
+            (policy, audit_log),
         )
         popen = _SPAWNER.popen(argv, log, env)
         tier.append(_Process(f"kube-apiserver {name}", popen, log, f"{server}/readyz"))
@@ -608,6 +652,7 @@ def _start_apiservers(
             service_account_key=sa_key,
             log=log,
             controller_manager_log=None,
+            audit_log=audit_log,
         )
     return clusters
 
