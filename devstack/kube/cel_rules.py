@@ -3,7 +3,10 @@
 Owns binding `self` and `oldSelf` (with the Kubernetes escaping of property names such as
 `__namespace__`, `__dash__` and `__dot__`), transition rules that run only when an old value
 correlates (or always with `optionalOldSelf`), `message`, `messageExpression`, `fieldPath` and
-`reason`, and the real wording `<path>: Invalid value: "object": <message>`. Uses the
+`reason`, skipping every rule when the schema validation already failed with an error that
+blocks them, and the real wording: `<path>: Invalid value: <message>` for a rule on an object or
+a list, `<path>: Invalid value: <value>: <message>` on a scalar, and `<path>: Invalid value:
+"object": <error> evaluating rule: <rule>` when a rule fails to evaluate. Uses the
 `common-expression-language` package (`import cel`), which supports optionals.
 
 Deliberately left out: cost budgets, ratcheting of unchanged invalid values, the Kubernetes
@@ -21,7 +24,7 @@ import cel
 from cel import stdlib
 
 from devstack.kube.errors import FieldError
-from devstack.kube.schema import Schema, index, join
+from devstack.kube.schema import Schema, blocks_rules, index, join, validate
 
 _RESERVED = frozenset(
     [
@@ -124,8 +127,47 @@ class _Node:
     path: str
 
 
-def check(value: Any, old: Any, schema: Schema, path: str = "") -> list[FieldError]:
-    """Run every CEL rule in the schema tree; `old` is None on create."""
+UNCHECKED = (
+    "some validation rules were not checked because the object was invalid; correct the "
+    "existing errors to complete validation"
+)
+
+
+def has_rules(schema: Schema) -> bool:
+    """Whether any node of the schema carries `x-kubernetes-validations`."""
+    if schema.get("x-kubernetes-validations"):
+        return True
+    children = list((schema.get("properties") or {}).values())
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            children.append(schema[key])
+    return any(has_rules(child) for child in children)
+
+
+def check(
+    value: Any,
+    old: Any,
+    schema: Schema,
+    path: str = "",
+    *,
+    schema_errors: list[FieldError] | None = None,
+) -> list[FieldError]:
+    """Run every CEL rule in the schema tree; `old` is None on create.
+
+    As the real server does, the rules are not run when the object failed its schema with an
+    enum, required, length, count or type error: the one error returned then says so (a schema
+    without rules returns none). `schema_errors` are the errors the schema validation of the
+    same object found; when not given, the object (`metadata` left out) is validated here.
+    """
+    if not has_rules(schema):
+        return []
+    if schema_errors is None:
+        body = value
+        if not path and isinstance(value, dict):
+            body = {k: v for k, v in value.items() if k != "metadata"}
+        schema_errors = validate(body, schema, path)
+    if blocks_rules(schema_errors):
+        return [FieldError("FieldValueInvalid", "<nil>", None, UNCHECKED)]
     errors: list[FieldError] = []
     _walk(_Node(value, _MISSING if old is None else old, schema, path), errors)
     return errors
@@ -190,15 +232,20 @@ def _run_rule(rule: dict[str, Any], node: _Node) -> FieldError | None:
             )
         else:
             variables["oldSelf"] = old_cel
-    path = node.path + str(rule.get("fieldPath") or "")
-    path = path.lstrip(".") or "<nil>"
     try:
         result = _evaluate(expr, variables)
     except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
-        return _error(rule, path, node.schema, f"{_describe(exc)} evaluating rule: {expr}")
+        # An evaluation error is reported at the rule's node, its fieldPath not applied.
+        return FieldError(
+            "FieldValueInvalid",
+            node.path or "<nil>",
+            str(node.schema.get("type") or ""),
+            f"{_describe(exc)} evaluating rule: {expr}",
+        )
     if result is True:
         return None
-    return _error(rule, path, node.schema, _message(rule, variables, expr))
+    path = (node.path + str(rule.get("fieldPath") or "")).lstrip(".") or "<nil>"
+    return _error(rule, path, node, _message(rule, variables, expr))
 
 
 def _describe(exc: Exception) -> str:
@@ -222,13 +269,15 @@ def _message(rule: dict[str, Any], variables: dict[str, Any], expr: str) -> str:
     return f"failed rule: {expr}"
 
 
-def _error(rule: dict[str, Any], path: str, schema: Schema, message: str) -> FieldError:
+def _error(rule: dict[str, Any], path: str, node: _Node, message: str) -> FieldError:
+    """A failed rule's error: its value is the node's own for a scalar, left out for an object
+    or a list (`Invalid value: <message>`)."""
     reason = str(rule.get("reason") or "FieldValueInvalid")
-    type_text = str(schema.get("type") or "")
+    shown = node.schema.get("type") not in ("object", "array")
     if reason == "FieldValueForbidden":
         return FieldError("FieldValueForbidden", path, detail=message)
     if reason == "FieldValueRequired":
         return FieldError("FieldValueRequired", path, detail=message)
     if reason == "FieldValueDuplicate":
-        return FieldError("FieldValueDuplicate", path, type_text, message)
-    return FieldError("FieldValueInvalid", path, type_text, message)
+        return FieldError("FieldValueDuplicate", path, node.value, show_value=shown)
+    return FieldError("FieldValueInvalid", path, node.value, message, show_value=shown)

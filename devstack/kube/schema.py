@@ -2,9 +2,9 @@
 
 Owns what the real server does with a CRD's `openAPIV3Schema` on every write: drop unknown
 fields, fill in defaults, and validate type, required, enum, pattern, lengths, bounds, item
-counts, list uniqueness and the formats CRDs use, with the kube-openapi wording the real server
-reports. CEL rules live in `devstack.kube.cel_rules`. It must never mutate a stored object: callers
-pass a fresh copy.
+counts, list uniqueness and the formats CRDs use, with the error types, wording and order of
+kube-openapi and the real server's list-type check. CEL rules live in `devstack.kube.cel_rules`.
+It must never mutate a stored object: callers pass a fresh copy.
 """
 
 from __future__ import annotations
@@ -182,56 +182,133 @@ FORMATS: dict[str, Callable[[str], bool]] = {
 
 def _type_ok(value: Any, expected: str) -> bool:
     actual = type_name(value)
-    return actual == expected or (expected == "number" and actual == "integer")
+    if actual == expected or (expected == "number" and actual == "integer"):
+        return True
+    # A float that holds a whole number passes as an integer, as Go's JSON numbers do.
+    return expected == "integer" and isinstance(value, float) and value.is_integer()
+
+
+_BLOCKING = frozenset(
+    {
+        "FieldValueNotSupported",
+        "FieldValueRequired",
+        "FieldValueTooLong",
+        "FieldValueTooMany",
+        "FieldValueTypeInvalid",
+    }
+)
+
+
+def blocks_rules(errors: list[FieldError]) -> bool:
+    """Whether the real server skips a CRD's CEL rules after these schema errors (an enum,
+    required, length, count or type failure leaves the rules unchecked)."""
+    return any(e.reason in _BLOCKING for e in errors)
 
 
 def validate(value: Any, schema: Schema, path: str = "") -> list[FieldError]:
-    """Validate a value against a structural schema; return every failure."""
-    if value is None:
-        if schema.get("nullable") or not schema.get("type"):
-            return []
-        return [_type_error(path, schema["type"], value)]
+    """Validate a value against a structural schema; return every failure.
+
+    The failures come in the real server's order: the OpenAPI validation of the whole tree
+    first, then the uniqueness of `x-kubernetes-list-type` set and map lists.
+    """
+    return _validate(value, schema, path) + list_type_errors(value, schema, path)
+
+
+def _validate(value: Any, schema: Schema, path: str) -> list[FieldError]:
+    """kube-openapi's validator chain: type, string, format, number, array, enum, object; each
+    runs when it applies to the value's own kind, whatever the type check said."""
     if schema.get("x-kubernetes-int-or-string"):
-        if not isinstance(value, int | str) or isinstance(value, bool):
-            return [_type_error(path, "integer-or-string", value)]
-        return _validate_scalar(value, schema, path)
-    expected = schema.get("type")
-    if expected and not _type_ok(value, expected):
-        return [_type_error(path, expected, value)]
-    errors = _validate_enum(value, schema, path)
+        expected = "integer,string"
+        type_ok = isinstance(value, int | str) and not isinstance(value, bool)
+    else:
+        expected = str(schema.get("type") or "")
+        type_ok = not expected or _type_ok(value, expected)
+    if value is None:
+        if expected and not schema.get("nullable"):
+            return [_type_error(path, expected, value), *_validate_enum(value, schema, path)]
+        return _validate_enum(value, schema, path)
+    errors: list[FieldError] = []
+    if not type_ok:
+        errors.append(_type_error(path, expected, value))
+    if isinstance(value, str):
+        errors += _validate_string(value, schema, path)
+        errors += _validate_format(value, schema, path)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        errors += _validate_number(value, schema, path)
+    elif isinstance(value, list):
+        errors += _validate_array(value, schema, path)
+    errors += _validate_enum(value, schema, path)
     if isinstance(value, dict):
-        return errors + _validate_object(value, schema, path)
-    if isinstance(value, list):
-        return errors + _validate_array(value, schema, path)
-    return errors + _validate_scalar(value, schema, path)
+        errors += _validate_object(value, schema, path)
+    return errors
 
 
 def _type_error(path: str, expected: str, value: Any) -> FieldError:
     actual = type_name(value)
-    return invalid(path, actual, f'{path} in body must be of type {expected}: "{actual}"')
+    return FieldError(
+        "FieldValueTypeInvalid",
+        path,
+        actual,
+        f"{path} in body must be of type {expected}: {go_quote(actual)}",
+    )
+
+
+def go_quote(text: str) -> str:
+    """Quote a string the way Go's `%q` does (strconv.Quote)."""
+    out = ['"']
+    for char in text:
+        code = ord(char)
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif char in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[char])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif not char.isprintable():
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
+
+
+_GO_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+}
 
 
 def _validate_enum(value: Any, schema: Schema, path: str) -> list[FieldError]:
     allowed = schema.get("enum")
-    if allowed is None or value in allowed:
+    if not allowed or any(_same(value, v) for v in allowed):
         return []
-    supported = ", ".join(json.dumps(v) for v in allowed)
+    # Go quotes each allowed value, a non-string one as its JSON text.
+    supported = ", ".join(go_quote(v if isinstance(v, str) else json.dumps(v)) for v in allowed)
     return [FieldError("FieldValueNotSupported", path, value, f"supported values: {supported}")]
+
+
+def _same(value: Any, allowed: Any) -> bool:
+    if isinstance(value, bool) or isinstance(allowed, bool):
+        return type(value) is type(allowed) and value == allowed
+    return bool(value == allowed)
 
 
 def _validate_object(value: dict[str, Any], schema: Schema, path: str) -> list[FieldError]:
     errors: list[FieldError] = []
-    props: dict[str, Schema] = schema.get("properties") or {}
-    for key in schema.get("required") or []:
-        if key not in value:
-            errors.append(required(join(path, key)))
-    for key, child in value.items():
-        sub = props.get(key)
-        if sub is None and isinstance(schema.get("additionalProperties"), dict):
-            errors += validate(child, schema["additionalProperties"], index(path, key))
-        elif sub is not None:
-            errors += validate(child, sub, join(path, key))
     count = len(value)
+    if "minProperties" in schema and count < schema["minProperties"]:
+        errors.append(
+            invalid(
+                path,
+                count,
+                f"{path} in body should have at least {schema['minProperties']} properties",
+            )
+        )
     if "maxProperties" in schema and count > schema["maxProperties"]:
         errors.append(
             FieldError(
@@ -241,19 +318,33 @@ def _validate_object(value: dict[str, Any], schema: Schema, path: str) -> list[F
                 f"must have at most {schema['maxProperties']} items",
             )
         )
-    if "minProperties" in schema and count < schema["minProperties"]:
-        errors.append(
-            invalid(
-                path,
-                count,
-                f"{path} in body should have at least {schema['minProperties']} properties",
-            )
-        )
+    props: dict[str, Schema] = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key, child in value.items():
+            if key not in props:
+                errors += _validate(child, extra, join(path, key))
+    for key, child in value.items():
+        if key in props:
+            errors += _validate(child, props[key], join(path, key))
+    for key in schema.get("required") or []:
+        if key not in value:
+            errors.append(required(join(path, key)))
     return errors
 
 
 def _validate_array(value: list[Any], schema: Schema, path: str) -> list[FieldError]:
     errors: list[FieldError] = []
+    items = schema.get("items")
+    if isinstance(items, dict):
+        for i, item in enumerate(value):
+            errors += _validate(item, items, index(path, i))
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        errors.append(
+            invalid(
+                path, len(value), f"{path} in body should have at least {schema['minItems']} items"
+            )
+        )
     if "maxItems" in schema and len(value) > schema["maxItems"]:
         errors.append(
             FieldError(
@@ -263,82 +354,100 @@ def _validate_array(value: list[Any], schema: Schema, path: str) -> list[FieldEr
                 f"must have at most {schema['maxItems']} items",
             )
         )
-    if "minItems" in schema and len(value) < schema["minItems"]:
-        errors.append(
-            invalid(
-                path, len(value), f"{path} in body should have at least {schema['minItems']} items"
-            )
-        )
-    items = schema.get("items")
-    if isinstance(items, dict):
-        for i, item in enumerate(value):
-            errors += validate(item, items, index(path, i))
-    errors += _validate_list_type(value, schema, path)
     return errors
 
 
-def _validate_list_type(value: list[Any], schema: Schema, path: str) -> list[FieldError]:
-    list_type = schema.get("x-kubernetes-list-type")
-    keys: list[str] = schema.get("x-kubernetes-list-map-keys") or []
-    seen: set[str] = set()
+def list_type_errors(value: Any, schema: Schema, path: str = "") -> list[FieldError]:
+    """Duplicates in `x-kubernetes-list-type` set and map lists, anywhere in the tree: one error
+    at the second occurrence of each repeated item (or key)."""
     errors: list[FieldError] = []
-    for i, item in enumerate(value):
-        if list_type == "set":
-            marker = json.dumps(item, sort_keys=True)
-        elif list_type == "map" and isinstance(item, dict):
-            marker = json.dumps({k: item.get(k) for k in keys}, sort_keys=True)
-        else:
-            continue
-        if marker in seen:
-            dup = item if list_type == "set" else {k: item.get(k) for k in keys}
-            errors.append(FieldError("FieldValueDuplicate", index(path, i), dup))
-        seen.add(marker)
+    if isinstance(value, dict):
+        props: dict[str, Schema] = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key, child in value.items():
+                errors += list_type_errors(child, extra, index(path, key))
+        for key, child in value.items():
+            if key in props:
+                errors += list_type_errors(child, props[key], join(path, key))
+    elif isinstance(value, list):
+        errors += _duplicates(value, schema, path)
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for i, item in enumerate(value):
+                errors += list_type_errors(item, items, index(path, i))
     return errors
 
 
-def _validate_scalar(value: Any, schema: Schema, path: str) -> list[FieldError]:
-    if isinstance(value, str):
-        return _validate_string(value, schema, path)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return _validate_number(value, schema, path)
-    return []
+def _duplicates(value: list[Any], schema: Schema, path: str) -> list[FieldError]:
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type == "map":
+        for i, item in enumerate(value):
+            if item is not None and not isinstance(item, dict):
+                return [
+                    invalid(index(path, i), item, "must be an object for an array of list-type map")
+                ]
+        keys: list[str] = schema.get("x-kubernetes-list-map-keys") or []
+        markers = [
+            {k: item[k] for k in sorted(keys) if k in item} if isinstance(item, dict) else {}
+            for item in value
+        ]
+    elif list_type == "set":
+        markers = list(value)
+    else:
+        return []
+    seen: dict[str, int] = {}
+    errors: list[FieldError] = []
+    for i, marker in enumerate(markers):
+        text = json.dumps([type_name(marker), marker], sort_keys=True)
+        seen[text] = seen.get(text, 0) + 1
+        if seen[text] == 2:
+            errors.append(FieldError("FieldValueDuplicate", index(path, i), marker))
+    return errors
 
 
 def _validate_string(value: str, schema: Schema, path: str) -> list[FieldError]:
-    errors: list[FieldError] = []
+    """maxLength, minLength, pattern: the first that fails is the only error."""
     length = len(value)
     if "maxLength" in schema and length > schema["maxLength"]:
         limit = schema["maxLength"]
         unit = "byte" if limit == 1 else "bytes"
-        errors.append(
+        return [
             FieldError("FieldValueTooLong", path, value, f"may not be more than {limit} {unit}")
-        )
+        ]
     if "minLength" in schema and length < schema["minLength"]:
-        errors.append(
+        return [
             invalid(
                 path, value, f"{path} in body should be at least {schema['minLength']} chars long"
             )
-        )
+        ]
     pattern = schema.get("pattern")
     if pattern is not None and not re.search(pattern, value):
-        errors.append(invalid(path, value, f"{path} in body should match '{pattern}'"))
+        return [invalid(path, value, f"{path} in body should match '{pattern}'")]
+    return []
+
+
+def _validate_format(value: str, schema: Schema, path: str) -> list[FieldError]:
     fmt = schema.get("format")
     check = FORMATS.get(fmt or "")
-    if check is not None and not check(value):
-        errors.append(invalid(path, value, f'{path} in body must be of type {fmt}: "{value}"'))
-    return errors
+    if check is None or check(value):
+        return []
+    return [
+        FieldError(
+            "FieldValueTypeInvalid",
+            path,
+            value,
+            f"{path} in body must be of type {fmt}: {go_quote(value)}",
+        )
+    ]
 
 
 def _validate_number(value: float, schema: Schema, path: str) -> list[FieldError]:
+    """multipleOf, maximum, minimum, each checked."""
     errors: list[FieldError] = []
-    low = schema.get("minimum")
-    if low is not None:
-        if schema.get("exclusiveMinimum") and value <= low:
-            errors.append(invalid(path, value, f"{path} in body should be greater than {low}"))
-        elif value < low:
-            errors.append(
-                invalid(path, value, f"{path} in body should be greater than or equal to {low}")
-            )
+    step = schema.get("multipleOf")
+    if step and value % step:
+        errors.append(invalid(path, value, f"{path} in body should be a multiple of {step}"))
     high = schema.get("maximum")
     if high is not None:
         if schema.get("exclusiveMaximum") and value >= high:
@@ -347,7 +456,12 @@ def _validate_number(value: float, schema: Schema, path: str) -> list[FieldError
             errors.append(
                 invalid(path, value, f"{path} in body should be less than or equal to {high}")
             )
-    step = schema.get("multipleOf")
-    if step and value % step:
-        errors.append(invalid(path, value, f"{path} in body should be a multiple of {step}"))
+    low = schema.get("minimum")
+    if low is not None:
+        if schema.get("exclusiveMinimum") and value <= low:
+            errors.append(invalid(path, value, f"{path} in body should be greater than {low}"))
+        elif value < low:
+            errors.append(
+                invalid(path, value, f"{path} in body should be greater than or equal to {low}")
+            )
     return errors

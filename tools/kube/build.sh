@@ -2,6 +2,7 @@
 # Builds the real Kubernetes control plane the slow integration tests run against:
 #   tools/kube/bin/kube-apiserver, tools/kube/bin/kube-controller-manager  (module ./apiserver)
 #   tools/kube/bin/etcd                                                    (module ./etcd)
+#   tools/kube/bin/helm                                                    (module ./helm)
 # Each binary is rebuilt only when its module's go.mod or go.sum is newer than it and differs
 # from what it was built from (recorded in bin/NAME.sum, so that binaries restored from a CI
 # cache into a fresh checkout, whose files are all new, still count as up to date).
@@ -79,3 +80,9 @@ build etcd "$here/etcd" go.etcd.io/etcd/server/v3
 build kube-apiserver "$here/apiserver" k8s.io/kubernetes/cmd/kube-apiserver "${kube_ldflags[@]}"
 build kube-controller-manager "$here/apiserver" k8s.io/kubernetes/cmd/kube-controller-manager \
     "${kube_ldflags[@]}"
+
+helm_version="$(cd "$here/helm" && nice -n 19 "$go_cmd" list -m -f '{{.Version}}' helm.sh/helm/v4)"
+# What `helm version` and .Capabilities.HelmVersion report; without these Helm says v4.N.
+build helm "$here/helm" helm.sh/helm/v4/cmd/helm \
+    "-X helm.sh/helm/v4/internal/version.version=$helm_version" \
+    "-X helm.sh/helm/v4/internal/version.gitTreeState=clean"

@@ -16,6 +16,12 @@ from kubernetes.client.rest import ApiException
 from tests.integration.devstack.conftest import DB_CRD
 
 GROUP, VERSION, PLURAL = "c5c3.io", "v1alpha1", "mariadbdatabases"
+# What the real server adds when an enum, required, length, count or type failure keeps it from
+# running the CRD's CEL rules.
+UNCHECKED = (
+    "some validation rules were not checked because the object was invalid; correct the "
+    "existing errors to complete validation"
+)
 
 
 def _db(name: str, **spec: Any) -> dict[str, Any]:
@@ -75,12 +81,17 @@ def test_unknown_fields_are_pruned(custom: client.CustomObjectsApi, namespace: s
 
 def test_required_field(custom: client.CustomObjectsApi, namespace: str) -> None:
     status = _invalid(custom, namespace, _db("noname"))
-    assert (
-        status["message"]
-        == 'MariaDBDatabase.c5c3.io "noname" is invalid: spec.databaseName: Required value'
+    assert status["message"] == (
+        'MariaDBDatabase.c5c3.io "noname" is invalid: '
+        f"[spec.databaseName: Required value, <nil>: Invalid value: null: {UNCHECKED}]"
     )
     assert status["details"]["causes"] == [
-        {"reason": "FieldValueRequired", "message": "Required value", "field": "spec.databaseName"}
+        {"reason": "FieldValueRequired", "message": "Required value", "field": "spec.databaseName"},
+        {
+            "reason": "FieldValueInvalid",
+            "message": f"Invalid value: null: {UNCHECKED}",
+            "field": "<nil>",
+        },
     ]
     assert status["details"]["kind"] == "MariaDBDatabase"
     assert status["details"]["group"] == GROUP
@@ -96,15 +107,18 @@ def test_required_field(custom: client.CustomObjectsApi, namespace: str) -> None
         ),
         (
             {"databaseName": ""},
-            '[spec.databaseName: Invalid value: "": '
-            "spec.databaseName in body should be at least 1 chars long, "
             'spec.databaseName: Invalid value: "": '
-            "spec.databaseName in body should match '^[a-z][a-z0-9_]*$']",
+            "spec.databaseName in body should be at least 1 chars long",
         ),
-        ({"databaseName": "a" * 17}, "spec.databaseName: Too long: may not be more than 16 bytes"),
+        (
+            {"databaseName": "a" * 17},
+            "[spec.databaseName: Too long: may not be more than 16 bytes, "
+            f"<nil>: Invalid value: null: {UNCHECKED}]",
+        ),
         (
             {"databaseName": "a", "engine": "postgres"},
-            'spec.engine: Unsupported value: "postgres": supported values: "mariadb", "mysql"',
+            '[spec.engine: Unsupported value: "postgres": supported values: "mariadb", "mysql", '
+            f"<nil>: Invalid value: null: {UNCHECKED}]",
         ),
         (
             {"databaseName": "a", "sizeGi": 0},
@@ -118,21 +132,24 @@ def test_required_field(custom: client.CustomObjectsApi, namespace: str) -> None
         ),
         (
             {"databaseName": "a", "sizeGi": "big"},
-            'spec.sizeGi: Invalid value: "string": '
-            'spec.sizeGi in body must be of type integer: "string"',
+            '[spec.sizeGi: Invalid value: "string": '
+            'spec.sizeGi in body must be of type integer: "string", '
+            f"<nil>: Invalid value: null: {UNCHECKED}]",
         ),
         (
             {"databaseName": "a", "users": ["x", "y", "z"]},
-            "spec.users: Too many: 3: must have at most 2 items",
+            "[spec.users: Too many: 3: must have at most 2 items, "
+            f"<nil>: Invalid value: null: {UNCHECKED}]",
         ),
         (
             {"databaseName": "a", "charset": "nope"},
-            'spec.charset: Invalid value: "nope": '
-            'spec.charset in body must be of type uuid: "nope"',
+            '[spec.charset: Invalid value: "nope": '
+            'spec.charset in body must be of type uuid: "nope", '
+            f"<nil>: Invalid value: null: {UNCHECKED}]",
         ),
         (
             {"databaseName": "a", "namespace": "much-too-long"},
-            'spec.namespace: Invalid value: "object": namespace too long',
+            "spec.namespace: Invalid value: namespace too long",
         ),
     ],
     ids=[
@@ -175,8 +192,7 @@ def test_transition_rule_blocks_engine_change(
         )
     assert err.value.status == 422
     assert json.loads(err.value.body)["message"] == (
-        'MariaDBDatabase.c5c3.io "engine" is invalid: '
-        'spec: Invalid value: "object": engine is immutable'
+        'MariaDBDatabase.c5c3.io "engine" is invalid: spec: Invalid value: engine is immutable'
     )
     ok = custom.patch_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, "engine", {"spec": {"sizeGi": 5}}

@@ -83,7 +83,7 @@ def test_apply_get_patch_edit_delete_custom_resource(
         '{"spec":{"engine":"mysql"}}',
     )
     assert refused.returncode != 0
-    assert 'spec: Invalid value: "object": engine is immutable' in refused.stderr
+    assert "spec: Invalid value: engine is immutable" in refused.stderr
     assert "deleted" in _ok(kubectl("-n", namespace, "delete", "mdb", "orders"))
     assert "No resources found" in kubectl("-n", namespace, "get", "mdb").stderr
 

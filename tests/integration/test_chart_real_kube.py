@@ -1,0 +1,381 @@
+"""The chart installed by `helm install` on real kube-apiservers, every object really created.
+
+Two clusters from devstack/realkube.py, each with a kube-controller-manager: `management` gets
+the management values with every optional object the chart renders there turned on (the
+ServiceMonitors and the PrometheusRule, whose CRDs tests/fixtures/monitoring_crds.py stands in
+for, the worker PodDisruptionBudget, both NetworkPolicies, the dashboard, Flower, a Sentinel
+Redis, a kubeconfig Secret and a projected OpenBao token), and `edge-1` the target-cluster values
+(Roles and RoleBindings in assigned and placed namespaces, and a ServiceAccount token Secret).
+The Helm binary is the one `make kube` builds into tools/kube/bin (tools/kube/helm pins it); it
+installs the chart's CRDs, then every template with server-side apply, no dry run.
+
+The tests check that the release is deployed, that the chart's CRDs are Established, that every
+object of the release's manifest reads back from the server with everything the chart set (the
+server may add defaults, never drop or change a rendered field) and with Helm as its apply
+manager, that the Helm binary renders what the chart tests render through helm_python, and that
+the token controller fills in the target cluster's token Secret.
+
+KEDA stays off: its ScaledObject and TriggerAuthentication need KEDA's CRDs, and a stand-in
+that keeps `spec` as it comes would check nothing a real server checks.
+
+The binaries come from `make kube`, which `make test` runs first; without them the tests fail
+and say so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from devstack import realkube
+from devstack.chart import CHART_DIR, render_chart
+from tests.fixtures.monitoring_crds import monitoring_crds
+
+ROOT = Path(__file__).resolve().parents[2]
+HELM = realkube.BIN_DIR / "helm"
+HELM_MODULE = ROOT / "tools" / "kube" / "helm" / "go.mod"
+KUBECTL = str(ROOT / ".venv" / "bin" / "kubectl")
+CHART_CRDS = sorted((CHART_DIR / "crds").glob("*.yaml"))
+RELEASE = "tdb"
+NAMESPACE = "tenantdb-system"
+MANAGEMENT = "management"
+TARGET = "edge-1"
+COMMAND_TIMEOUT = 60
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding"}
+
+MANAGEMENT_VALUES: dict[str, Any] = {
+    "imagePullSecrets": [{"name": "registry"}],
+    "serviceAccount": {"annotations": {"example.com/owner": "platform"}},
+    "redis": {
+        "existingSecret": "tenantdb-redis",
+        "sentinel": {"enabled": True, "hosts": ["sentinel-0:26379", "sentinel-1:26379"]},
+    },
+    "keyPrefix": "prod:",
+    "openbao": {"role": "tenantdb", "tokenAudience": "openbao"},
+    "kubeconfig": {
+        "existingSecret": "tenantdb-clusters",
+        "managementContext": "mgmt",
+        "targetContexts": ["edge-1", "edge-2"],
+    },
+    "metrics": {
+        "service": {"annotations": {"example.com/scrape": "true"}},
+        "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
+        "prometheusRule": {
+            "enabled": True,
+            "labels": {"release": "prom"},
+            "runbookUrl": "https://git.example.com/tenantdb/blob/v0.1.0/docs/operations.md",
+        },
+        "dashboard": {"enabled": True, "annotations": {"grafana_folder": "tenantdb"}},
+    },
+    "config": {"TENANTDB_TASK_TIME_LIMIT_SECONDS": 100, "TENANTDB_RESYNC_SECONDS": "0"},
+    "worker": {
+        "concurrency": 8,
+        "queues": ["provision", "teardown"],
+        "extraArgs": ["-O", "fair"],
+        "podDisruptionBudget": {"enabled": True, "maxUnavailable": "50%"},
+        "tolerations": [
+            {"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}
+        ],
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {
+                                "matchLabels": {"app.kubernetes.io/component": "worker"}
+                            },
+                        },
+                    }
+                ]
+            }
+        },
+    },
+    "watcher": {"nodeSelector": {"kubernetes.io/os": "linux"}},
+    "flower": {"enabled": True, "service": {"annotations": {"example.com/expose": "internal"}}},
+    "keda": {"enabled": False},
+    "networkPolicy": {
+        "enabled": True,
+        "metricsFrom": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}],
+        "flowerFrom": [{"podSelector": {"matchLabels": {"app": "ops-proxy"}}}],
+        "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]}],
+    },
+    "podAnnotations": {"example.com/team": "databases"},
+    "podLabels": {"example.com/tier": "control"},
+}
+TARGET_VALUES: dict[str, Any] = {
+    "targetCluster": {
+        "enabled": True,
+        "assignedNamespaces": ["team-a", "team-b"],
+        "placedNamespaces": ["openstack"],
+        "createTokenSecret": True,
+    }
+}
+VALUES = {MANAGEMENT: MANAGEMENT_VALUES, TARGET: TARGET_VALUES}
+EXPECTED_KINDS = {
+    MANAGEMENT: {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "Service",
+        "Deployment",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+        "ServiceMonitor",
+        "PrometheusRule",
+    },
+    TARGET: {"ServiceAccount", "Secret", "Role", "RoleBinding"},
+}
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+
+@dataclass(frozen=True)
+class Installed:
+    """One cluster with the release installed."""
+
+    name: str
+    kubeconfig: Path
+    home: Path
+    manifest: list[dict[str, Any]]
+    """The release's objects, as `helm get manifest` prints them."""
+    install_stderr: str
+    """What `helm install` wrote to stderr: the server's warnings, if any."""
+
+
+def _env(home: Path, kubeconfig: Path) -> dict[str, str]:
+    """Only what Helm and kubectl need, every cache and config directory under `home`."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "KUBECONFIG": str(kubeconfig),
+        "KUBECACHEDIR": str(home / "kube-cache"),
+        "HELM_CACHE_HOME": str(home / "helm-cache"),
+        "HELM_CONFIG_HOME": str(home / "helm-config"),
+        "HELM_DATA_HOME": str(home / "helm-data"),
+    }
+
+
+def _run(command: list[str], home: Path, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        env=_env(home, kubeconfig),
+        cwd=home,
+        check=False,
+    )
+
+
+def _must(command: list[str], home: Path, kubeconfig: Path) -> str:
+    done = _run(command, home, kubeconfig)
+    if done.returncode != 0:
+        pytest.fail(f"{' '.join(command[:3])} failed ({done.returncode}):\n{done.stderr}")
+    return done.stdout
+
+
+def _install(kube: realkube.RealKube, name: str, home: Path) -> Installed:
+    kubeconfig = kube[name].kubeconfig
+    home.mkdir(parents=True, exist_ok=True)
+    kubectl = [KUBECTL, "--kubeconfig", str(kubeconfig)]
+    if name == MANAGEMENT:
+        crds = home / "monitoring-crds.yaml"
+        crds.write_text(yaml.safe_dump_all(monitoring_crds()))
+        _must([*kubectl, "create", "-f", str(crds)], home, kubeconfig)
+        _must([*kubectl, "wait", "--for=condition=Established", "-f", str(crds)], home, kubeconfig)
+    else:
+        target = TARGET_VALUES["targetCluster"]
+        for namespace in (*target["assignedNamespaces"], *target["placedNamespaces"]):
+            _must([*kubectl, "create", "namespace", namespace], home, kubeconfig)
+    values = home / "values.yaml"
+    values.write_text(json.dumps(VALUES[name], indent=2))
+    helm = [str(HELM), "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE]
+    install = [*helm, "install", RELEASE, str(CHART_DIR), "--create-namespace"]
+    done = _run([*install, "--values", str(values)], home, kubeconfig)
+    if done.returncode != 0:
+        pytest.fail(f"helm install on {name} failed ({done.returncode}):\n{done.stderr}")
+    manifest = _must([*helm, "get", "manifest", RELEASE], home, kubeconfig)
+    return Installed(
+        name,
+        kubeconfig,
+        home,
+        [doc for doc in yaml.safe_load_all(manifest) if doc],
+        done.stderr,
+    )
+
+
+@pytest.fixture(scope="module")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[realkube.RealKube]:
+    """Both clusters running; their logs stay in the pytest temporary directory."""
+    missing = realkube.missing_binaries()
+    if not os.access(HELM, os.X_OK):
+        missing.append("helm")
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not built in tools/kube/bin; run `make kube`")
+    started = realkube.start_real_clusters(
+        tmp_path_factory.mktemp("realkube"), (MANAGEMENT, TARGET), controller_manager=True
+    )
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def installed(
+    kube: realkube.RealKube, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Installed]:
+    """The release installed on both clusters, by cluster name."""
+    base = tmp_path_factory.mktemp("helm")
+    return {name: _install(kube, name, base / name) for name in (MANAGEMENT, TARGET)}
+
+
+def _helm(cluster: Installed, *args: str) -> str:
+    command = [str(HELM), "--kubeconfig", str(cluster.kubeconfig), "--namespace", NAMESPACE]
+    return _must([*command, *args], cluster.home, cluster.kubeconfig)
+
+
+def _kubectl_json(cluster: Installed, *args: str) -> Any:
+    out = _must(
+        [KUBECTL, "--kubeconfig", str(cluster.kubeconfig), *args, "-o", "json"],
+        cluster.home,
+        cluster.kubeconfig,
+    )
+    return json.loads(out)
+
+
+def _differences(rendered: Any, stored: Any, path: str = "") -> list[str]:
+    """Where `stored` lacks or changes something `rendered` has (extra stored fields are fine)."""
+    if isinstance(rendered, dict):
+        if not isinstance(stored, dict):
+            return [f"{path or '.'}: {stored!r} is no object"]
+        found: list[str] = []
+        for key, value in rendered.items():
+            if key not in stored:
+                found.append(f"{path}.{key}: dropped")
+            else:
+                found += _differences(value, stored[key], f"{path}.{key}")
+        return found
+    if isinstance(rendered, list):
+        if not isinstance(stored, list) or len(stored) != len(rendered):
+            return [f"{path}: {stored!r} is not the {len(rendered)} items rendered"]
+        found = []
+        for i, (mine, theirs) in enumerate(zip(rendered, stored, strict=True)):
+            found += _differences(mine, theirs, f"{path}[{i}]")
+        return found
+    if rendered != stored:
+        return [f"{path}: rendered {rendered!r}, stored {stored!r}"]
+    return []
+
+
+def _ident(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    return "/".join(p for p in (obj["kind"], meta.get("namespace", ""), meta["name"]) if p)
+
+
+CLUSTERS = pytest.mark.parametrize("cluster", [MANAGEMENT, TARGET])
+
+
+def test_helm_is_the_pinned_release(tmp_path: Path) -> None:
+    if not os.access(HELM, os.X_OK):
+        pytest.fail(f"helm not built in {realkube.BIN_DIR}; run `make kube`")
+    pinned = re.search(r"^require helm\.sh/helm/v4 (v\S+)$", HELM_MODULE.read_text(), re.M)
+    assert pinned is not None
+    version = _must(
+        [str(HELM), "version", "--template", "{{.Version}}"], tmp_path, tmp_path / "none"
+    )
+    assert version == pinned.group(1)
+
+
+@CLUSTERS
+def test_release_is_deployed(installed: dict[str, Installed], cluster: str) -> None:
+    target = installed[cluster]
+    status = json.loads(_helm(target, "status", RELEASE, "-o", "json"))
+    assert status["info"]["status"] == "deployed"
+    assert EXPECTED_KINDS[cluster] <= {obj["kind"] for obj in target.manifest}
+
+
+@CLUSTERS
+def test_server_sent_no_warnings(installed: dict[str, Installed], cluster: str) -> None:
+    assert installed[cluster].install_stderr == ""
+
+
+@CLUSTERS
+@pytest.mark.parametrize("path", CHART_CRDS, ids=[p.name for p in CHART_CRDS])
+def test_chart_crds_are_established(
+    installed: dict[str, Installed], cluster: str, path: Path
+) -> None:
+    target = installed[cluster]
+    name = yaml.safe_load(path.read_text())["metadata"]["name"]
+    stored = _kubectl_json(target, "get", f"customresourcedefinitions/{name}")
+    conditions = {c["type"]: c["status"] for c in stored["status"]["conditions"]}
+    assert conditions.get("Established") == "True", conditions
+    assert conditions.get("NamesAccepted") == "True", conditions
+
+
+@CLUSTERS
+def test_every_object_reads_back_as_rendered(installed: dict[str, Installed], cluster: str) -> None:
+    target = installed[cluster]
+    listing = target.home / "release.yaml"
+    # Helm puts the objects the chart leaves without a namespace into the release's; kubectl
+    # drops the namespace of a cluster-scoped one.
+    listing.write_text(
+        yaml.safe_dump_all(
+            [
+                {**obj, "metadata": {"namespace": NAMESPACE, **obj["metadata"]}}
+                for obj in target.manifest
+            ]
+        )
+    )
+    stored = _kubectl_json(target, "get", "-f", str(listing), "--show-managed-fields")["items"]
+    assert [(o["kind"], o["metadata"]["name"]) for o in stored] == [
+        (o["kind"], o["metadata"]["name"]) for o in target.manifest
+    ]
+    problems: list[str] = []
+    for rendered, live in zip(target.manifest, stored, strict=True):
+        if live["kind"] not in CLUSTER_SCOPED and "namespace" not in rendered["metadata"]:
+            rendered = {**rendered, "metadata": {"namespace": NAMESPACE, **rendered["metadata"]}}
+        problems += [f"{_ident(live)} {d}" for d in _differences(rendered, live)]
+        managers = {
+            (m["manager"], m["operation"]) for m in live["metadata"].get("managedFields", [])
+        }
+        if ("helm", "Apply") not in managers:
+            problems.append(f"{_ident(live)}: not server-side applied by helm: {managers}")
+    assert problems == []
+
+
+@CLUSTERS
+def test_helm_renders_what_the_chart_tests_render(
+    installed: dict[str, Installed], cluster: str
+) -> None:
+    ours = render_chart(VALUES[cluster], release=RELEASE, namespace=NAMESPACE)
+    assert sorted(map(_ident, installed[cluster].manifest)) == sorted(map(_ident, ours))
+    by_ident = {_ident(obj): obj for obj in ours}
+    for obj in installed[cluster].manifest:
+        assert obj == by_ident[_ident(obj)], _ident(obj)
+
+
+def test_target_token_secret_is_filled_in(installed: dict[str, Installed]) -> None:
+    target = installed[TARGET]
+    secret = next(o for o in target.manifest if o["kind"] == "Secret")
+    deadline = time.monotonic() + 30
+    while True:
+        stored = _kubectl_json(
+            target, "get", "secret", secret["metadata"]["name"], "--namespace", NAMESPACE
+        )
+        if {"token", "ca.crt", "namespace"} <= set(stored.get("data") or {}):
+            break
+        if time.monotonic() > deadline:
+            pytest.fail(f"the token controller left {secret['metadata']['name']} empty: {stored}")
+        time.sleep(0.2)
