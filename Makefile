@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+API_SERVER ?= devstack
 
 .DEFAULT_GOAL := help
 
@@ -38,7 +39,7 @@ gen: $(STAMP) ## Regenerate the CRDs in charts/tenantdb/crds from tenantdb/core/
 	$(BIN)/python tools/gen_crds.py
 
 .PHONY: kube
-kube: ## Build the real kube-apiserver and etcd into tools/kube/bin (first time: minutes)
+kube: ## Build the real kube-apiserver, etcd and helm into tools/kube/bin (first time: minutes)
 	bash tools/kube/build.sh
 
 .PHONY: unit
@@ -58,12 +59,12 @@ demo: $(STAMP) ## Run the whole stack locally with three example orders (Ctrl-C 
 	$(BIN)/tenantdb demo
 
 .PHONY: bench
-bench: $(STAMP) ## Measure what an order costs on fresh devstacks (~20 min); writes docs/benchmarks.md
-	$(BIN)/python -m bench --profile full --doc docs/benchmarks.md
+bench: $(STAMP) kube ## Measure what an order costs (~25 min; API_SERVER=real for real kube-apiservers); writes docs/benchmarks.md
+	$(BIN)/python -m bench --profile full --api-server $(API_SERVER) --doc docs/benchmarks.md
 
 .PHONY: bench-quick
 bench-quick: $(STAMP) ## The benchmark tables for small N, in under 3 minutes (prints them)
-	$(BIN)/python -m bench --profile quick --out-dir $${TMPDIR:-/tmp}/tenantdb-bench
+	$(BIN)/python -m bench --profile quick --api-server $(API_SERVER) --out-dir $${TMPDIR:-/tmp}/tenantdb-bench
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches

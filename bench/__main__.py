@@ -130,10 +130,19 @@ def commit() -> str:
     return f"{head}-dirty" if dirty else head
 
 
+API_SERVER = {"name": "devstack"}
+"""The API server every scenario's stack runs on (`--api-server`), the side by side aside."""
+
+
 def _with_stack(
-    workers: int, body: Callable[[Stack], Figures], *, dead_group: bool = False
+    workers: int,
+    body: Callable[[Stack], Figures],
+    *,
+    dead_group: bool = False,
+    api_server: str | None = None,
 ) -> Figures:
-    stack = Stack(temp_state(), workers, dead_group=dead_group)
+    server = api_server or API_SERVER["name"]
+    stack = Stack(temp_state(), workers, dead_group=dead_group, api_server=server)
     try:
         stack.up()
         return body(stack)
@@ -176,6 +185,22 @@ def run_warm(profile: Profile) -> Figures:
         }
 
     return _with_stack(2, body)
+
+
+def run_servers(profile: Profile) -> Figures:
+    """A new order and a converged pass on the devstack's API servers and on real ones, each
+    on a warm stack of its own: tenantdb must make the same requests on both."""
+
+    def body(stack: Stack) -> Figures:
+        scenarios.converged_forced(stack)  # warm the workers
+        new, forced = [], []
+        for i in range(profile.runs):
+            _say(f"bench: {stack.api_server} API server, run {i + 1}/{profile.runs}")
+            new.append(scenarios.new_orders_warm(stack, profile.warm_orders))
+            forced.append(scenarios.converged_forced(stack))
+        return {"new_order": summarize(new), "converged_forced": summarize(forced)}
+
+    return {server: _with_stack(2, body, api_server=server) for server in ("devstack", "real")}
 
 
 def run_cold(profile: Profile) -> Figures:
@@ -264,12 +289,14 @@ def run(profile_name: str, save: Callable[[Figures], None] = lambda report: None
         "commit": commit(),
         "machine": machine(),
         "sizes": profile.__dict__,
+        "api_server": API_SERVER["name"],
     }
     for group, function in (
         ("warm", run_warm),
         ("cold", run_cold),
         ("refresh", run_refresh),
         ("dead_group", run_dead_group),
+        ("servers", run_servers),
     ):
         report[group] = function(profile)
         report["bench_seconds"] = time.monotonic() - started
@@ -300,7 +327,14 @@ def main(argv: list[str] | None = None) -> int:
         default=BASELINE,
         help="an earlier results file to compare the headline figures with (same profile only)",
     )
+    parser.add_argument(
+        "--api-server",
+        choices=("devstack", "real"),
+        default="devstack",
+        help="the API servers the scenarios run on (the side-by-side table runs on both)",
+    )
     args = parser.parse_args(argv)
+    API_SERVER["name"] = args.api_server
     args.out_dir.mkdir(parents=True, exist_ok=True)
     suffix = "" if args.profile == "full" else f"-{args.profile}"
 

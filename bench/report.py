@@ -313,6 +313,42 @@ _COMPARED = (
 )
 
 
+_SIDE_BY_SIDE = (
+    ("new order: create-to-Ready p50 (s)", "new_order", "ready_p50_s"),
+    ("new order: passes", "new_order", "passes"),
+    ("new order: Kubernetes requests", "new_order", "kube_requests"),
+    ("new order: Celery tasks", "new_order", "celery_tasks"),
+    ("new order: tenantdb CPU (s)", "new_order", "tenantdb_cpu_s"),
+    ("converged pass: Kubernetes requests", "converged_forced", "kube_requests"),
+    ("converged pass: Celery tasks", "converged_forced", "celery_tasks"),
+    ("converged pass: tenantdb CPU (s)", "converged_forced", "tenantdb_cpu_s"),
+)
+
+
+def _servers(servers: Figures | None) -> list[str]:
+    """The devstack's API servers and real kube-apiservers side by side."""
+    if not servers:
+        return []
+    devstack, real = servers.get("devstack") or {}, servers.get("real") or {}
+    lines = [
+        "## The devstack and a real kube-apiserver",
+        "",
+        "The same scenarios on a warm stack whose clusters are the devstack's API servers, and on"
+        " one whose clusters are real kube-apiservers over one etcd (`make kube`), with the"
+        " same stand-in operators over HTTPS. On the real servers tenantdb's requests are"
+        " counted from their audit logs. The request counts must be equal: tenantdb asks both"
+        " servers the same questions.",
+        "",
+        "| figure | devstack | real kube-apiserver |",
+        "|---|---|---|",
+    ]
+    for label, scenario, key in _SIDE_BY_SIDE:
+        left = (devstack.get(scenario) or {}).get(key)
+        right = (real.get(scenario) or {}).get(key)
+        lines.append(f"| {label} | {cell(left)} | {cell(right)} |")
+    return [*lines, ""]
+
+
 def _lookup(report: Figures, path: tuple[str, ...]) -> Any:
     value: Any = report
     for part in path:
@@ -372,4 +408,5 @@ def render_markdown(report: Figures, baseline: Figures | None = None) -> str:
     lines += _storms(warm, cold)
     lines += _refresh(report["refresh"])
     lines += _dead_group(report.get("dead_group"))
+    lines += _servers(report.get("servers"))
     return "\n".join(lines)

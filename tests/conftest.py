@@ -1,4 +1,5 @@
-"""Fixtures every test layer shares: the real Redis, and a key prefix of each test's own."""
+"""Fixtures every test layer shares: the real Redis, a key prefix of each test's own, and the
+API server a platform runs on (a test marked `real_server` runs on both)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,23 @@ import redis
 from tenantdb.adapters.groupguard import GroupGuard
 
 REDIS_URL = os.environ.get("TENANTDB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run a test marked `real_server` on both API servers, unless it is `devstack_only`."""
+    node = metafunc.definition
+    if "api_server" not in metafunc.fixturenames or node.get_closest_marker("real_server") is None:
+        return
+    if node.get_closest_marker("devstack_only") is not None:
+        return
+    metafunc.parametrize("api_server", ["devstack", "real"])
+
+
+@pytest.fixture
+def api_server() -> str:
+    """The API server the stack's clusters run on: `devstack`, or `real` (kube-apiserver and
+    etcd from `make kube`) for the tests marked `real_server`, which run on both."""
+    return "devstack"
 
 
 @pytest.fixture

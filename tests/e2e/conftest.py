@@ -367,23 +367,6 @@ def mysql_group() -> Iterator[MysqlGroup]:
             group.stop()
 
 
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Run a test marked `real_server` on both API servers, unless it is `devstack_only`."""
-    node = metafunc.definition
-    if "api_server" not in metafunc.fixturenames or node.get_closest_marker("real_server") is None:
-        return
-    if node.get_closest_marker("devstack_only") is not None:
-        return
-    metafunc.parametrize("api_server", ["devstack", "real"])
-
-
-@pytest.fixture
-def api_server() -> str:
-    """The API server the stack's clusters run on: `devstack`, or `real` (kube-apiserver and
-    etcd from `make kube`) for the tests marked `real_server`, which run on both."""
-    return "devstack"
-
-
 @pytest.fixture
 def platform_options() -> dict[str, Any]:
     """Keyword arguments of ``start_platform`` for ``stack``; a test module may override it."""

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import redis
@@ -95,6 +96,36 @@ def _audit_time(text: str) -> datetime:
         except ValueError:
             continue
     raise ValueError(f"not an audit time: {text!r}")
+
+
+_WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+def real_audit_entries(events: Sequence[dict[str, Any]]) -> list[AuditEntry]:
+    """A real API server's audit events of completed writes, as the devstack's `AuditEntry`:
+    the time the response was sent, the field manager from the request's query."""
+    entries: list[AuditEntry] = []
+    for event in events:
+        if event.get("stage") != "ResponseComplete" or event.get("verb") not in _WRITE_VERBS:
+            continue
+        ref = event.get("objectRef") or {}
+        query = parse_qs(urlsplit(str(event.get("requestURI", ""))).query)
+        group = f".{ref['apiGroup']}" if ref.get("apiGroup") else ""
+        sub = f"/{ref['subresource']}" if ref.get("subresource") else ""
+        entries.append(
+            AuditEntry(
+                time=str(event.get("stageTimestamp", "")),
+                user=str((event.get("user") or {}).get("username", "")),
+                verb=str(event["verb"]),
+                resource=f"{ref.get('resource', '')}{group}{sub}",
+                namespace=str(ref.get("namespace", "")),
+                name=str(ref.get("name", "")),
+                field_manager=(query.get("fieldManager") or [""])[0],
+                code=int((event.get("responseStatus") or {}).get("code") or 0),
+                user_agent=str(event.get("userAgent", "")),
+            )
+        )
+    return entries
 
 
 def tenantdb_writers(entries: Sequence[AuditEntry]) -> Writers:
@@ -486,6 +517,11 @@ class Faults:
         return out
 
     def writers(self) -> Writers:
+        real = self.stack.platform.real
+        if real is not None:
+            return tenantdb_writers(
+                [e for c in real.clusters.values() for e in real_audit_entries(c.audit_events())]
+            )
         return tenantdb_writers([e for c in self.clusters for e in c.audit_log])
 
     # -- the verdict ------------------------------------------------------------------------------
@@ -502,6 +538,8 @@ class Faults:
         lost = self.lost()
         writers = self.writers()
         overlaps = concurrent_writers(writers.spans)
+        if self.stack.platform.real is not None:
+            scenario += " (real API server)"
         figures = Figures(
             scenario=scenario,
             converge_seconds=converged if not left else float("nan"),
@@ -530,7 +568,9 @@ class Faults:
 
 
 @pytest.fixture
-def faults(request: pytest.FixtureRequest, tmp_path: Path, key_prefix: str) -> Iterator[Faults]:
+def faults(
+    request: pytest.FixtureRequest, tmp_path: Path, key_prefix: str, api_server: str
+) -> Iterator[Faults]:
     """A platform, a Redis of the test's own and tenantdb's processes on them.
 
     Parametrize indirectly to change the processes: ``{"watchers": 2}`` runs two watchers
@@ -541,7 +581,9 @@ def faults(request: pytest.FixtureRequest, tmp_path: Path, key_prefix: str) -> I
     server = RedisServer(tmp_path / "redis")
     server.start()
     client = redis.Redis.from_url(server.url, socket_timeout=5)
-    platform = start_platform(tmp_path / "devstack", clusters=("management", "edge-1"))
+    platform = start_platform(
+        tmp_path / "devstack", clusters=("management", "edge-1"), api_server=api_server
+    )
     clusters = [s.cluster for s in platform.servers.values()]
     for cluster in clusters:
         cluster.enable_audit()

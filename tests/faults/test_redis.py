@@ -29,6 +29,7 @@ def _leader(faults: Faults, name: str, role: str) -> float:
     return faults.stack.counter(name, "tenantdb_leader", role=role)
 
 
+@pytest.mark.real_server
 @pytest.mark.timeout(150)
 def test_redis_restarted_empty_under_load_loses_no_order(faults: Faults) -> None:
     for n in range(ORDERS):

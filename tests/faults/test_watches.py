@@ -67,6 +67,7 @@ def test_watches_cut_and_expired_during_an_edit_storm(faults: Faults) -> None:
     assert restarts >= EDITS // 3, "the watches were cut"
 
 
+@pytest.mark.real_server
 @pytest.mark.parametrize("faults", [{"watchers": 2}], indirect=True)
 @pytest.mark.timeout(150)
 def test_the_watcher_leader_killed_a_standby_serves_the_events(faults: Faults) -> None:

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow
 KILLS = 20
 
 
+@pytest.mark.real_server
 @pytest.mark.timeout(300)
 def test_a_worker_killed_mid_chain_twenty_times_loses_no_order(faults: Faults) -> None:
     mid_step = 0
