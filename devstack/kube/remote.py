@@ -17,6 +17,7 @@ at once.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import math
 import ssl
@@ -139,7 +140,10 @@ class RemoteCluster:
             self._closed = True
             streams = list(self._streams)
         for stream in streams:
-            stream.shutdown()
+            # The stream may end on its own thread at the same moment: its connection is then
+            # back in the pool, or its socket gone.
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
+                stream.shutdown()
         self._http.clear()
 
     # ------------------------------------------------------------ discovery
@@ -312,13 +316,14 @@ class RemoteCluster:
                 if line.strip():
                     event = json.loads(line)
                     yield str(event["type"]), event["object"]
-        except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError):
+        except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError, OSError):
             if not self._closed:
                 raise
         finally:
             with self._lock:
                 self._streams.discard(answer)
-            answer.release_conn()
+            with contextlib.suppress(OSError):
+                answer.release_conn()
 
     # ------------------------------------------------------------ tokens
 

@@ -70,12 +70,22 @@ def _es(custom: client.CustomObjectsApi, name: str) -> dict[str, Any]:
 
 
 def _synced_secret(
-    core: client.CoreV1Api, custom: client.CustomObjectsApi, name: str, not_user: str = ""
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    name: str,
+    not_user: str = "",
+    after: datetime | None = None,
 ) -> tuple[dict[str, Any], client.V1Secret]:
+    """Wait for the ExternalSecret to be Ready (refreshed later than `after`, when given) with a
+    Secret whose user is not `not_user`. ESO writes the Secret before the status."""
+
     def probe() -> tuple[dict[str, Any], client.V1Secret] | None:
         es = _es(custom, name)
         conditions = (es.get("status") or {}).get("conditions") or []
         if not any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+            return None
+        refreshed = (es.get("status") or {}).get("refreshTime")
+        if after is not None and (not refreshed or datetime.fromisoformat(refreshed) <= after):
             return None
         try:
             secret = core.read_namespaced_secret(name, CP_NAMESPACE)
@@ -133,7 +143,7 @@ def test_generator_delivers_a_working_user_and_force_sync_mints_a_new_one(
         name,
         {"metadata": {"annotations": {"force-sync": str(datetime.now(UTC).timestamp())}}},
     )
-    es2, secret2 = _synced_secret(core, custom, name, not_user=user)
+    es2, secret2 = _synced_secret(core, custom, name, not_user=user, after=first_refresh)
     user2 = decoded(secret2, "username").decode()
     assert user2.startswith("v-")
     assert user2 != user
