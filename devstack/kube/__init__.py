@@ -8,20 +8,20 @@ watches. Served: discovery and OpenAPI v2/v3 for kubectl, Namespace, Secret, Con
 ServiceAccount (+ TokenRequest), Service, Event (core v1, with its field selectors), Lease,
 TokenReview, SelfSubjectReview, CustomResourceDefinition and the kinds CRDs install (with printer
 columns); uid, resourceVersion, generation, 201/403/404/409/410/415/422 with the real wording;
-label and field selectors; chunked lists; watches with bookmarks, timeouts and 410; merge, JSON,
-strategic merge and server-side apply with managedFields; the status subresource; finalizers;
-background, foreground and orphan garbage collection; namespace and CRD cleanup; CRD pruning,
-defaults, structural validation and CEL rules; bearer tokens and impersonation; RBAC authorization
-of every request (Role, ClusterRole, RoleBinding, ClusterRoleBinding, aggregated ClusterRoles,
-the bootstrap policy, escalation checks) with the access reviews `kubectl auth can-i` uses.
+label and field selectors; chunked lists with consistent pages and lists at a resourceVersion
+(rebuilt from the watch history; older than it is a 410); watches with bookmarks as the watch cache
+sends them, timeouts and 410; merge, JSON, strategic merge and server-side apply with
+managedFields; the status subresource; finalizers; background, foreground and orphan garbage
+collection; namespace and CRD cleanup; CRD pruning, defaults, structural validation and CEL rules;
+bearer tokens, anonymous requests and impersonation; RBAC authorization of every request (Role,
+ClusterRole, RoleBinding, ClusterRoleBinding, aggregated ClusterRoles, the bootstrap policy,
+escalation checks) with the access reviews `kubectl auth can-i` uses.
 Production code must never import this package.
 
 Deliberately left out versus the real kube-apiserver:
 - Protobuf beyond the request bodies `kubectl create` and `kubectl auth` send for Namespace,
   Secret, ConfigMap, ServiceAccount, TokenRequest, the RBAC kinds and the reviews (others get
   415), CBOR, and protobuf responses (always JSON).
-- Consistent snapshot reads: `resourceVersion` on list, `resourceVersionMatch` and `continue`
-  pages are served from current state (a `continue` token older than the kept history is a 410).
 - Authorizers other than RBAC (Node, Webhook, ABAC), client-certificate authentication,
   admission webhooks, ValidatingAdmissionPolicy, quotas, rate limits, API priority and fairness,
   aggregated discovery (clients fall back to the legacy discovery documents), HTTP/2.

@@ -1,15 +1,18 @@
 """One simulated cluster: its API, controllers, tokens, counters and watches, usable from Python.
 
 Owns the `Cluster` object other stand-ins run beside (same process): `get`/`list`/`watch`/
-`create`/`apply`/`patch`/`delete` by resource name, ServiceAccount token issuing and TokenReview,
-the RBAC authorizer (with the bootstrap policy every cluster starts with), request counters, the
-audit log switch, the watch-history window and killing open watches. The HTTP front end is
-`devstack.kube.server`. It must never be imported by production code.
+`create`/`apply`/`patch`/`delete` by resource name, watches as the real watch cache serves them
+(started before the first event, bookmarks only once the kind has moved past what the watch has
+shown), ServiceAccount token issuing and TokenReview, the RBAC authorizer (with the bootstrap
+policy every cluster starts with), request counters, the audit log switch, the watch-history window
+and killing open watches. The HTTP front end is `devstack.kube.server`. It must never be imported
+by production code.
 """
 
 from __future__ import annotations
 
 import builtins
+import json
 import random
 import threading
 import time
@@ -19,8 +22,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from devstack.counters import RequestCounters
-from devstack.kube import auth, errors, rbac
-from devstack.kube.api import APPLY, Api, AuditEntry, Registry, WriteOptions, now_text
+from devstack.kube import auth, errors, managed_fields, rbac
+from devstack.kube.api import (
+    APPLY,
+    Api,
+    AuditEntry,
+    Registry,
+    WriteOptions,
+    now_text,
+    parse_resource_version,
+)
 from devstack.kube.controllers import Controllers
 from devstack.kube.kinds import RBAC_GROUP, Kind
 from devstack.kube.selectors import (
@@ -31,6 +42,8 @@ from devstack.kube.selectors import (
 )
 from devstack.kube.store import Event, Obj, Store
 
+AUTHENTICATION_GROUP = "authentication.k8s.io"
+_AUTHENTICATION_V1 = f"{AUTHENTICATION_GROUP}/v1"
 Presenter = Callable[[Obj, Kind, str], Any]
 """How a watch shows a stored object: a copy (`Api.present`) or its JSON (`Api.encoded`)."""
 
@@ -231,16 +244,17 @@ class Cluster:
 
     # ------------------------------------------------------------ tokens
 
-    def token_request(self, ns: str, name: str, body: Any) -> Obj:
-        """Issue a ServiceAccount token (the TokenRequest subresource)."""
+    def token_request(self, ns: str, name: str, body: Any, manager: str = "") -> Obj:
+        """Issue a ServiceAccount token (the TokenRequest subresource); `manager` is the field
+        manager the answer's managedFields name (none when empty)."""
         sa = self.api.get(self.kind("serviceaccounts"), "v1", ns, name)
         spec = (body or {}).get("spec") or {}
         seconds = int(spec.get("expirationSeconds") or 3600)
         if seconds < 600:
             raise errors.invalid_object(
                 "TokenRequest",
-                "authentication.k8s.io",
-                name,
+                AUTHENTICATION_GROUP,
+                "",
                 [
                     errors.invalid(
                         "spec.expirationSeconds",
@@ -251,10 +265,24 @@ class Cluster:
             )
         audiences = list(spec.get("audiences") or [])
         token, expires = self.tokens.issue(ns, name, sa["metadata"]["uid"], audiences, seconds)
+        stamp = now_text()
+        meta: dict[str, Any] = {
+            "name": name,
+            "namespace": ns,
+            "uid": sa["metadata"]["uid"],
+            "creationTimestamp": stamp,
+        }
+        if manager:
+            asked = {**spec, "expirationSeconds": seconds}
+            owned = managed_fields.created_entries(
+                {"spec": asked}, {"spec": {}}, manager, "token", (_AUTHENTICATION_V1, stamp)
+            )
+            if owned:
+                meta["managedFields"] = owned
         return {
             "kind": "TokenRequest",
-            "apiVersion": "authentication.k8s.io/v1",
-            "metadata": {"name": name, "namespace": ns, "creationTimestamp": now_text()},
+            "apiVersion": _AUTHENTICATION_V1,
+            "metadata": meta,
             "spec": {
                 "audiences": audiences or list(auth.DEFAULT_AUDIENCES),
                 "expirationSeconds": seconds,
@@ -318,9 +346,16 @@ class Cluster:
             )
         return user
 
-    def token_review(self, body: Any) -> Obj:
-        """Answer a TokenReview."""
+    def token_review(self, body: Any, manager: str = "") -> Obj:
+        """Answer a TokenReview; `manager` is the field manager the answer's managedFields name
+        (none when empty).
+
+        Raises:
+            ApiError: 400 for a review without a token.
+        """
         spec = (body or {}).get("spec") or {}
+        if not spec.get("token"):
+            raise errors.bad_request("token is required for TokenReview in authentication")
         wanted = list(spec.get("audiences") or [])
         status: dict[str, Any]
         try:
@@ -328,16 +363,26 @@ class Cluster:
             matched = auth.audience_match(claims, wanted)
             if not matched:
                 raise auth.TokenError(
-                    "invalid bearer token, token audiences is invalid for the target audiences"
+                    f"{auth.INVALID}, token audiences {_go_strings(claims.get('aud'))} is invalid "
+                    f"for the target audiences {_go_strings(wanted or auth.DEFAULT_AUDIENCES)}"
                 )
             user = self._service_account_user(claims)
             status = {"authenticated": True, "user": user.to_json(), "audiences": matched}
         except auth.TokenError as exc:
-            status = {"user": {}, "error": f"[{exc}]"}
+            # One authenticator's refusal comes as a list; no authenticator at all, bare.
+            text = str(exc)
+            status = {"user": {}, "error": text if text == auth.INVALID else f"[{text}]"}
+        meta: dict[str, Any] = {}
+        if manager:
+            owned = managed_fields.created_entries(
+                {"spec": spec}, {"spec": {}}, manager, "", (_AUTHENTICATION_V1, now_text())
+            )
+            if owned:
+                meta["managedFields"] = owned
         return {
             "kind": "TokenReview",
-            "apiVersion": "authentication.k8s.io/v1",
-            "metadata": {"creationTimestamp": None},
+            "apiVersion": _AUTHENTICATION_V1,
+            "metadata": meta,
             "spec": {k: v for k, v in spec.items() if k != "token"}
             | {"token": spec.get("token", "")},
             "status": status,
@@ -348,82 +393,136 @@ class Cluster:
     def watch_events(
         self, req: WatchRequest, present: Presenter | None = None
     ) -> Iterator[dict[str, Any]]:
-        """Yield watch events (`{"type", "object"}`) as the real server streams them.
+        """Start a watch and return its events (`{"type", "object"}`) as the real server streams
+        them.
 
-        Objects are shown through ``present`` (default: `Api.present`, a private copy); the HTTP
-        front end passes `Api.encoded` and gets each object's shared JSON instead.
+        The watch starts before this returns (its selectors parsed, its resourceVersion read,
+        its place in the history taken), so a request the server refuses raises here, before
+        any event, and nothing written after the call is missed. Objects are shown through
+        ``present`` (default: `Api.present`, a private copy); the HTTP front end passes
+        `Api.encoded` and gets each object's shared JSON instead.
+
+        Bookmarks come as the real watch cache sends them: shortly before the timeout and then
+        every `bookmark_interval`, and only when the kind's watch cache has reached a
+        resourceVersion beyond what the watch has already been shown.
+
+        Raises:
+            ApiError: 400 for a selector the server refuses, 500 for a resourceVersion that is
+                not a number.
         """
         show = present or self.api.present
         labels = parse_label_selector(req.label_selector)
         fields = parse_field_selector(req.field_selector, req.kind.field_selectors)
+        if req.resource_version and not req.send_initial_events:
+            try:
+                parse_resource_version(req.resource_version)
+            except ValueError as exc:
+                raise errors.ApiError(500, "", str(exc)) from None
         timeout = req.timeout if req.timeout is not None else random.uniform(1800, 3600)  # noqa: S311 - spread, not secrecy
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
         with self.store.lock:
             epoch = self.store.kill_epoch
             start = self._watch_start(req)
+            seen = self.store.kind_changed(req.kind.key)
+        return self._stream(
+            req, start, (labels, fields), show, (started, started + timeout, epoch, seen)
+        )
+
+    def _stream(
+        self,
+        req: WatchRequest,
+        start: tuple[int, builtins.list[Obj]] | dict[str, Any],
+        selectors: tuple[Any, Any],
+        show: Presenter,
+        clock: tuple[float, float, int, int],
+    ) -> Iterator[dict[str, Any]]:
         if isinstance(start, dict):
             yield start
             return
+        started, deadline, epoch, seen = clock
         cursor, initial = start
+        labels, fields = selectors
         for obj in initial:
             if labels_match(labels, obj) and fields_match(fields, obj):
                 yield {"type": "ADDED", "object": show(obj, req.kind, req.version)}
         if req.send_initial_events and req.bookmarks:
             yield self._bookmark(req, cursor, initial_end=True)
-        yield from self._follow(req, cursor, deadline, epoch, (labels, fields), show)
+        shown = max(cursor, seen)
+        yield from self._follow(req, cursor, (started, deadline, epoch, shown), selectors, show)
 
     def _watch_start(self, req: WatchRequest) -> tuple[int, builtins.list[Obj]] | dict[str, Any]:
         rv = req.resource_version
-        if req.send_initial_events or not rv or rv == "0":
-            return self.store.rv, self.store.items(req.kind.key, req.namespace)
-        try:
-            cursor = int(rv)
-        except ValueError:
-            return _error_event(errors.bad_request(f'invalid resource version "{rv}"'))
+        key = req.kind.key
+        if req.send_initial_events or not rv:
+            # A consistent start: the watch cache first catches up with the latest version.
+            self.store.catch_up(key)
+            return self.store.rv, self.store.items(key, req.namespace)
+        if rv == "0":
+            return self.store.kind_rv(key) or self.store.rv, self.store.items(key, req.namespace)
+        cursor = int(rv)
         if self.store.events_after(cursor) is None:
             return _error_event(
                 errors.gone(f"too old resource version: {cursor} ({self.store.oldest_rv()})")
             )
         return cursor, []
 
+    def _next_bookmark(self, now: float, deadline: float) -> float | None:
+        """When the real watch cache next bookmarks a watch: a `bookmark_interval` from now, or
+        2 s before its deadline if that is sooner, never in the past."""
+        due = min(now + self.bookmark_interval, deadline - 2.0)
+        return due if due >= now else None
+
     def _follow(
         self,
         req: WatchRequest,
         cursor: int,
-        deadline: float,
-        epoch: int,
+        clock: tuple[float, float, int, int],
         selectors: tuple[Any, Any],
         show: Presenter,
     ) -> Iterator[dict[str, Any]]:
-        next_bookmark = time.monotonic() + self.bookmark_interval
+        started, deadline, epoch, shown = clock
+        next_bookmark = self._next_bookmark(started, deadline) if req.bookmarks else None
         while True:
-            with self.store.lock:
-                while self.store.rv == cursor and self.store.kill_epoch == epoch:
-                    remaining = min(deadline, next_bookmark) - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self.store.changed.wait(remaining)
-                if self.store.kill_epoch != epoch:
-                    return
-                events = self.store.events_after(cursor)
-                if events is None:
-                    yield _error_event(
-                        errors.gone(
-                            f"too old resource version: {cursor} ({self.store.oldest_rv()})"
-                        )
-                    )
-                    return
-                cursor = self.store.rv
+            wake = deadline if next_bookmark is None else min(deadline, next_bookmark)
+            news = self._changes(req, cursor, epoch, wake)
+            if news is None:
+                return
+            events, cursor, reached = news
+            if events is None:
+                yield _error_event(
+                    errors.gone(f"too old resource version: {cursor} ({self.store.oldest_rv()})")
+                )
+                return
             for event in events:
                 out = self._translate(req, event, selectors, show)
                 if out is not None:
                     yield out
             now = time.monotonic()
-            if req.bookmarks and (now >= next_bookmark or now >= deadline):
-                yield self._bookmark(req, cursor)
-                next_bookmark = now + self.bookmark_interval
+            if next_bookmark is not None and now >= next_bookmark:
+                if reached > shown:
+                    yield self._bookmark(req, reached)
+                next_bookmark = self._next_bookmark(now, deadline)
             if now >= deadline:
                 return
+
+    def _changes(
+        self, req: WatchRequest, cursor: int, epoch: int, wake: float
+    ) -> tuple[builtins.list[Event] | None, int, int] | None:
+        """Wait until something is written after `cursor` or `wake` comes; return the events
+        since `cursor` (None when the history lost some), the new cursor and the version the
+        kind's watch cache has reached; None once the watches are killed."""
+        with self.store.lock:
+            while self.store.rv == cursor and self.store.kill_epoch == epoch:
+                remaining = wake - time.monotonic()
+                if remaining <= 0:
+                    break
+                self.store.changed.wait(remaining)
+            if self.store.kill_epoch != epoch:
+                return None
+            events = self.store.events_after(cursor)
+            if events is None:
+                return None, cursor, 0
+            return events, self.store.rv, self.store.kind_rv(req.kind.key)
 
     def _bookmark(self, req: WatchRequest, rv: int, *, initial_end: bool = False) -> dict[str, Any]:
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
@@ -463,9 +562,18 @@ class Cluster:
         if kind_of == "DELETED" and event.type != "DELETED" and event.old is not None:
             # An object leaving the selection: as the real watch cache does, the DELETED event
             # carries the object as it was (what the watcher selected), at the change's version.
+            # Shown as a fresh copy: a cached encoding is keyed by name and resourceVersion,
+            # which this old content shares with the object as it is now.
             version = (event.obj.get("metadata") or {}).get("resourceVersion")
             shown = {**event.old, "metadata": {**event.old["metadata"], "resourceVersion": version}}
+            return {"type": kind_of, "object": self.api.present(shown, req.kind, req.version)}
         return {"type": kind_of, "object": show(shown, req.kind, req.version)}
+
+
+def _go_strings(values: Any) -> str:
+    """A list of strings as Go's `%q` prints a []string: `["a" "b"]`."""
+    items = [values] if isinstance(values, str) else list(values or [])
+    return "[" + " ".join(json.dumps(str(v)) for v in items) + "]"
 
 
 def _error_event(error: errors.ApiError) -> dict[str, Any]:

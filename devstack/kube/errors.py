@@ -25,8 +25,14 @@ _TYPE_TEXT = {
 _NO_VALUE = {"FieldValueRequired", "FieldValueTooLong", "FieldValueForbidden"}
 
 
+class Verbatim(str):
+    """A bad value already printed as Go prints it (a struct, a pointer): shown as it is."""
+
+
 def format_value(value: Any) -> str:
     """Render a bad value the way Go's field errors print it."""
+    if isinstance(value, Verbatim):
+        return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -85,6 +91,10 @@ class ApiError(Exception):
     message: str
     details: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    list_meta: dict[str, Any] | None = None
+    """The Status's own metadata (a 410 for an expired continue token carries one to go on)."""
+    text: str | None = None
+    """Sent as the whole body in plain text instead of a `Status`, as for a path no API serves."""
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -94,12 +104,13 @@ class ApiError(Exception):
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.list_meta or {}),
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.code,
         }
+        if self.reason:
+            body["reason"] = self.reason
         if self.details is not None:
             body["details"] = self.details
         return body
@@ -110,10 +121,12 @@ def _qualified(resource: str, group: str) -> str:
 
 
 def _details(name: str, group: str, kind: str) -> dict[str, Any]:
-    details: dict[str, Any] = {"name": name}
+    # Go's `omitempty`: an empty name or group is left out.
+    details: dict[str, Any] = {"name": name} if name else {}
     if group:
         details["group"] = group
-    details["kind"] = kind
+    if kind:
+        details["kind"] = kind
     return details
 
 
@@ -153,8 +166,12 @@ STALE = (
 
 
 def invalid_object(kind: str, group: str, name: str, errors: list[FieldError]) -> ApiError:
-    """422 with one cause per field error: `Secret "x" is invalid: ...`."""
-    texts = [str(e) for e in errors]
+    """422 with one cause per field error: `Secret "x" is invalid: ...`.
+
+    The message lists each distinct error once (Go's aggregate drops repeats); the causes keep
+    every one, as the real server's do.
+    """
+    texts = list(dict.fromkeys(str(e) for e in errors))
     joined = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
     details = _details(name, group, kind)
     details["causes"] = [
@@ -226,7 +243,10 @@ def gone(message: str) -> ApiError:
 def method_not_allowed() -> ApiError:
     """405 for a verb the resource does not serve."""
     return ApiError(
-        405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource",
+        {},
     )
 
 
@@ -241,5 +261,11 @@ def unsupported_media_type(content_type: str, accepted: list[str]) -> ApiError:
 
 
 def page_not_found() -> ApiError:
-    """404 for a path that names no resource."""
-    return ApiError(404, "NotFound", "the server could not find the requested resource")
+    """404 for a path under an API group the server serves that names no resource."""
+    return ApiError(404, "NotFound", "the server could not find the requested resource", {})
+
+
+def no_handler() -> ApiError:
+    """404 for a path no API serves (an unknown group or version, or a custom resource the
+    group does not have): the real server answers in plain text there, not with a `Status`."""
+    return ApiError(404, "NotFound", "404 page not found", text="404 page not found\n")

@@ -71,6 +71,10 @@ class Kind:
     stored: bool = True
     allow_unconditional_update: bool = True
     descriptions: Mapping[str, str] = field(default_factory=dict)
+    zero: Mapping[str, Any] = field(default_factory=dict)
+    """The fields the kind's empty Go object already has (non-pointer structs such as `spec`,
+    strings without `omitempty`): a create owns what it sets beyond them, as the real server's
+    field manager compares the new object with this empty one."""
 
     @property
     def key(self) -> str:
@@ -320,7 +324,11 @@ _STRING: Schema = {"type": "string"}
 _TIME: Schema = {"type": "string", "format": "date-time"}
 EVENT_SCHEMA = _top(
     "Event is a report of an event somewhere in the cluster.",
-    involvedObject={**_OPEN, "description": "The object that this event is about."},
+    involvedObject={
+        **_OPEN,
+        "x-kubernetes-map-type": "atomic",
+        "description": "The object that this event is about.",
+    },
     reason={**_STRING, "description": "A short, machine understandable string for the cause."},
     message={**_STRING, "description": "A human-readable description of the status."},
     source={**_OPEN, "description": "The component reporting this event."},
@@ -749,6 +757,7 @@ def builtin_kinds() -> list[Kind]:
             plural="namespaces",
             singular="namespace",
             kind="Namespace",
+            zero={"spec": {}, "status": {}},
             namespaced=False,
             schemas={"v1": NAMESPACE_SCHEMA},
             short_names=("ns",),
@@ -826,6 +835,7 @@ def builtin_kinds() -> list[Kind]:
             plural="services",
             singular="service",
             kind="Service",
+            zero={"spec": {}, "status": {"loadBalancer": {}}},
             namespaced=True,
             schemas={"v1": SERVICE_SCHEMA},
             short_names=("svc",),
@@ -853,6 +863,13 @@ def builtin_kinds() -> list[Kind]:
             plural="events",
             singular="event",
             kind="Event",
+            zero={
+                "involvedObject": {},
+                "source": {},
+                "eventTime": None,
+                "reportingComponent": "",
+                "reportingInstance": "",
+            },
             namespaced=True,
             schemas={"v1": EVENT_SCHEMA},
             short_names=("ev",),
@@ -867,6 +884,7 @@ def builtin_kinds() -> list[Kind]:
             plural="leases",
             singular="lease",
             kind="Lease",
+            zero={"spec": {}},
             namespaced=True,
             schemas={"v1": LEASE_SCHEMA},
             smp=COMMON_SMP,
@@ -911,6 +929,7 @@ def builtin_kinds() -> list[Kind]:
             plural="customresourcedefinitions",
             singular="customresourcedefinition",
             kind="CustomResourceDefinition",
+            zero={"spec": {"names": {}}, "status": {"acceptedNames": {}}},
             namespaced=False,
             schemas={"v1": CRD_SCHEMA},
             short_names=("crd", "crds"),

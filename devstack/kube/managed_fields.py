@@ -1,10 +1,14 @@
 """Server-side apply and `metadata.managedFields`, as structured-merge-diff tracks them.
 
 Owns field sets (the `fieldsV1` encoding: `f:` fields, `k:` list-map keys, `v:` set values, `.`
-for an element itself), the apply merge (granular maps, list-maps merged by key, sets unioned,
-atomic lists replaced), conflicts against other managers (409 naming the manager unless forced),
-removal of fields an applier stops applying when nobody else owns them, and ownership transfer on
-ordinary updates. It must never touch fields outside the subresource being written.
+for a node that is itself a member), the comparison of two objects an ordinary update is tracked
+by (every node it added, a map or list included, every leaf it changed, every node it removed),
+the field set of an applied configuration (leaves, list elements, keys of free-form maps, empty
+maps and nulls), the apply merge (granular maps, list-maps merged by key, sets unioned, atomic
+lists replaced), conflicts against other managers (409 naming the manager unless forced, the
+fields in structured-merge-diff's order), removal of fields an applier stops applying when nobody
+else owns them, the metadata fields no manager owns, and ownership transfer on ordinary updates.
+It must never touch fields outside the subresource being written.
 
 Deliberately left out: the `before-first-apply` manager for objects created without managed
 fields, version conversion of field sets, and `i:` (index) elements, since atomic lists are owned
@@ -23,7 +27,7 @@ from devstack.kube.errors import ApiError
 Path = tuple[str, ...]
 Schema = dict[str, Any]
 _MISSING: Any = object()
-_IGNORED_META = frozenset(
+_UNTRACKED_META = frozenset(
     "f:" + n
     for n in [
         "name",
@@ -36,9 +40,11 @@ _IGNORED_META = frozenset(
         "deletionTimestamp",
         "deletionGracePeriodSeconds",
         "selfLink",
-        "generateName",
     ]
 )
+"""Metadata the server sets: never compared, applied or owned (`generateName` is owned)."""
+_INTERIOR: Any = object()
+"""The value of a granular map or list node in `node_values`: its children carry the values."""
 
 META_SCHEMA: Schema = {
     "type": "object",
@@ -105,19 +111,122 @@ def _collect(value: Any, schema: Schema, path: Path, out: dict[Path, Any]) -> No
     out[path] = value
 
 
+def node_values(obj: Any, schema: Schema) -> dict[Path, Any]:
+    """Map every node of an object to its value, as structured-merge-diff compares objects.
+
+    Granular (non-atomic, non-empty) maps and lists and list-map elements map to `_INTERIOR`;
+    leaves (scalars, atomic maps and lists, empty maps and lists, nulls) to their value; set
+    elements to True.
+    """
+    out: dict[Path, Any] = {}
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            _node(value, child(schema, key), ("f:" + key,), out)
+    return out
+
+
+def _node(value: Any, schema: Schema, path: Path, out: dict[Path, Any]) -> None:
+    if isinstance(value, dict) and value and schema.get("x-kubernetes-map-type") != "atomic":
+        out[path] = _INTERIOR
+        for key, sub in value.items():
+            _node(sub, child(schema, key), (*path, "f:" + key), out)
+        return
+    kind, keys = _list_kind(schema)
+    if isinstance(value, list) and value and kind in ("set", "map"):
+        out[path] = _INTERIOR
+        items: Schema = schema.get("items") or {}
+        for item in value:
+            if kind == "set":
+                out[(*path, "v:" + json.dumps(item, separators=(",", ":")))] = True
+            elif isinstance(item, dict):
+                element = (*path, _key_element(item, keys))
+                out[element] = _INTERIOR
+                for key, sub in item.items():
+                    _node(sub, child(items, key), (*element, "f:" + key), out)
+        return
+    out[path] = value
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What changed between two objects: nodes added and removed, leaves modified."""
+
+    added: set[Path]
+    removed: set[Path]
+    modified: set[Path]
+
+    @property
+    def changed(self) -> set[Path]:
+        """Added or modified: what a write takes from other managers."""
+        return self.added | self.modified
+
+
+def compare(old: dict[Path, Any], new: dict[Path, Any]) -> Comparison:
+    """Compare the `node_values` of two objects."""
+    modified = {
+        p
+        for p, v in new.items()
+        if p in old and v is not _INTERIOR and old[p] is not _INTERIOR and old[p] != v
+    }
+    return Comparison(set(new) - set(old), set(old) - set(new), modified)
+
+
+def applied_set(obj: Any, schema: Schema, untyped_members: bool) -> set[Path]:
+    """The fields an applied configuration sets, as structured-merge-diff's `ToFieldSet`.
+
+    Leaves, every list element, the keys of maps with free-form keys (`additionalProperties`,
+    and, with `untyped_members`, the undeclared fields of a custom resource), and any field whose
+    value is null or an empty map.
+    """
+    out: set[Path] = set()
+    if isinstance(obj, dict):
+        _applied_map(obj, schema, (), out, untyped_members)
+    return out
+
+
+def _applied_map(
+    value: dict[str, Any], schema: Schema, path: Path, out: set[Path], untyped: bool
+) -> None:
+    declared = schema.get("properties") or {}
+    free_keys = isinstance(schema.get("additionalProperties"), dict) or untyped
+    for key, sub in value.items():
+        here = (*path, "f:" + key)
+        _applied(sub, child(schema, key), here, out, untyped)
+        if sub is None or sub == {} or (key not in declared and free_keys):
+            out.add(here)
+
+
+def _applied(value: Any, schema: Schema, path: Path, out: set[Path], untyped: bool) -> None:
+    if isinstance(value, dict) and schema.get("x-kubernetes-map-type") != "atomic":
+        _applied_map(value, schema, path, out, untyped)
+        return
+    kind, keys = _list_kind(schema)
+    if isinstance(value, list) and kind in ("set", "map"):
+        items: Schema = schema.get("items") or {}
+        for item in value:
+            if kind == "set":
+                out.add((*path, "v:" + json.dumps(item, separators=(",", ":"))))
+            elif isinstance(item, dict):
+                element = (*path, _key_element(item, keys))
+                _applied_map(item, items, element, out, untyped)
+                out.add(element)
+        return
+    out.add(path)
+
+
+def _tracked(path: Path, subresource: str, has_status: bool) -> bool:
+    """Whether a write through this endpoint may own the path (reset fields are not)."""
+    head = path[0]
+    if head in ("f:apiVersion", "f:kind"):
+        return False
+    if head == "f:metadata" and (len(path) == 1 or path[1] in _UNTRACKED_META):
+        return False
+    return not has_status or (head == "f:status") == (subresource == "status")
+
+
 def scope_paths(values: dict[Path, Any], subresource: str, has_status: bool) -> dict[Path, Any]:
     """Keep the paths a write through this endpoint may own."""
-    kept: dict[Path, Any] = {}
-    for path, value in values.items():
-        head = path[0]
-        if head in ("f:apiVersion", "f:kind"):
-            continue
-        if head == "f:metadata" and len(path) > 1 and path[1] in _IGNORED_META:
-            continue
-        if has_status and (head == "f:status") != (subresource == "status"):
-            continue
-        kept[path] = value
-    return kept
+    return {p: v for p, v in values.items() if _tracked(p, subresource, has_status)}
 
 
 # ---------------------------------------------------------------- fieldsV1 encoding
@@ -193,10 +302,11 @@ class Entry:
             "manager": self.manager,
             "operation": self.operation,
             "apiVersion": self.api_version,
-            "time": self.time,
             "fieldsType": "FieldsV1",
             "fieldsV1": encode(self.paths),
         }
+        if self.time:
+            out["time"] = self.time
         if self.subresource:
             out["subresource"] = self.subresource
         return out
@@ -250,10 +360,23 @@ class Scope:
     schema: Schema
     subresource: str
     has_status: bool
+    untyped_members: bool = False
+    """Undeclared fields are members of the applied set (custom resources' unknown fields)."""
 
     def values(self, obj: Any) -> dict[Path, Any]:
-        """Field values of an object within this scope."""
+        """Leaf values of an object within this scope."""
         return scope_paths(field_values(obj, self.schema), self.subresource, self.has_status)
+
+    def nodes(self, obj: Any) -> dict[Path, Any]:
+        """Every node of an object within this scope (see `node_values`)."""
+        if not obj:
+            return {}
+        return scope_paths(node_values(obj, self.schema), self.subresource, self.has_status)
+
+    def applied(self, obj: Any) -> set[Path]:
+        """The fields an applied configuration sets within this scope."""
+        found = applied_set(obj, self.schema, self.untyped_members)
+        return {p for p in found if _tracked(p, self.subresource, self.has_status)}
 
 
 def record_update(
@@ -262,18 +385,46 @@ def record_update(
     manager: str,
     scope: Scope,
     stamp: tuple[str, str],
+    zero: dict[str, Any] | None = None,
 ) -> None:
-    """Move ownership of the fields an ordinary write changed to its manager."""
+    """Move ownership of what an ordinary write added or changed to its manager.
+
+    As structured-merge-diff tracks an update: every other manager loses the fields the write
+    added, changed or removed; the writer keeps what it owned minus the removed fields and
+    gains the rest (its entry's time moves only when it gains something). A create (`old`
+    None) is compared with the kind's empty object, `zero`.
+    """
     entries = read_entries(old)
-    old_values = scope.values(old) if old else {}
-    new_values = scope.values(new)
-    changed = {p for p, v in new_values.items() if old_values.get(p, _MISSING) != v}
-    removed = set(old_values) - set(new_values)
+    diff = compare(scope.nodes(old if old else zero), scope.nodes(new))
     for entry in entries:
-        entry.paths -= changed | removed
-    if changed:
-        _entry_for(entries, manager, "Update", scope.subresource, stamp).paths |= changed
+        entry.paths -= diff.changed | diff.removed
+    if diff.changed:
+        _entry_for(entries, manager, "Update", scope.subresource, stamp).paths |= diff.changed
     write_entries(new, entries)
+
+
+def created_entries(
+    body: dict[str, Any],
+    zero: dict[str, Any],
+    manager: str,
+    subresource: str,
+    stamp: tuple[str, str],
+) -> list[dict[str, Any]]:
+    """The managedFields the real server shows on an object it creates and never stores (an
+    access review, a TokenReview, a TokenRequest): one Update entry owning what `body` sets
+    beyond the kind's zero value `zero` (the structs that are always there, such as `spec`).
+    Empty strings, empty lists and nulls count as unset, as Go's `omitempty` drops them."""
+    scope = Scope({}, "", has_status=False)
+    diff = compare(scope.nodes(zero), scope.nodes(_set_values(body)))
+    if not diff.changed:
+        return []
+    return [Entry(manager, "Update", *stamp, subresource, diff.changed).to_json()]
+
+
+def _set_values(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _set_values(v) for k, v in value.items() if v not in ("", [], None)}
+    return value
 
 
 # ---------------------------------------------------------------- apply
@@ -390,40 +541,70 @@ def apply(
 ) -> dict[str, Any]:
     """Merge an applied configuration into the live object, tracking ownership.
 
+    The applier's fields become exactly those its configuration sets; fields it applied last
+    time and no longer does are removed unless another manager owns them; what the merge adds
+    or changes that another manager owns is a conflict, and what it removes leaves every owner.
+
     Raises:
         ApiError: 409 naming the other managers when the apply conflicts and is not forced.
     """
     entries = read_entries(live)
-    applied_values = scope.values(applied)
-    live_values = scope.values(live) if live else {}
-    wanted = set(applied_values)
-    me = Entry(manager, "Apply", *stamp, scope.subresource)
-    conflicts: list[tuple[Entry, Path]] = []
-    taken_over = _taken_over_from_last_applied(live, live_values, scope)
-    for entry in entries:
-        if entry.same_owner(manager, "Apply", scope.subresource):
-            me = entry
-            continue
-        for path in sorted(entry.paths & wanted):
-            if live_values.get(path, _MISSING) != applied_values[path]:
-                conflicts.append((entry, path))
-    if not force and any(path not in taken_over for _, path in conflicts):
-        raise _conflict_error([(e, p) for e, p in conflicts if p not in taken_over])
-    for entry, path in conflicts:
-        entry.paths.discard(path)
+    wanted = scope.applied(applied)
+    me = next((e for e in entries if e.same_owner(manager, "Apply", scope.subresource)), None)
+    if me is None:
+        me = Entry(manager, "Apply", *stamp, scope.subresource)
+    others = [e for e in entries if e is not me]
     merged = _merge(copy.deepcopy(live) if live else {}, applied, scope.schema)
-    others = set().union(*(e.paths for e in entries if e is not me)) if entries else set()
-    keep = _prefixes(others | wanted)
+    keep = _prefixes(set().union(wanted, *(e.paths for e in others)))
     for path in sorted(me.paths - wanted, key=len, reverse=True):
         if path not in keep:
             _remove_path(merged, path)
+    diff = compare(scope.nodes(live), scope.nodes(merged))
+    taken_over = _taken_over_from_last_applied(live, scope.values(live) if live else {}, scope)
+    conflicts = [(e, p) for e in others for p in smd_order(e.paths & diff.changed)]
+    blocking = [(e, p) for e, p in conflicts if p not in taken_over]
+    if blocking and not force:
+        raise _conflict_error(blocking)
+    for entry, path in conflicts:
+        entry.paths.discard(path)
+    for entry in others:
+        entry.paths -= diff.removed
     me.paths = wanted
-    me.api_version, me.time = stamp
+    me.api_version = stamp[0]
+    if _content(merged) != _content(live or {}):
+        # An apply that leaves the object as it was does not move its manager's time (a new
+        # manager then has none), as the real server's managed-fields updater does.
+        me.time = stamp[1]
+    elif me not in entries:
+        me.time = ""
     if me not in entries:
         entries.append(me)
     _sync_last_applied(merged, live, applied, manager)
     write_entries(merged, entries)
     return dict(merged)
+
+
+def _content(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    return {**obj, "metadata": meta}
+
+
+def _element_order(element: str) -> tuple[int, str]:
+    return ("f:k:v:i:".index(element[:2]) // 2, element[2:])
+
+
+def smd_order(paths: set[Path]) -> list[Path]:
+    """Paths in the order structured-merge-diff iterates a set: at each level the members
+    first, then the children, each sorted (field names before keys before values)."""
+    members = sorted((p for p in paths if len(p) == 1), key=lambda p: _element_order(p[0]))
+    heads = sorted({p[0] for p in paths if len(p) > 1}, key=_element_order)
+    out: list[Path] = list(members)
+    for head in heads:
+        out += [
+            (head, *rest)
+            for rest in smd_order({p[1:] for p in paths if len(p) > 1 and p[0] == head})
+        ]
+    return out
 
 
 def _sync_last_applied(

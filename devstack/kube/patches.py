@@ -22,11 +22,11 @@ COMMON_SMP: dict[str, str] = {
 
 
 def _patch_error(message: str) -> ApiError:
+    # The real server keeps the JSON patch library's own words to itself: the Status names no
+    # cause. `message` says what failed, for whoever reads the devstack's code.
+    del message
     return ApiError(
-        422,
-        "Invalid",
-        "the server rejected our request due to an error in our request",
-        {"causes": [{"message": message}]},
+        422, "Invalid", "the server rejected our request due to an error in our request", {}
     )
 
 
@@ -133,8 +133,12 @@ def _json_patch_op(doc: Any, op: Mapping[str, Any]) -> Any:
 def json_patch(target: Any, ops: Any) -> Any:
     """Apply an RFC 6902 JSON patch."""
     if not isinstance(ops, list):
+        kind = {dict: "object", str: "string", bool: "bool"}.get(type(ops), "number")
         raise ApiError(
-            400, "BadRequest", "json: cannot unmarshal object into Go value of type jsonpatch.Patch"
+            400,
+            "BadRequest",
+            f"error decoding patch: json: cannot unmarshal {kind} into Go value of type "
+            "[]handlers.jsonPatchOp",
         )
     doc = copy.deepcopy(target)
     for op in ops:

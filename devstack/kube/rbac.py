@@ -591,19 +591,20 @@ class Authorizer:
     def _check_review(self, kind: str, namespace: str, spec: Obj) -> None:
         resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
         problems: list[FieldError] = []
-        if resource is not None and non_resource is not None:
-            problems.append(
-                errors.invalid(
-                    "spec.nonResourceAttributes",
-                    non_resource,
-                    "cannot be specified in combination with resourceAttributes",
+        if (resource is None) == (non_resource is None):
+            # As the real server words it: the union is checked at `spec`, the value shown
+            # being the nonResourceAttributes as Go prints a pointer to the struct.
+            shown = None
+            if isinstance(non_resource, dict):
+                shown = errors.Verbatim(
+                    "&authorization.NonResourceAttributes{"
+                    f"Path:{json.dumps(str(non_resource.get('path', '')))}, "
+                    f"Verb:{json.dumps(str(non_resource.get('verb', '')))}}}"
                 )
-            )
-        if resource is None and non_resource is None:
             problems.append(
                 errors.invalid(
-                    "spec.resourceAttributes",
-                    None,
+                    "spec",
+                    shown,
                     "exactly one of nonResourceAttributes or resourceAttributes must be specified",
                 )
             )
@@ -632,7 +633,8 @@ class Authorizer:
                     )
                 )
         if problems:
-            raise errors.invalid_object(kind, AUTHORIZATION_GROUP, "", problems)
+            # The real server names no kind here: the decoded review's TypeMeta is empty.
+            raise errors.invalid_object("", AUTHORIZATION_GROUP, "", problems)
 
     def _rules_review(self, user: auth.User, namespace: str) -> Obj:
         rules, failures = self.rules_for(user, namespace)

@@ -1,12 +1,14 @@
 """HTTP front end of a simulated cluster: the paths, verbs and media types of the real API.
 
-Owns routing (`/api`, `/apis`, discovery, OpenAPI, health, resource and subresource paths),
-bearer-token authentication, impersonation headers, authorizing every request before it is
-routed (`devstack.kube.rbac` decides; `/devstack/counters` takes any valid token), query
-parameters, content negotiation (JSON, YAML apply bodies, `as=Table` for kubectl), watch
-streaming with chunked transfer, request counters, and serving several clusters from one process
-on free ports. Every response leaves in one write, so Nagle and
-delayed ACKs never add 40 ms. It must never hold the store lock while writing to a socket.
+Owns routing (`/api`, `/apis`, discovery, OpenAPI, health, resource and subresource paths, and the
+real server's two kinds of 404: a `Status` under the APIs it implements itself, plain text
+elsewhere), bearer-token authentication (a request without credentials is `system:anonymous`, a
+token that does not authenticate a 401), impersonation headers, authorizing every request before it
+is routed (`devstack.kube.rbac` decides; `/devstack/counters` takes any valid token), query
+parameters, content negotiation (JSON, YAML apply bodies, `as=Table` for kubectl), watch streaming
+with chunked transfer, request counters, and serving several clusters from one process on free
+ports. Every response leaves in one write, so Nagle and delayed ACKs never add 40 ms. It must never
+hold the store lock while writing to a socket.
 """
 
 from __future__ import annotations
@@ -27,13 +29,12 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import yaml
 
 from devstack import counters
-from devstack.kube import auth, discovery, errors, protobuf, rbac, tls
-from devstack.kube.api import APPLY, WriteOptions
+from devstack.kube import auth, discovery, errors, managed_fields, protobuf, rbac, tls
+from devstack.kube.api import APPLY, MERGE, WriteOptions, now_text
 from devstack.kube.cluster import Cluster, WatchRequest
 from devstack.kube.errors import ApiError
 from devstack.kube.kinds import AUTHORIZATION_GROUP, RBAC_GROUP, Kind
 
-_OPEN_PATHS = ("/version", "/healthz", "/livez", "/readyz")
 _EXTRA_HEADER = "impersonate-extra-"
 
 
@@ -115,20 +116,27 @@ class Handler(BaseHTTPRequestHandler):
                 self._authorize(attrs)
                 result = self._dispatch(method, parts.path, query, raw, attrs)
         except ApiError as exc:
-            result = Response(exc.code, exc.status(), exc.headers)
+            if exc.text is not None:
+                plain = {"Content-Type": "text/plain; charset=utf-8", **exc.headers}
+                result = Response(exc.code, exc.text.encode(), plain)
+            else:
+                result = Response(exc.code, exc.status(), exc.headers)
         if isinstance(result, Response):
             self._send(result)
         else:
             self._stream(result)
 
     def _authenticate(self, path: str) -> auth.User:
+        # As the real server: a request without credentials is `system:anonymous` (RBAC then
+        # decides, and lets it read /version and the health checks), one with a token that
+        # does not authenticate is a 401 whatever it asks for. The counters need a token.
         header = self.headers.get("Authorization", "")
         token = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        if not header and path != counters.PATH:
+            return auth.User("system:anonymous", "", ("system:unauthenticated",))
         try:
             return self.cluster.authenticate(token)
         except auth.TokenError as exc:
-            if path in _OPEN_PATHS:
-                return auth.User("system:anonymous", "", ("system:unauthenticated",))
             raise errors.unauthorized() from exc
 
     def _impersonate(self, user: auth.User) -> auth.User:
@@ -250,9 +258,9 @@ class Handler(BaseHTTPRequestHandler):
         if seg[0] == "api" and len(seg) == 2:
             return discovery.resource_list(kinds, "", seg[1]) or _raise(errors.page_not_found())
         if seg[0] == "apis" and len(seg) == 2:
-            return discovery.api_group(kinds, seg[1]) or _raise(errors.page_not_found())
+            return discovery.api_group(kinds, seg[1]) or _raise(errors.no_handler())
         if seg[0] == "apis" and len(seg) == 3:
-            return discovery.resource_list(kinds, seg[1], seg[2]) or _raise(errors.page_not_found())
+            return discovery.resource_list(kinds, seg[1], seg[2]) or _raise(_not_served(seg[1]))
         return None
 
     def _route(self, path: str) -> Route:
@@ -261,14 +269,16 @@ class Handler(BaseHTTPRequestHandler):
             group, version, rest = "", seg[1], seg[2:]
         elif len(seg) >= 4 and seg[0] == "apis":
             group, version, rest = seg[1], seg[2], seg[3:]
-        else:
+        elif seg and seg[0] == "api":
             raise errors.page_not_found()
+        else:
+            raise errors.no_handler()
         namespace: str | None = None
         if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
             namespace, rest = rest[1], rest[2:]
         kind = self.cluster.registry.lookup(group, version, rest[0])
         if kind is None or len(rest) > 3 or (namespace is not None and not kind.namespaced):
-            raise errors.page_not_found()
+            raise _not_served(group)
         route = Route(
             kind,
             version,
@@ -314,10 +324,22 @@ class Handler(BaseHTTPRequestHandler):
         if kind.kind == "SelfSubjectReview":
             return Response(201, _self_subject_review(attrs.user))
         if kind.group == AUTHORIZATION_GROUP:
+            body = self._body(raw)
             review = self.cluster.authorizer.review(
-                kind.kind, route.namespace or "", self._body(raw), attrs.user
+                kind.kind, route.namespace or "", body, attrs.user
             )
-            return Response(201, review)
+            meta = {k: v for k, v in review["metadata"].items() if k != "creationTimestamp"}
+            asked = {"spec": (body or {}).get("spec") or {}} if isinstance(body, dict) else {}
+            owned = managed_fields.created_entries(
+                asked,
+                {"spec": {}},
+                self._options(query, route, attrs.user).manager(),
+                "",
+                (f"{AUTHORIZATION_GROUP}/v1", now_text()),
+            )
+            if owned:
+                meta["managedFields"] = owned
+            return Response(201, {**review, "metadata": meta})
         if verb == "patch" and self._content_type() == APPLY and not route.subresource:
             self._authorize_apply_create(route, attrs)
         opts = self._options(query, route, attrs.user)
@@ -361,9 +383,17 @@ class Handler(BaseHTTPRequestHandler):
             int(query.get("limit") or 0),
             query.get("continue"),
         )
+        at, match = query.get("resourceVersion", ""), query.get("resourceVersionMatch", "")
         if not table:
-            return Response(200, api.list_encoded(kind, version, *selection))
-        listed = api.list(kind, version, *selection)
+            return Response(
+                200,
+                api.list_encoded(
+                    kind, version, *selection, resource_version=at, resource_version_match=match
+                ),
+            )
+        listed = api.list(
+            kind, version, *selection, resource_version=at, resource_version_match=match
+        )
         return self._table(route, listed["items"], listed["metadata"])
 
     def _table_mode(self) -> bool:
@@ -384,7 +414,8 @@ class Handler(BaseHTTPRequestHandler):
         try:
             return json.loads(raw)
         except ValueError:
-            pass
+            if self._content_type() == MERGE:
+                raise errors.bad_request("invalid JSON patch") from None
         try:
             return yaml.safe_load(raw)
         except yaml.YAMLError as exc:
@@ -397,9 +428,9 @@ class Handler(BaseHTTPRequestHandler):
         kind, version, ns = route.kind, route.version, route.namespace or ""
         api = self.cluster.api
         if route.subresource == "token":
-            return Response(201, self.cluster.token_request(ns, route.name, body))
+            return Response(201, self.cluster.token_request(ns, route.name, body, opts.manager()))
         if kind.kind == "TokenReview":
-            return Response(201, self.cluster.token_review(body))
+            return Response(201, self.cluster.token_review(body, opts.manager()))
         if verb == "create":
             return Response(201, api.create(kind, version, ns, body, opts))
         if verb == "update":
@@ -481,13 +512,22 @@ def _self_subject_review(user: auth.User) -> dict[str, Any]:
     return {
         "kind": "SelfSubjectReview",
         "apiVersion": "authentication.k8s.io/v1",
-        "metadata": {"creationTimestamp": None},
+        "metadata": {"creationTimestamp": now_text()},
         "status": {"userInfo": user.to_json()},
     }
 
 
 def _raise(error: ApiError) -> Any:
     raise error
+
+
+def _not_served(group: str) -> ApiError:
+    """The 404 of a resource path nothing serves: a `Status` from the API of a group the server
+    itself implements (core, `*.k8s.io` and the other dotless groups), plain text from anywhere
+    else (custom resource groups, unknown groups)."""
+    if not group or "." not in group or group.endswith(".k8s.io"):
+        return errors.page_not_found()
+    return errors.no_handler()
 
 
 def _verb(method: str, route: Route, query: dict[str, str]) -> str:

@@ -1,9 +1,12 @@
 """In-memory object store of one simulated cluster: objects, resourceVersions and watch history.
 
 Owns the single monotonically increasing resourceVersion counter, the objects by kind, namespace
-and name, the uid index, and the bounded history of events that watches replay from. It must
-never apply API semantics (validation, defaults, ownership); `devstack.kube.api` does that and
-hands the store finished objects. Stored objects are never mutated after `put`.
+and name (in etcd's key order), the uid index, the bounded history of events that watches replay
+from and that lists at an earlier resourceVersion are rebuilt from, and, per kind, the version
+its watch cache has reached (its last change, or the latest version once a consistent read made
+the cache catch up, as etcd's progress notifications do for the real watch cache). It must never
+apply API semantics (validation, defaults, ownership); `devstack.kube.api` does that and hands
+the store finished objects. Stored objects are never mutated after `put`.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class Store:
         self._events: deque[Event] = deque()
         self._history = history
         self.kill_epoch = 0
+        self._kind_changed: dict[str, int] = {}
+        self._kind_seen: dict[str, int] = {}
 
     # ------------------------------------------------------------ reads
 
@@ -50,9 +55,42 @@ class Store:
 
     def items(self, key: str, namespace: str | None = None) -> list[Obj]:
         """Return the objects of a kind in key order, optionally within one namespace."""
-        bucket = self._objects.get(key, {})
-        keys = sorted(k for k in bucket if namespace is None or k[0] == namespace)
-        return [bucket[k] for k in keys]
+        return _in_key_order(self._objects.get(key, {}), namespace)
+
+    def items_at(self, key: str, namespace: str | None, rv: int) -> list[Obj] | None:
+        """The objects of a kind as they were at resourceVersion `rv`, in key order; None when
+        the history no longer reaches back that far."""
+        with self.lock:
+            if rv >= self.rv:
+                return self.items(key, namespace)
+            if not self._events or self._events[0].rv > rv + 1:
+                return None
+            bucket = dict(self._objects.get(key, {}))
+            for event in reversed(self._events):
+                if event.rv <= rv:
+                    break
+                if event.key != key:
+                    continue
+                where = (event.namespace, str(event.obj["metadata"]["name"]))
+                if event.old is None:
+                    bucket.pop(where, None)
+                else:
+                    bucket[where] = event.old
+            return _in_key_order(bucket, namespace)
+
+    def kind_changed(self, key: str) -> int:
+        """The resourceVersion of the last change to an object of a kind (0 if none)."""
+        return self._kind_changed.get(key, 0)
+
+    def kind_rv(self, key: str) -> int:
+        """The resourceVersion a kind's watch cache has reached: its last change, or later when
+        a consistent read brought it up to date (`catch_up`)."""
+        return max(self._kind_changed.get(key, 0), self._kind_seen.get(key, 0))
+
+    def catch_up(self, key: str) -> None:
+        """A consistent read of a kind: its watch cache is now at the latest resourceVersion."""
+        with self.lock:
+            self._kind_seen[key] = self.rv
 
     def kinds(self) -> list[str]:
         """Return every kind key that has held objects."""
@@ -74,6 +112,7 @@ class Store:
         self, event_type: str, key: str, namespace: str, obj: Obj, old: Obj | None
     ) -> Event:
         event = Event(self.rv, event_type, key, namespace, obj, old)
+        self._kind_changed[key] = self.rv
         self._events.append(event)
         while len(self._events) > self._history:
             self._events.popleft()
@@ -135,3 +174,15 @@ class Store:
         with self.lock:
             self.kill_epoch += 1
             self.changed.notify_all()
+
+
+def sort_key(namespace: str, name: str) -> str:
+    """Where an object sorts among its kind: etcd orders keys `<namespace>/<name>` as bytes."""
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _in_key_order(bucket: dict[tuple[str, str], Obj], namespace: str | None) -> list[Obj]:
+    keys = sorted(
+        (k for k in bucket if namespace is None or k[0] == namespace), key=lambda k: sort_key(*k)
+    )
+    return [bucket[k] for k in keys]

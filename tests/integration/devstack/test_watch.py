@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -67,23 +68,41 @@ def test_watch_with_label_selector_sees_objects_leave_and_enter(
     assert int(left.resource_version) < int(events[2]["object"].metadata.resource_version)
 
 
-def test_bookmarks_carry_resource_version(core: client.CoreV1Api, namespace: str) -> None:
+def test_bookmarks_come_once_the_kind_moves_on(core: client.CoreV1Api, namespace: str) -> None:
+    # As the real watch cache: a watch that has been shown everything of its kind gets no
+    # bookmark; a write of the same kind it does not select moves the kind on, and the bookmark
+    # carries that write's resourceVersion.
     rv = core.list_namespaced_config_map(namespace).metadata.resource_version
-    w = watch.Watch()
-    events = list(
-        w.stream(
+
+    def stream() -> tuple[watch.Watch, list[Any]]:
+        w = watch.Watch()
+        events = w.stream(
             core.list_namespaced_config_map,
             namespace,
             resource_version=rv,
             allow_watch_bookmarks=True,
-            timeout_seconds=1,
+            timeout_seconds=3,
             _preload_content=False,
         )
-    )
+        return w, list(events)
+
+    assert stream()[1] == []
+    elsewhere: list[str] = []
+
+    def write_elsewhere() -> None:
+        time.sleep(0.5)
+        made = core.create_namespaced_config_map("default", _cm(f"elsewhere-{namespace}"))
+        elsewhere.append(made.metadata.resource_version)
+
+    writer = threading.Thread(target=write_elsewhere)
+    writer.start()
+    w, events = stream()
+    writer.join()
     bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
+    assert [e["type"] for e in events] == ["BOOKMARK"] * len(bookmarks)
     assert bookmarks
-    assert bookmarks[-1]["raw_object"]["metadata"]["resourceVersion"] == rv
-    assert w.resource_version == rv
+    assert bookmarks[-1]["raw_object"]["metadata"]["resourceVersion"] == elsewhere[0]
+    assert w.resource_version == elsewhere[0]
 
 
 def test_too_old_resource_version_is_410_then_relist(
