@@ -1,13 +1,13 @@
 """The list-then-watch loop of one kind on one cluster, in a thread of its own.
 
-Owns the loop ecosystem.md §2.2 describes: a chunked LIST whose items go to the dispatcher as a
-relist, then a WATCH from the list's resourceVersion with bookmarks, a server-side timeout and a
-client read timeout that is the inactivity watchdog (longer than the server's bookmark interval);
-the resourceVersion follows every event, bookmarks included, so a reconnect resumes where the
-stream broke. A 410 (an expired resourceVersion) relists; a broken, silent or failing stream
-reconnects after a capped, jittered exponential backoff; a kind the cluster does not serve is
-tried again later. Every restart is counted with its reason. ``stop`` ends the loop promptly by
-closing the open stream.
+Owns the list-then-watch loop client-go's reflector runs: a chunked LIST whose items go to the
+dispatcher as a relist, then a WATCH from the list's resourceVersion with bookmarks, a server-side
+timeout and a client read timeout that is the inactivity watchdog (longer than the server's
+bookmark interval); the resourceVersion follows every event, bookmarks included, so a reconnect
+resumes where the stream broke. A 410 (an expired resourceVersion) relists; a broken, silent or
+failing stream reconnects after a capped, jittered exponential backoff; a kind the cluster does not
+serve is tried again later. Every restart is counted with its reason. ``stop`` ends the loop
+promptly by closing the open stream.
 
 It must never map events itself, touch Redis, or log an object's body.
 """

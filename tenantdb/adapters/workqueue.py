@@ -1,6 +1,6 @@
 """The Redis work queue: deduplicated enqueue, per-order leases, dirty marks and the due-set.
 
-These primitives give the engine its guarantees (ARCHITECTURE.md, "Work-queue invariants"):
+These primitives give the engine its guarantees:
 
 * ``enqueue`` counts an event for the key and sets a pending mark with NX; only a newly set mark
   publishes a task, so a burst of events for one order costs one message. While a pass holds the

@@ -1,7 +1,7 @@
 """The work-queue primitives against the real Redis (and fakeredis, where it speeds things up).
 
-Each test states one guarantee of ARCHITECTURE.md's work-queue invariants from the point of view
-of someone running tenantdb: passes never overlap, no event is lost, a burst costs at most two
+Each test states one guarantee of the work queue (`tenantdb.adapters.workqueue`) from the point of
+view of someone running tenantdb: passes never overlap, no event is lost, a burst costs at most two
 passes, a pass that lost its lease never writes, and due keys pop exactly once.
 """
 
