@@ -9,6 +9,7 @@ child, role or delivered Secret of it is left.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from tenantdb.adapters.kube import (
     NAMESPACE,
     SECRET,
     SERVICE_ACCOUNT,
+    InvalidError,
 )
 from tenantdb.core.mariadbdatabase.naming import FINALIZER, compute_order_names
 from tests.e2e.conftest import Stack, wait_for
@@ -80,6 +82,25 @@ def _other_namespace(stack: Stack, name: str) -> None:
     stack.kube().apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant-b"}})
 
 
+SCHEMA_SETTLES = 15.0  # seconds a real kube-apiserver may take to serve a CRD's new schema
+
+
+def _once_the_schema_settles(write: Callable[[], Any]) -> Any:
+    """Send ``write`` until the API server no longer refuses it as invalid.
+
+    A real kube-apiserver accepts a CRD update at once but starts validating with the new schema
+    a moment later, so the first write after loosening a CRD may still meet the old pattern.
+    """
+    deadline = time.monotonic() + SCHEMA_SETTLES
+    while True:
+        try:
+            return write()
+        except InvalidError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
 def _lax_order_crd(stack: Stack, name: str) -> None:
     """A target cluster's administrator installed the CRD without its name pattern."""
     crd = yaml.safe_load(ORDER_CRD.read_text())
@@ -97,8 +118,10 @@ def _lax_control_plane_crd(stack: Stack, name: str) -> None:
     crd["metadata"] = {"name": crd["metadata"]["name"]}
     crd.pop("status", None)
     stack.kube().apply(crd)
-    stack.patch_control_plane(
-        {"spec": {"infrastructure": {"publishedDatabaseEndpoint": "db.example.test:99999"}}}
+    _once_the_schema_settles(
+        lambda: stack.patch_control_plane(
+            {"spec": {"infrastructure": {"publishedDatabaseEndpoint": "db.example.test:99999"}}}
+        )
     )
 
 
@@ -213,7 +236,8 @@ def test_a_refusal_is_reported_and_leaves_nothing_half_done(stack: Stack, case: 
         "metadata": {"name": name, "namespace": case.namespace},
         "spec": {"controlPlaneRef": {"name": "cp", "namespace": "openstack"}, **case.spec},
     }
-    stack.kube(case.cluster).create(body)
+    # A laxer CRD arranged above may take a moment to be served; no case's order is invalid.
+    _once_the_schema_settles(lambda: stack.kube(case.cluster).create(body))
 
     def order() -> dict[str, Any] | None:
         return stack.kube(case.cluster).get_or_none(MARIADB_DATABASE, case.namespace, name)
