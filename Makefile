@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+TEST_PROCESSES ?= 2
 API_SERVER ?= devstack
 
 .DEFAULT_GOAL := help
@@ -52,7 +53,7 @@ services: ## Install (Debian, as root) and start Redis, MariaDB and promtool for
 
 .PHONY: test
 test: services kube lint ## Start the services, build the real kube-apiserver, lint, run every test
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_PROCESSES) --dist loadgroup $(PYTEST_ARGS)
 
 .PHONY: demo
 demo: $(STAMP) ## Run the whole stack locally with three example orders (Ctrl-C stops it)

@@ -58,6 +58,7 @@ import os
 import shlex
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -397,12 +398,19 @@ def start_platform(
     platform = _start_api_servers(directory, names, api_server, mariadb or Server(), time_scale)
     platform.tenantdb_kubeconfig_path.unlink(missing_ok=True)  # a bare platform grants nothing
     try:
+        wanted = {
+            name: crds.management_crds() if name == MANAGEMENT else crds.target_crds()
+            for name in platform.endpoints
+        }
         for name, endpoint in platform.endpoints.items():
-            wanted = crds.management_crds() if name == MANAGEMENT else crds.target_crds()
-            crds.install(endpoint.client, wanted)
-        for name, endpoint in platform.endpoints.items():
-            wanted = crds.management_crds() if name == MANAGEMENT else crds.target_crds()
-            crds.wait_established(endpoint.client, wanted)
+            crds.install(endpoint.client, wanted[name])
+        with ThreadPoolExecutor(max_workers=len(platform.endpoints)) as pool:
+            waits = [
+                pool.submit(crds.wait_established, endpoint.client, wanted[name])
+                for name, endpoint in platform.endpoints.items()
+            ]
+            for wait in waits:
+                wait.result()
         _write_private(platform.kubeconfig_path, yaml.safe_dump(_kubeconfig(platform)))
         if not bare:
             _start_full(platform, ca)
