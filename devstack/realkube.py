@@ -43,6 +43,7 @@ import subprocess
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +56,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from devstack.certmanager.ca import CertificateAuthority, Request
+from devstack.kube.api import AuditEntry
 
 BIN_DIR = Path(__file__).resolve().parents[1] / "tools" / "kube" / "bin"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
@@ -354,10 +356,14 @@ def _wait_ready(proc: _Process, context: ssl.SSLContext | None, deadline: float)
             last = f"HTTP {status}: {body.strip()[-500:]}"
         if time.monotonic() > deadline:
             raise proc.failure(f"not ready at {url} in time; last answer: {last}")
-        time.sleep(0.25)
+        time.sleep(0.05)
 
 
 # ---------------------------------------------------------------------------------- clusters
+
+
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+"""The audit verbs that change what is stored."""
 
 
 @dataclass(frozen=True)
@@ -385,6 +391,34 @@ class RealCluster:
             with contextlib.suppress(ValueError):
                 events.append(json.loads(line))
         return events
+
+    def audit_writes(self) -> list[AuditEntry]:
+        """The completed writes of the audit log, as the devstack's `Cluster.audit_log` records
+        them: the time the response was sent, the field manager from the request's query."""
+        entries: list[AuditEntry] = []
+        for event in self.audit_events():
+            if event.get("stage") != "ResponseComplete" or event.get("verb") not in WRITE_VERBS:
+                continue
+            ref = event.get("objectRef") or {}
+            query = urllib.parse.parse_qs(
+                urllib.parse.urlsplit(str(event.get("requestURI", ""))).query
+            )
+            group = f".{ref['apiGroup']}" if ref.get("apiGroup") else ""
+            sub = f"/{ref['subresource']}" if ref.get("subresource") else ""
+            entries.append(
+                AuditEntry(
+                    time=str(event.get("stageTimestamp", "")),
+                    user=str((event.get("user") or {}).get("username", "")),
+                    verb=str(event["verb"]),
+                    resource=f"{ref.get('resource', '')}{group}{sub}",
+                    namespace=str(ref.get("namespace", "")),
+                    name=str(ref.get("name", "")),
+                    field_manager=(query.get("fieldManager") or [""])[0],
+                    code=int((event.get("responseStatus") or {}).get("code") or 0),
+                    user_agent=str(event.get("userAgent", "")),
+                )
+            )
+        return entries
 
 
 class RealKube:

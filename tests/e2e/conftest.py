@@ -42,6 +42,7 @@ import pymysql
 import pytest
 import redis
 
+from devstack.kube.api import AuditEntry
 from devstack.mysql_group import MysqlGroup
 from devstack.platform import Platform, start_platform
 from tenantdb.adapters.clusters import ClusterRegistry
@@ -342,6 +343,24 @@ class Stack:
 
     def patch_control_plane(self, patch: dict[str, Any]) -> None:
         self.kube().patch(CONTROL_PLANE, "openstack", "cp", patch)
+
+    def record_writes(self) -> Callable[[], list[AuditEntry]]:
+        """Start recording every cluster's writes; the function returned reads those made since.
+
+        The devstack's API servers record once asked to; a real kube-apiserver's audit log holds
+        every request from its start, so the writes before this call are skipped.
+        """
+        real = self.platform.real
+        if real is not None:
+            clusters = list(real.clusters.values())
+            seen = [len(c.audit_writes()) for c in clusters]
+            return lambda: [
+                e for c, skip in zip(clusters, seen, strict=True) for e in c.audit_writes()[skip:]
+            ]
+        devstack = [server.cluster for server in self.platform.servers.values()]
+        for cluster in devstack:
+            cluster.enable_audit()
+        return lambda: [e for c in devstack for e in c.audit_log]
 
     def real_address(self, host: str, port: str) -> tuple[str, int]:
         services = json.loads((self.platform.state_dir / "services.json").read_text())

@@ -37,7 +37,7 @@ from tests.e2e.mysql_tenants import (
 )
 from tests.faults.conftest import FIGURES, Figures, descendants
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 
 __all__ = ["platform_options", "tenants"]
 

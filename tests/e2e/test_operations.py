@@ -17,7 +17,7 @@ from tenantdb.adapters.kube import CONTROL_PLANE, MARIADB_DATABASE
 from tenantdb.core.keys import OrderKey
 from tests.e2e.conftest import Stack, free_port, order_quiet, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 
 WORKERS = ("worker-1", "worker-2")
 
@@ -141,15 +141,13 @@ def test_a_forced_pass_over_a_ready_order_writes_nothing(stack: Stack) -> None:
     stack.wait_ready(name)
     key = f"mariadbdatabase/tenant-a/{name}"
     assert stack.cli("reconcile", key, "--wait", "30").returncode == 0, "settled first"
-    clusters = [server.cluster for server in stack.platform.servers.values()]
-    for cluster in clusters:
-        cluster.enable_audit()
+    recorded = stack.record_writes()
     order = stack.order(name)
 
     done = stack.cli("reconcile", key, "--force", "--wait", "30")
 
     assert done.returncode == 0, done.stdout + done.stderr
-    writes = [e for c in clusters for e in c.audit_log if e.field_manager == "tenantdb"]
+    writes = [e for e in recorded() if e.field_manager == "tenantdb"]
     assert writes == [], "a pass over an order that is as desired must write nothing"
     again = stack.order(name)
     assert again is not None
@@ -158,9 +156,7 @@ def test_a_forced_pass_over_a_ready_order_writes_nothing(stack: Stack) -> None:
 
 
 def test_the_audit_log_names_the_pass_and_order_of_each_write(stack: Stack) -> None:
-    clusters = [server.cluster for server in stack.platform.servers.values()]
-    for cluster in clusters:
-        cluster.enable_audit()
+    recorded = stack.record_writes()
     name = stack.name("audited-db")
     stack.apply_order(name)
     stack.wait_ready(name)
@@ -168,8 +164,7 @@ def test_the_audit_log_names_the_pass_and_order_of_each_write(stack: Stack) -> N
     # The test creates the order through tenantdb's own client, outside any pass.
     writes = [
         e
-        for c in clusters
-        for e in c.audit_log
+        for e in recorded()
         if e.field_manager == "tenantdb" and not (e.verb == "create" and e.name == name)
     ]
     assert writes, "tenantdb wrote the order's children"

@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import redis
@@ -96,36 +95,6 @@ def _audit_time(text: str) -> datetime:
         except ValueError:
             continue
     raise ValueError(f"not an audit time: {text!r}")
-
-
-_WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
-
-
-def real_audit_entries(events: Sequence[dict[str, Any]]) -> list[AuditEntry]:
-    """A real API server's audit events of completed writes, as the devstack's `AuditEntry`:
-    the time the response was sent, the field manager from the request's query."""
-    entries: list[AuditEntry] = []
-    for event in events:
-        if event.get("stage") != "ResponseComplete" or event.get("verb") not in _WRITE_VERBS:
-            continue
-        ref = event.get("objectRef") or {}
-        query = parse_qs(urlsplit(str(event.get("requestURI", ""))).query)
-        group = f".{ref['apiGroup']}" if ref.get("apiGroup") else ""
-        sub = f"/{ref['subresource']}" if ref.get("subresource") else ""
-        entries.append(
-            AuditEntry(
-                time=str(event.get("stageTimestamp", "")),
-                user=str((event.get("user") or {}).get("username", "")),
-                verb=str(event["verb"]),
-                resource=f"{ref.get('resource', '')}{group}{sub}",
-                namespace=str(ref.get("namespace", "")),
-                name=str(ref.get("name", "")),
-                field_manager=(query.get("fieldManager") or [""])[0],
-                code=int((event.get("responseStatus") or {}).get("code") or 0),
-                user_agent=str(event.get("userAgent", "")),
-            )
-        )
-    return entries
 
 
 def tenantdb_writers(entries: Sequence[AuditEntry]) -> Writers:
@@ -516,13 +485,17 @@ class Faults:
                 out.append(name)
         return out
 
-    def writers(self) -> Writers:
+    def writes(self) -> list[AuditEntry]:
+        """Every write the clusters recorded: the devstack's write audit, or the real API
+        servers' audit logs."""
         real = self.stack.platform.real
         if real is not None:
-            return tenantdb_writers(
-                [e for c in real.clusters.values() for e in real_audit_entries(c.audit_events())]
-            )
-        return tenantdb_writers([e for c in self.clusters for e in c.audit_log])
+            return [e for c in real.clusters.values() for e in c.audit_writes()]
+        return [e for c in self.clusters for e in c.audit_log]
+
+    def writers(self) -> Writers:
+        """tenantdb's writes by order and pass."""
+        return tenantdb_writers(self.writes())
 
     # -- the verdict ------------------------------------------------------------------------------
 

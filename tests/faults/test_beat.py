@@ -11,7 +11,7 @@ import pytest
 from tests.e2e.conftest import wait_for
 from tests.faults.conftest import Faults, poll_fast
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 
 ORDERS = 8
 ATTEMPTS = 4

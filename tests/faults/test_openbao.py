@@ -11,7 +11,7 @@ from tenantdb.adapters.kube import MARIADB_DATABASE, SECRET
 from tests.e2e.conftest import wait_for
 from tests.faults.conftest import NAMESPACE, Faults
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 
 TEARDOWN = "tenantdb.mariadbdatabase.teardown.openbao"
 

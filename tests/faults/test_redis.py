@@ -11,7 +11,7 @@ import pytest
 from tests.e2e.conftest import wait_for
 from tests.faults.conftest import Faults, hold
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 
 ORDERS = 10
 PAUSE_SECONDS = 13.0
@@ -29,7 +29,6 @@ def _leader(faults: Faults, name: str, role: str) -> float:
     return faults.stack.counter(name, "tenantdb_leader", role=role)
 
 
-@pytest.mark.real_server
 @pytest.mark.timeout(150)
 def test_redis_restarted_empty_under_load_loses_no_order(faults: Faults) -> None:
     for n in range(ORDERS):
