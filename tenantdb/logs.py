@@ -23,6 +23,9 @@ _PRIVATE_KEY = re.compile(
     r"-----BEGIN ([A-Z ]*)PRIVATE KEY-----.*?-----END \1PRIVATE KEY-----", re.DOTALL
 )
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
+# OpenBao's service, batch and recovery tokens (`s.`, `b.`, `r.`), and Vault's (`hvs.`, `hvb.`,
+# `hvr.`), which OpenBao still accepts: a prefix and a long base62 body.
+_OPENBAO_TOKEN = re.compile(r"\b(?:hv)?[sbr]\.[A-Za-z0-9]{20,}")
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
 
@@ -52,8 +55,9 @@ class JSONFormatter(logging.Formatter):
 
 
 def redact(text: str) -> str:
-    """A message with PEM private keys and JSON Web Tokens replaced."""
-    return _JWT.sub("<token>", _PRIVATE_KEY.sub("<private key>", text))
+    """A message with PEM private keys, JSON Web Tokens and OpenBao tokens replaced."""
+    text = _PRIVATE_KEY.sub("<private key>", text)
+    return _OPENBAO_TOKEN.sub("<token>", _JWT.sub("<token>", text))
 
 
 def _mask(name: str, value: Any) -> Any:

@@ -11,7 +11,8 @@ a failure there is only logged, since the token expires with its short TTL anywa
 Errors come out as ``OpenBaoError`` in the shape ``openbao: <status> on <METHOD> <path>: <errors>``
 with OpenBao's own error texts, and never carry the JWT, the token or a key. Every request is
 timed and its failures counted by operation (``tenantdb.adapters.metrics.OPENBAO_OPERATIONS``);
-a role or lease that is not there is an answer, not a failure.
+a role or lease that is not there is an answer, not a failure. A redirect is refused, never
+followed, so no token is ever sent to an address the secret store does not name.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import requests
 from tenantdb.adapters import memfiles
 from tenantdb.adapters.metrics import openbao_request
 from tenantdb.adapters.useragent import USER_AGENT
+from tenantdb.logs import redact
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +69,41 @@ def _error(exc: Exception, method: str, path: str) -> OpenBaoError:
         status = _status_of(exc)
         errors = [str(e) for e in (exc.errors or []) if str(e)]
         text = "; ".join(errors) or str(exc.text or "").strip() or "<no error body>"
-        return OpenBaoError(f"openbao: {status} on {method} {path}: {text}", status)
+        # OpenBao's own words, which could quote a token: they go into conditions and logs.
+        return OpenBaoError(f"openbao: {status} on {method} {path}: {redact(text)}", status)
     return OpenBaoError(f"openbao: {method} {path}: {type(exc).__name__}")
+
+
+def _refuse_redirect(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+    """Fail a request OpenBao answers with a redirect, rather than hand it back as an answer.
+
+    A redirect is never followed: it could send the login's ServiceAccount token, or a token,
+    to another address (plain http included) that the SecretStore did not name.
+    """
+    if response.is_redirect:
+        response.close()  # its connection goes now, not whenever the answer is collected
+        path = urlsplit(response.request.url or "").path
+        raise OpenBaoError(
+            f"openbao: {response.status_code} on {response.request.method} {path}: a redirect"
+            " to another address, which tenantdb does not follow",
+            response.status_code,
+        )
+
+
+def _login(client: hvac.Client, role: str, jwt: str, mount: str) -> str:
+    """Log in at Kubernetes auth's `mount` as `role` with `jwt`; the client token."""
+    login_path = f"/v1/auth/{mount}/login"
+    try:
+        with openbao_request("login"):
+            answer = client.auth.kubernetes.login(role, jwt, mount_point=mount)
+            token = ((answer or {}).get("auth") or {}).get("client_token")
+            if not token:
+                raise OpenBaoError(
+                    f"openbao: POST {login_path}: the answer carries no client token"
+                )
+    except (hvac.exceptions.VaultError, requests.RequestException, OSError) as exc:
+        raise _error(exc, "POST", login_path) from None
+    return str(token)
 
 
 def _status_of(exc: hvac.exceptions.VaultError) -> int:
@@ -225,7 +260,6 @@ def open_session(
         OpenBaoError: the server is not https (the token is never sent in the clear), or
             reading the token or logging in failed.
     """
-    login_path = f"/v1/auth/{mount}/login"
     if urlsplit(server).scheme != "https":
         # The address comes from a SecretStore: whoever can edit it must not be able to point
         # tenantdb's ServiceAccount token at a plain-HTTP listener.
@@ -239,21 +273,17 @@ def open_session(
             f"reading the ServiceAccount token tenantdb logs in with: {type(exc).__name__}"
         ) from None
     with _tls_files(cert) as (client_cert, verify):
-        client = hvac.Client(url=server, cert=client_cert, verify=verify, timeout=timeout)
+        client = hvac.Client(
+            url=server, cert=client_cert, verify=verify, timeout=timeout, allow_redirects=False
+        )
         client.adapter.session.headers["User-Agent"] = USER_AGENT
+        client.adapter.session.hooks["response"].append(_refuse_redirect)
         try:
-            with openbao_request("login"):
-                answer = client.auth.kubernetes.login(role, jwt, mount_point=mount)
-                token = ((answer or {}).get("auth") or {}).get("client_token")
-                if not token:
-                    raise OpenBaoError(
-                        f"openbao: POST {login_path}: the answer carries no client token"
-                    )
-        except (hvac.exceptions.VaultError, requests.RequestException, OSError) as exc:
-            raise _error(exc, "POST", login_path) from None
-        client.token = token
-        session = OpenBaoSession(client)
-        try:
-            yield session
+            client.token = _login(client, role, jwt, mount)
+            session = OpenBaoSession(client)
+            try:
+                yield session
+            finally:
+                session.revoke_self()
         finally:
-            session.revoke_self()
+            client.adapter.close()  # its connections, whether or not the login worked

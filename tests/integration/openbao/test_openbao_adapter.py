@@ -8,15 +8,20 @@ and messages but never the token or the JWT; the key files it writes are gone af
 
 from __future__ import annotations
 
+import http.server
+import ssl
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import hvac.exceptions
 import pytest
 
 from devstack.openbao.bootstrap import KUBE_MOUNT
 from devstack.openbao.pki import LocalPKI
 from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
+from tenantdb.adapters.openbao import _error as openbao_error
 from tenantdb.core.mariadbdatabase.openbao import build_role, should_write_role
 
 from .openbao_support import Platform, sql_user_exists
@@ -130,3 +135,79 @@ def test_a_plain_http_server_never_sees_the_token(make_platform: Callable[..., P
     with pytest.raises(OpenBaoError, match="OpenBao must be reached over https"):
         session.__enter__()
     assert reads == [], "the token was not even read"
+
+
+Answer = Callable[[http.server.BaseHTTPRequestHandler], None]
+
+
+class _Listener:
+    """A loopback HTTP(S) server that answers every request with `answer` and keeps its path."""
+
+    def __init__(self, answer: Answer, tls: ssl.SSLContext | None = None) -> None:
+        self.seen: list[str] = []
+        listener = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _any(self) -> None:
+                listener.seen.append(self.path)
+                answer(self)
+
+            do_GET = do_POST = do_PUT = _any  # noqa: N815 (the names http.server calls)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_port
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_redirect_is_refused_and_the_token_never_follows_it(
+    pki: LocalPKI, client_certificate: ClientCertificate
+) -> None:
+    plain = _Listener(lambda handler: handler.send_error(404))
+
+    def redirect(handler: http.server.BaseHTTPRequestHandler) -> None:
+        handler.send_response(307)
+        handler.send_header("Location", f"http://127.0.0.1:{plain.port}{handler.path}")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(pki.server.cert_file, pki.server.key_file)
+    redirecting = _Listener(redirect, tls)
+    try:
+        session = open_session(
+            f"https://127.0.0.1:{redirecting.port}",
+            KUBE_MOUNT,
+            "c5c3-operator",
+            lambda: "the-serviceaccount-jwt",
+            client_certificate,
+        )
+        with pytest.raises(OpenBaoError) as refused:
+            session.__enter__()
+    finally:
+        redirecting.stop()
+        plain.stop()
+    assert redirecting.seen == [f"/v1/auth/{KUBE_MOUNT}/login"]
+    assert plain.seen == [], "nothing, the token least of all, went where the redirect pointed"
+    assert refused.value.status == 307
+    assert str(refused.value) == (
+        f"openbao: 307 on POST /v1/auth/{KUBE_MOUNT}/login: a redirect to another address,"
+        " which tenantdb does not follow"
+    )
+
+
+def test_a_token_in_openbao_s_own_error_text_is_replaced() -> None:
+    token = "s.Xk2ZGfFqEhQzVw3mN8pRtY4b"
+    exc = hvac.exceptions.Forbidden(errors=[f"token {token} has been revoked"])
+    error = openbao_error(exc, "GET", "/v1/database/mariadb/roles/x")
+    assert str(error) == (
+        "openbao: 403 on GET /v1/database/mariadb/roles/x: token <token> has been revoked"
+    )
