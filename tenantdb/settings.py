@@ -33,6 +33,15 @@ class Settings(BaseSettings):
     redis_sentinel_master: str = Field(
         default="mymaster", description="The Sentinel master name of tenantdb's Redis."
     )
+    redis_socket_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description=(
+            "How long a work-queue Redis command or connect may wait for an answer before it"
+            " fails, so a Redis that died without a reset cannot hang a process; connections"
+            " also keep TCP keepalive and are checked with a PING after 30 s idle."
+        ),
+    )
     broker_url: str = Field(
         default="",
         description="Celery broker; empty means the same Redis as redis_url.",

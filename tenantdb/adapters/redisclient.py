@@ -26,17 +26,35 @@ def sentinel_hosts(settings: Settings) -> list[tuple[str, int]]:
     return hosts
 
 
+HEALTH_CHECK_SECONDS = 30
+"""A connection idle this long is checked with a PING before its next command."""
+
+
+def connection_options(settings: Settings) -> dict[str, Any]:
+    """What every work-queue connection is opened with: a bound on each command and connect,
+    TCP keepalive, and a health check after idling, so a Redis that vanished without a reset
+    (a dead node, a dropped route) fails a command instead of blocking it for ever."""
+    timeout = settings.redis_socket_timeout_seconds
+    return {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "socket_keepalive": True,
+        "health_check_interval": HEALTH_CHECK_SECONDS,
+    }
+
+
 def build_redis(settings: Settings) -> redis.Redis:
     """A client of the work-queue Redis: the URL's server, or the Sentinels' current master."""
     hosts = sentinel_hosts(settings)
+    options = connection_options(settings)
     if not hosts:
-        return redis.Redis.from_url(settings.redis_url)
+        return redis.Redis.from_url(settings.redis_url, **options)
     parts = urlsplit(settings.redis_url)
     db = int(parts.path.strip("/") or 0)
     # redis-py leaves Sentinel unannotated; master_for returns a Redis client.
     sentinel = Sentinel(hosts, socket_timeout=5.0, password=parts.password)  # type: ignore[no-untyped-call]
     master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
-        settings.redis_sentinel_master, db=db, password=parts.password
+        settings.redis_sentinel_master, db=db, password=parts.password, **options
     )
     return master
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from tenantdb.adapters.redisclient import broker_connection, sentinel_hosts
+import time
+
+import pytest
+import redis
+
+from devstack.mysql_group.blackhole import Blackhole
+from tenantdb.adapters.redisclient import broker_connection, build_redis, sentinel_hosts
 from tenantdb.settings import Settings
 
 
@@ -27,3 +33,29 @@ def test_sentinels_list_every_host_with_the_master_name() -> None:
 def test_an_explicit_broker_url_wins_over_sentinels() -> None:
     settings = Settings(redis_sentinels="s1:26379", broker_url="redis://broker:6379/0")
     assert broker_connection(settings) == ("redis://broker:6379/0", {})
+
+
+def test_a_redis_that_accepts_and_never_answers_fails_a_command_in_its_timeout() -> None:
+    hole = Blackhole()
+    hole.start()
+    host, port = hole.address
+    try:
+        client = build_redis(
+            Settings(redis_url=f"redis://{host}:{port}/0", redis_socket_timeout_seconds=0.5)
+        )
+        started = time.monotonic()
+        with pytest.raises(redis.TimeoutError):
+            client.ping()
+        waited = time.monotonic() - started
+    finally:
+        hole.stop()
+    assert hole.accepted >= 1, "the connect went through; the answer never came"
+    assert waited < 5, f"the command gave up after its timeout, not {waited:.1f} s later"
+
+
+def test_every_connection_keeps_keepalive_and_a_health_check() -> None:
+    client = build_redis(Settings(redis_url="redis://127.0.0.1:1/0"))
+    kwargs = client.connection_pool.connection_kwargs
+    assert kwargs["socket_timeout"] == kwargs["socket_connect_timeout"] == 10.0
+    assert kwargs["socket_keepalive"] is True
+    assert kwargs["health_check_interval"] == 30
