@@ -309,10 +309,13 @@ def _status(text: str | None, *, as_json: bool) -> int:
     if keys is None:
         _served_kinds(settings)
     try:
-        rows = gather_status(load_cluster_config(settings).registry, _workqueue(settings), keys)
+        registry = load_cluster_config(settings).registry
+        rows = gather_status(registry, _workqueue(settings), keys)
     except (RedisError, OSError) as exc:
         sys.stderr.write(f"tenantdb: cannot reach Redis: {type(exc).__name__}\n")
         return EXIT_UNAVAILABLE
+    for problem in sorted(registry.skipped.values()):
+        sys.stderr.write(f"tenantdb: skipped cluster {problem}\n")
     if as_json:
         print(json.dumps([asdict(row) for row in rows], indent=2))
     else:

@@ -37,7 +37,12 @@ from tenantdb.adapters.clusters import (
 )
 from tenantdb.adapters.kube import KubeClient
 from tenantdb.adapters.leader import LeaderLease
-from tenantdb.adapters.metrics import ENQUEUES, LEADER, WATCH_LAST_EVENT
+from tenantdb.adapters.metrics import (
+    CLUSTER_CONTEXTS_SKIPPED,
+    ENQUEUES,
+    LEADER,
+    WATCH_LAST_EVENT,
+)
 from tenantdb.adapters.metrics import serve as serve_metrics
 from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import Publish, WorkQueue
@@ -228,6 +233,9 @@ class Watcher:
                     "added" if before is None else "removed" if after is None else "changed",
                 )
             self._stamp, self._registry, self._digests = stamp, config.registry, config.digests
+        for context, problem in sorted(config.registry.skipped.items()):
+            log.warning("cluster context %r skipped, its orders get no pass: %s", context, problem)
+        CLUSTER_CONTEXTS_SKIPPED.set(len(config.registry.skipped))
 
     def _client(self, cluster: str) -> KubeClient | None:
         client = self._clients.get(cluster)

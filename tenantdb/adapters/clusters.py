@@ -32,6 +32,7 @@ from tenantdb.adapters.kube import (
     in_cluster_client,
     kubeconfig_contexts,
 )
+from tenantdb.core.keys import cluster_name_problem
 from tenantdb.settings import Settings
 
 MANAGEMENT = ""
@@ -48,9 +49,17 @@ class ClusterUnavailableError(LookupError):
 class ClusterRegistry:
     """Kubernetes clients by cluster name ("" is the management cluster)."""
 
-    def __init__(self, factories: dict[str, Callable[[], KubeClient]]) -> None:
-        """Register a client factory per cluster; each client is built on first use."""
+    def __init__(
+        self,
+        factories: dict[str, Callable[[], KubeClient]],
+        skipped: dict[str, str] | None = None,
+    ) -> None:
+        """Register a client factory per cluster; each client is built on first use.
+
+        ``skipped`` names the contexts left out and why (a name order keys cannot carry).
+        """
         self._factories = factories
+        self.skipped: dict[str, str] = dict(skipped or {})
         self._clients: dict[str, KubeClient] = {}
         self._lock = threading.Lock()
 
@@ -67,10 +76,15 @@ class ClusterRegistry:
         factories: dict[str, Callable[[], KubeClient]] = {
             MANAGEMENT: lambda: client_from_kubeconfig(path, management, MANAGEMENT)
         }
+        skipped: dict[str, str] = {}
         for context in targets:
             if context in contexts and context != management:
-                factories[context] = _factory(path, context)
-        return cls(factories)
+                problem = cluster_name_problem(context)
+                if problem:
+                    skipped[context] = problem
+                else:
+                    factories[context] = _factory(path, context)
+        return cls(factories, skipped)
 
     def get(self, cluster: str) -> KubeClient:
         """The client of one cluster.
@@ -135,13 +149,18 @@ def load_cluster_config(settings: Settings) -> ClusterConfig:
         name: functools.partial(base.get, name) for name in base.names()
     }
     digests = _kubeconfig_digests(settings.kubeconfig, settings.management_context, base.names())
+    skipped = dict(base.skipped)
     for name, path in _directory_kubeconfigs(_kubeconfig_dir(settings)).items():
         if name == MANAGEMENT:
+            continue
+        problem = cluster_name_problem(name)
+        if problem:
+            skipped[name] = f"file {path.name}: {problem}"
             continue
         context = _current_context(str(path))
         factories[name] = functools.partial(client_from_kubeconfig, str(path), context, name)
         digests[name] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return ClusterConfig(ClusterRegistry(factories), digests)
+    return ClusterConfig(ClusterRegistry(factories, skipped), digests)
 
 
 def compute_config_stamp(settings: Settings) -> tuple[object, ...]:

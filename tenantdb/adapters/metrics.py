@@ -102,6 +102,12 @@ PENDING_KEYS = Gauge(
     "Orders with a reconcile queued and not yet started.",
     multiprocess_mode="livemax",
 )
+CLUSTER_CONTEXTS_SKIPPED = Gauge(
+    "tenantdb_cluster_contexts_skipped",
+    "Kubeconfig contexts the watcher left out because an order key cannot carry their name (its"
+    " log names each and why); their orders get no pass.",
+    multiprocess_mode="livemax",
+)
 WATCH_EVENTS = Counter(
     "tenantdb_watch_events",
     "Watch events received, by cluster, kind and type (LISTED for objects a relist handed on).",

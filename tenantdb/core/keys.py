@@ -82,6 +82,21 @@ class OrderKey:
         return cls(kind=kind, namespace=namespace, name=name, cluster=cluster)
 
 
+def cluster_name_problem(name: str) -> str:
+    """Why a kubeconfig context cannot name a target cluster in order keys, or ``""``.
+
+    A key carries a cluster as lower-case letters, digits, ``-`` and ``.``, starting and ending
+    with a letter or digit: GKE's ``gke_project_zone_name`` or an EKS ARN does not fit, and such a
+    context is served under a name of its own (a file in the kubeconfig directory) or not at all.
+    """
+    if _CLUSTER.fullmatch(name):
+        return ""
+    return (
+        f"context {name!r} cannot name a cluster in order keys: use lower-case letters, digits,"
+        " '-' and '.', starting and ending with a letter or digit"
+    )
+
+
 def _problem(kind: str, namespace: str, name: str, cluster: str) -> str:
     """Say what is wrong with the parts of a key, or return an empty string."""
     # fullmatch: "$" alone would let a trailing newline through.

@@ -26,7 +26,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from devstack.kube.server import ClusterServer, kubeconfig
-from tenantdb.adapters.clusters import ClusterRegistry, ClusterUnavailableError
+from tenantdb.adapters.clusters import (
+    ClusterRegistry,
+    ClusterUnavailableError,
+    load_cluster_config,
+)
 from tenantdb.adapters.kube import (
     MARIADB_DATABASE,
     NAMESPACE,
@@ -220,6 +224,38 @@ def test_clusters_resolve_by_name_from_one_kubeconfig(kubeconfig_file: Path) -> 
         registry.get("edge-9")
 
 
+def test_a_context_an_order_key_cannot_name_is_skipped_and_said_and_a_file_can_rename_it(
+    servers: dict[str, ClusterServer], tmp_path: Path
+) -> None:
+    gke = "gke_project_europe-west1_edge-2"  # underscores: no order key carries them
+    config = kubeconfig(servers, current="management")
+    edge = next(c for c in config["contexts"] if c["name"] == "edge-1")
+    config["contexts"].append({**edge, "name": gke})
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    settings = Settings(kubeconfig=str(path), management_context="management")
+
+    registry = ClusterRegistry.from_settings(settings)
+    assert registry.names() == ["", "edge-1"]
+    assert registry.skipped == {
+        gke: f"context {gke!r} cannot name a cluster in order keys: use lower-case letters,"
+        " digits, '-' and '.', starting and ending with a letter or digit"
+    }
+
+    # The same cluster served under a name of its own: a file of the kubeconfig directory.
+    directory = tmp_path / "clusters"
+    directory.mkdir()
+    (directory / "edge-2").write_text(yaml.safe_dump({**config, "current-context": gke}))
+    (directory / "arn:aws:eks:eu-1:1:cluster/x".replace("/", "_")).write_text(path.read_text())
+    loaded = load_cluster_config(settings.model_copy(update={"kubeconfig_dir": str(directory)}))
+    assert loaded.registry.names() == ["", "edge-1", "edge-2"]
+    assert sorted(loaded.registry.skipped) == ["arn:aws:eks:eu-1:1:cluster_x", gke]
+    loaded.registry.get("edge-2").apply(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "via-the-file"}}
+    )
+    assert registry.get("edge-1").get_or_none(NAMESPACE, None, "via-the-file") is not None
+
+
 def test_debug_logging_never_writes_a_secret_the_client_read(
     kube: KubeClient, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -304,3 +340,40 @@ def _self_signed() -> tuple[bytes, bytes]:
         serialization.NoEncryption(),
     )
     return cert.public_bytes(serialization.Encoding.PEM), pem
+
+
+def test_status_names_a_skipped_context_on_one_line(
+    servers: dict[str, ClusterServer],
+    tmp_path: Path,
+    key_prefix: str,
+    real_redis: object,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tenantdb.cli import EXIT_OK, main
+    from tenantdb.settings import load_settings
+    from tests.conftest import REDIS_URL
+
+    config = kubeconfig(servers, current="management")
+    edge = next(c for c in config["contexts"] if c["name"] == "edge-1")
+    config["contexts"].append({**edge, "name": "gke_project_zone_edge"})
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    for name, value in {
+        "TENANTDB_KUBECONFIG": str(path),
+        "TENANTDB_MANAGEMENT_CONTEXT": "management",
+        "TENANTDB_REDIS_URL": REDIS_URL,
+        "TENANTDB_KEY_PREFIX": key_prefix,
+    }.items():
+        monkeypatch.setenv(name, value)
+    load_settings.cache_clear()
+    try:
+        assert main(["status"]) == EXIT_OK
+    finally:
+        load_settings.cache_clear()
+    err = capsys.readouterr().err
+    assert err == (
+        "tenantdb: skipped cluster context 'gke_project_zone_edge' cannot name a cluster in order"
+        " keys: use lower-case letters, digits, '-' and '.', starting and ending with a letter or"
+        " digit\n"
+    )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+import pytest
 from prometheus_client import REGISTRY
 
 from devstack.kube.server import ClusterServer
@@ -90,3 +92,39 @@ def test_a_directory_of_kubeconfigs_names_target_clusters_by_file_name(
 
     (directory / "edge-1").unlink()
     poll_until(lambda: watcher.engaged() == [""], "edge-1 was not dropped")
+
+
+def test_a_cluster_name_no_order_key_can_carry_is_skipped_said_and_counted(
+    servers: dict[str, ClusterServer],
+    kubeconfig_file: Path,
+    tmp_path: Path,
+    start_watcher: StartWatcher,
+    key_prefix: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from tests.integration.watcher.conftest import settings_for
+
+    write_kubeconfig(kubeconfig_file, {"management": servers["management"]})
+    directory = tmp_path / "targets"
+    directory.mkdir()
+    settings = settings_for(kubeconfig_file, key_prefix).model_copy(
+        update={"kubeconfig_dir": str(directory)}
+    )
+    caplog.set_level(logging.WARNING, logger="watcher.process")
+    watcher = start_watcher(settings=settings)
+
+    write_kubeconfig(directory / "gke_project_zone_edge", {"edge-1": servers["edge-1"]})
+    poll_until(lambda: _skipped() == 1, "the context was not counted as skipped")
+    assert watcher.engaged() == [""], "no orders are served under a name keys cannot carry"
+    said = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert said, "the watcher says which context it skipped"
+    assert "'gke_project_zone_edge'" in said[-1]
+    assert "order keys" in said[-1]
+
+    (directory / "gke_project_zone_edge").replace(directory / "edge-1")
+    poll_until(lambda: watcher.engaged() == ["", "edge-1"], "the renamed file was not engaged")
+    assert _skipped() == 0
+
+
+def _skipped() -> float | None:
+    return REGISTRY.get_sample_value("tenantdb_cluster_contexts_skipped")
