@@ -25,7 +25,7 @@ steps, which its fence lets run once, and the error callback needs no lease at a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,7 @@ from tenantdb.adapters.workqueue import (
     ready_fence,
 )
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.tasknames import RECONCILE_ABORT, routed_queue
+from tenantdb.core.tasknames import RECONCILE_ABORT, Queue, routed_queue
 from tenantdb.settings import load_settings
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,11 @@ def run_step(
         _stop_chain(task)
         queue.request_pass(order)
         return result(key, "LeaseLost")
-    setattr(task.request, _WAITING, waiting)
+    setattr(
+        task.request,
+        _WAITING,
+        (waiting, next_step_queue(getattr(task.request, "chain", None), task.name)),
+    )
     return result(key, outcome.reason)
 
 
@@ -172,12 +176,31 @@ def _retry(
         extra={"order": str(lease.key)},
     )
     retry = task.retry(countdown=countdown, throw=False)
-    queue.extend_wait(waiting, ttl_ms, routed_queue(task.name).value)
+    queue.extend_wait(waiting, ttl_ms, routed_queue(task.name).value, CHAIN_QUEUES)
     raise retry from None
 
 
+CHAIN_QUEUES = tuple(q.value for q in Queue)
+"""Every queue a step of a pass may wait in."""
+
 _WAITING = "tenantdb_waiting"
-"""The request attribute naming the fence a step handed over to, for ``StepTask.on_success``."""
+"""The request attribute naming the fence a step handed over to and the queue of the step that
+waits at it, for ``StepTask.on_success``."""
+
+
+def next_step_queue(remaining: Sequence[Mapping[str, Any]] | None, current: str) -> str:
+    """The queue of the step Celery publishes after the one named ``current``.
+
+    ``remaining`` is the request's chain: the steps still to come, the next one last (Celery
+    pops it from there to publish it). The next step may run on another queue than this one
+    (provision hands over to delivery), and the wait record must name the queue its message is
+    in, or a backlog there reads as a lost message.
+    """
+    if remaining:
+        name = remaining[-1].get("task")
+        if name:
+            return routed_queue(str(name)).value
+    return routed_queue(current).value
 
 
 class StepTask(Task[Any, Any]):
@@ -188,11 +211,12 @@ class StepTask(Task[Any, Any]):
     """Held by the worker that receives it (``tasks.holding``)."""
 
     def on_success(self, retval: Any, task_id: str, args: Any, kwargs: Any) -> None:
-        waiting = getattr(self.request, _WAITING, None)
-        if not isinstance(waiting, Lease):
+        handed = getattr(self.request, _WAITING, None)
+        if not isinstance(handed, tuple):
             return
+        waiting, queue_name = handed
         try:
-            workqueue().extend_wait(waiting, handover_ms(), routed_queue(self.name).value)
+            workqueue().extend_wait(waiting, handover_ms(), queue_name, CHAIN_QUEUES)
         except RedisError:
             # The lease stays one lease long: a worker that receives the step holds it, and if
             # none does in time the sweep starts the pass afresh.

@@ -255,7 +255,8 @@ return 1
 # Once the next step's message is published, its wait in the queue is covered (the message is in
 # Redis, not lost with a process), unless a worker already holds it. The wait is looked at again
 # after one lease (``sweep_lost_waits``): a message a worker popped from the queue and died with
-# before it could hold it is in no queue and held by no one.
+# before it could hold it is in no queue and held by no one. A step may wait in another queue than
+# the one before it, so the key's records in the other queues (ARGV[6..]) go.
 _EXTEND_WAIT = (
     _NOW_MS
     + """
@@ -263,6 +264,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local now = now_ms()
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
+for i = 6, #ARGV do redis.call('ZREM', KEYS[3], ARGV[i]) end
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[4])
 return 1
 """
@@ -692,18 +694,23 @@ class WorkQueue:
             )
         )
 
-    def extend_wait(self, lease: Lease, ttl_ms: int, queue: str) -> bool:
+    def extend_wait(
+        self, lease: Lease, ttl_ms: int, queue: str, others: Sequence[str] = ()
+    ) -> bool:
         """Cover a waiting fence's wait in ``queue``, now that the step's message is published.
 
         Nothing changes when a worker already holds the step (``hold``) or the fence moved on.
-        The wait is looked at again after one lease (``sweep_lost_waits``).
+        The wait is looked at again after one lease (``sweep_lost_waits``). ``others`` are the
+        queues an earlier step of the pass may have waited in: their records of the key go, so
+        the sweep never judges a step by a queue its message is not in.
         """
+        stale = [f"{name} {lease.key}" for name in others if name != queue]
         return bool(
             int(
                 self._extend_wait(
                     keys=[self.keys.lock(lease.key), self.keys.dirty, self.keys.waiting],
                     args=[lease.value, ttl_ms, str(lease.key), f"{queue} {lease.key}",
-                          self.lock_ttl_ms],
+                          self.lock_ttl_ms, *stale],
                 )
             )
         )  # fmt: skip

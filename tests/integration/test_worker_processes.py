@@ -58,13 +58,15 @@ class Stack:
         )
         self.keys = probe_keys(prefix, str(KEY))
 
-    def start_worker(self, name: str) -> None:
+    def start_worker(self, name: str, queues: str = "") -> None:
         log = self.logs / f"{name}.log"
         argv = [
             sys.executable, "-m", "celery", "-A", "tests.integration.workqueue_app", "worker",
             "-P", "prefork", "-c", "1", "-n", f"{name}@%h", "-l", "INFO",
             "--without-heartbeat", "--without-mingle", "--without-gossip",
         ]  # fmt: skip
+        if queues:
+            argv += ["-Q", queues]
         self._spawn(argv, log)
         _wait_for(lambda: "ready." in log.read_text(errors="replace"), 60, f"{name} ready")
 
@@ -259,3 +261,26 @@ def _wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {seconds} s waiting for {what}")
         threading.Event().wait(0.05)
+
+
+def test_a_step_handed_over_to_another_queue_is_waited_for_in_that_queue(stack: Stack) -> None:
+    keys = chain_keys(stack.prefix)
+    key = OrderKey.parse("probehandover/tenant-a/backlog")
+    # Nobody serves the delivery queue yet: the second step waits there, as in a backlog.
+    stack.start_worker("w1", queues="reconcile,provision,teardown")
+    assert stack.queue.enqueue(key)
+    delivery = f"{stack.prefix}delivery"
+    _wait_for(lambda: stack.client.llen(delivery) == 1, 30, "the second step in its queue")
+    _wait_for(lambda: stack.client.zcard(stack.queue.keys.waiting) == 1, 10, "the wait record")
+
+    members: list[bytes] = stack.client.zrange(stack.queue.keys.waiting, 0, -1)
+    waits = [_text(m) for m in members]
+    assert waits == [f"delivery {key}"], "the wait names the queue the step's message is in"
+    time.sleep(LOCK_TTL * 1.5)
+    assert stack.queue.sweep_lost_waits(["delivery"]) == [], "a step still queued is not lost"
+
+    stack.start_worker("w2", queues="delivery")
+    _wait_for(lambda: bool(stack.client.sismember(keys["done"], str(key))), 30, "the last step")
+    _wait_for(stack.quiet_for(key), 30, "the work queue to settle")
+    steps = [_text(s) for s in stack.client.lrange(keys["steps"], 0, -1)]
+    assert steps == [f"1:{key}"], "step 1 ran once: the backlog cost no second pass"

@@ -118,3 +118,36 @@ def probe_step(self: AnyTask, key: str, name: str, started: int, step: int) -> d
 
 
 register_pass("probechain", probechain_pass)
+
+
+# -- a chain whose second step runs on another queue ----------------------------------------------
+
+DELIVERY_STEP = "tenantdb.probehandover.delivery.step"
+"""Routed by its name to the delivery queue, as a kind's delivery steps are."""
+
+
+def probehandover_pass(ctx: PassContext) -> PassOutcome:
+    """Hand the pass to a step on the reconcile queue that hands over to one on delivery."""
+
+    def handoff(lease: Lease) -> Signature:
+        args = (str(lease.key), lease.name, lease.started)
+        return chain(probe_step.si(*args, 1), delivery_step.si(*args, 2)).on_error(
+            Signature(RECONCILE_ABORT, args=(str(lease.key),), immutable=True)
+        )
+
+    return PassOutcome("Chained", handoff=handoff)
+
+
+@app.task(name=DELIVERY_STEP, bind=True, max_retries=None, base=StepTask)
+def delivery_step(self: AnyTask, key: str, name: str, started: int, step: int) -> dict[str, str]:
+    """The last step: record that it ran and end the pass."""
+
+    def body(ctx: StepContext) -> StepResult:
+        ctx.guard.check()
+        _redis().sadd(chain_keys(load_settings().key_prefix)["done"], key)
+        return StepResult("Delivered", done=True)
+
+    return run_step(self, key, name, started, step, body)
+
+
+register_pass("probehandover", probehandover_pass)
