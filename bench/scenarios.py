@@ -34,6 +34,7 @@ def _per_order(delta: Delta, orders: int) -> Figures:
         "busy_messages": delta.busy / orders,
         "celery_tasks": delta.all_tasks / orders,
         "kube_requests": delta.kube_requests / orders,
+        "kube_requests_per_pass": delta.kube_requests / delta.passes if delta.passes else None,
         "openbao_requests": delta.openbao_requests / orders,
         "sql_requests": delta.sql_requests / orders,
         "tenantdb_cpu_s": delta.tenantdb_cpu / orders,
