@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
@@ -273,7 +274,7 @@ def test_a_step_handed_over_to_another_queue_is_waited_for_in_that_queue(stack: 
     _wait_for(lambda: stack.client.llen(delivery) == 1, 30, "the second step in its queue")
     _wait_for(lambda: stack.client.zcard(stack.queue.keys.waiting) == 1, 10, "the wait record")
 
-    members: list[bytes] = stack.client.zrange(stack.queue.keys.waiting, 0, -1)
+    members = cast(list[bytes], stack.client.zrange(stack.queue.keys.waiting, 0, -1))
     waits = [_text(m) for m in members]
     assert waits == [f"delivery {key}"], "the wait names the queue the step's message is in"
     time.sleep(LOCK_TTL * 1.5)
