@@ -51,7 +51,7 @@ from tenantdb.adapters.metrics import (
     set_series,
 )
 from tenantdb.adapters.readiness import ReadyBook
-from tenantdb.adapters.redisclient import build_redis
+from tenantdb.adapters.redisclient import build_redis, warn_about_eviction
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import Timetable, compute_refresh_cap
@@ -252,6 +252,7 @@ def run_beat_process(settings: Settings, stop: threading.Event) -> None:
     """The ``tenantdb beat`` role: serve /metrics, campaign for the lease, sweep while leading."""
     serve(settings.metrics_port)
     redis_client = build_redis(settings)
+    warn_about_eviction(redis_client)
     lease = LeaderLease(redis_client, "beat", prefix=settings.key_prefix)
     campaign = threading.Thread(
         target=lease.run,

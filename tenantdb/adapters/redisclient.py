@@ -7,6 +7,7 @@ lists the Sentinels with the master's name in the transport options.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,6 +15,8 @@ import redis
 from redis.sentinel import Sentinel
 
 from tenantdb.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 def sentinel_hosts(settings: Settings) -> list[tuple[str, int]]:
@@ -69,3 +72,37 @@ def broker_connection(settings: Settings) -> tuple[str, dict[str, Any]]:
     db = parts.path.strip("/") or "0"
     url = ";".join(f"sentinel://{auth}{host}:{port}/{db}" for host, port in hosts)
     return url, {"master_name": settings.redis_sentinel_master}
+
+
+def eviction_problem(client: redis.Redis) -> str:
+    """What is wrong with the server's eviction policy for tenantdb, or ``""``.
+
+    Pending marks, leases, timetables and the broker's messages live in Redis; a server that
+    evicts keys under memory pressure (any ``maxmemory-policy`` but ``noeviction``) drops them in
+    silence, and an order whose marks are gone waits for its next refresh. A server that refuses
+    ``CONFIG GET`` (many managed services) cannot be checked, which is said too.
+    """
+    try:
+        found = client.config_get("maxmemory-policy")
+    except redis.ResponseError:
+        return (
+            "Redis does not answer CONFIG GET maxmemory-policy; make sure it is noeviction,"
+            " or keys tenantdb needs may be evicted under memory pressure"
+        )
+    policy = str(found.get("maxmemory-policy", ""))
+    if policy in ("", "noeviction"):
+        return ""
+    return (
+        f"Redis evicts keys under memory pressure (maxmemory-policy {policy}); set it to"
+        " noeviction, or pending marks, leases and queued steps may vanish"
+    )
+
+
+def warn_about_eviction(client: redis.Redis) -> None:
+    """Log `eviction_problem` as an error once, at start; an unreachable Redis is not judged."""
+    try:
+        problem = eviction_problem(client)
+    except (redis.RedisError, OSError):
+        return
+    if problem:
+        log.error("%s", problem)
