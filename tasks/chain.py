@@ -52,7 +52,7 @@ from tenantdb.adapters.workqueue import (
     ready_fence,
 )
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.tasknames import RECONCILE_ABORT, Queue, routed_queue
+from tenantdb.core.tasknames import RECONCILE_ABORT, routed_queue
 from tenantdb.settings import load_settings
 
 log = logging.getLogger(__name__)
@@ -176,12 +176,9 @@ def _retry(
         extra={"order": str(lease.key)},
     )
     retry = task.retry(countdown=countdown, throw=False)
-    queue.extend_wait(waiting, ttl_ms, routed_queue(task.name).value, CHAIN_QUEUES)
+    queue.extend_wait(waiting, ttl_ms, routed_queue(task.name).value)
     raise retry from None
 
-
-CHAIN_QUEUES = tuple(q.value for q in Queue)
-"""Every queue a step of a pass may wait in."""
 
 _WAITING = "tenantdb_waiting"
 """The request attribute naming the fence a step handed over to and the queue of the step that
@@ -216,7 +213,7 @@ class StepTask(Task[Any, Any]):
             return
         waiting, queue_name = handed
         try:
-            workqueue().extend_wait(waiting, handover_ms(), queue_name, CHAIN_QUEUES)
+            workqueue().extend_wait(waiting, handover_ms(), queue_name)
         except RedisError:
             # The lease stays one lease long: a worker that receives the step holds it, and if
             # none does in time the sweep starts the pass afresh.

@@ -68,6 +68,7 @@ import redis
 
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import Timetable
+from tenantdb.core.tasknames import Queue
 
 log = logging.getLogger(__name__)
 
@@ -694,17 +695,15 @@ class WorkQueue:
             )
         )
 
-    def extend_wait(
-        self, lease: Lease, ttl_ms: int, queue: str, others: Sequence[str] = ()
-    ) -> bool:
+    def extend_wait(self, lease: Lease, ttl_ms: int, queue: str) -> bool:
         """Cover a waiting fence's wait in ``queue``, now that the step's message is published.
 
         Nothing changes when a worker already holds the step (``hold``) or the fence moved on.
-        The wait is looked at again after one lease (``sweep_lost_waits``). ``others`` are the
-        queues an earlier step of the pass may have waited in: their records of the key go, so
-        the sweep never judges a step by a queue its message is not in.
+        The wait is looked at again after one lease (``sweep_lost_waits``). The key's records
+        in the other chain queues (an earlier step's) go, so the sweep never judges a step by a
+        queue its message is not in.
         """
-        stale = [f"{name} {lease.key}" for name in others if name != queue]
+        stale = [f"{q.value} {lease.key}" for q in Queue if q.value != queue]
         return bool(
             int(
                 self._extend_wait(

@@ -12,6 +12,7 @@ the test lets it go, so a test can act while a pass is running.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import lru_cache
 
 import redis
@@ -84,17 +85,22 @@ def chain_keys(prefix: str) -> dict[str, str]:
     return {name: f"{base}{name}" for name in names}
 
 
-def probechain_pass(ctx: PassContext) -> PassOutcome:
-    """Count the pass and hand it to the two probe steps, as a kind's provision chain does."""
-    _redis().incr(chain_keys(load_settings().key_prefix)["entries"])
+def _two_steps(second: Callable[[], AnyTask]) -> PassOutcome:
+    """Hand the pass to probe step 1, then to ``second`` (looked up when the pass hands over)."""
 
     def handoff(lease: Lease) -> Signature:
         args = (str(lease.key), lease.name, lease.started)
-        return chain(probe_step.si(*args, 1), probe_step.si(*args, 2)).on_error(
+        return chain(probe_step.si(*args, 1), second().si(*args, 2)).on_error(
             Signature(RECONCILE_ABORT, args=(str(lease.key),), immutable=True)
         )
 
     return PassOutcome("Chained", handoff=handoff)
+
+
+def probechain_pass(ctx: PassContext) -> PassOutcome:
+    """Count the pass and hand it to the two probe steps, as a kind's provision chain does."""
+    _redis().incr(chain_keys(load_settings().key_prefix)["entries"])
+    return _two_steps(lambda: probe_step)
 
 
 @app.task(name=CHAIN_STEP, bind=True, max_retries=None, base=StepTask)
@@ -128,14 +134,7 @@ DELIVERY_STEP = "tenantdb.probehandover.delivery.step"
 
 def probehandover_pass(ctx: PassContext) -> PassOutcome:
     """Hand the pass to a step on the reconcile queue that hands over to one on delivery."""
-
-    def handoff(lease: Lease) -> Signature:
-        args = (str(lease.key), lease.name, lease.started)
-        return chain(probe_step.si(*args, 1), delivery_step.si(*args, 2)).on_error(
-            Signature(RECONCILE_ABORT, args=(str(lease.key),), immutable=True)
-        )
-
-    return PassOutcome("Chained", handoff=handoff)
+    return _two_steps(lambda: delivery_step)
 
 
 @app.task(name=DELIVERY_STEP, bind=True, max_retries=None, base=StepTask)

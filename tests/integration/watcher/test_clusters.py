@@ -9,6 +9,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from devstack.kube.server import ClusterServer
+from tenantdb.settings import Settings
 from tests.integration.watcher.conftest import (
     ORDERS,
     Published,
@@ -16,6 +17,7 @@ from tests.integration.watcher.conftest import (
     key,
     order,
     poll_until,
+    settings_for,
     write_kubeconfig,
 )
 
@@ -66,6 +68,20 @@ def test_a_half_written_kubeconfig_keeps_the_clusters_engaged(
     assert watcher.engaged() == ["", "edge-1"]
 
 
+def _with_targets_dir(
+    servers: dict[str, ClusterServer], kubeconfig_file: Path, tmp_path: Path, key_prefix: str
+) -> tuple[Path, Settings]:
+    """The kubeconfig with the management cluster only, and settings naming an empty directory
+    of target kubeconfigs beside it."""
+    write_kubeconfig(kubeconfig_file, {"management": servers["management"]})
+    directory = tmp_path / "targets"
+    directory.mkdir()
+    settings = settings_for(kubeconfig_file, key_prefix).model_copy(
+        update={"kubeconfig_dir": str(directory)}
+    )
+    return directory, settings
+
+
 def test_a_directory_of_kubeconfigs_names_target_clusters_by_file_name(
     servers: dict[str, ClusterServer],
     kubeconfig_file: Path,
@@ -74,14 +90,7 @@ def test_a_directory_of_kubeconfigs_names_target_clusters_by_file_name(
     published: Published,
     key_prefix: str,
 ) -> None:
-    from tests.integration.watcher.conftest import settings_for
-
-    write_kubeconfig(kubeconfig_file, {"management": servers["management"]})
-    directory = tmp_path / "targets"
-    directory.mkdir()
-    settings = settings_for(kubeconfig_file, key_prefix).model_copy(
-        update={"kubeconfig_dir": str(directory)}
-    )
+    directory, settings = _with_targets_dir(servers, kubeconfig_file, tmp_path, key_prefix)
     watcher = start_watcher(settings=settings)
     assert watcher.engaged() == [""]
 
@@ -102,14 +111,7 @@ def test_a_cluster_name_no_order_key_can_carry_is_skipped_said_and_counted(
     key_prefix: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from tests.integration.watcher.conftest import settings_for
-
-    write_kubeconfig(kubeconfig_file, {"management": servers["management"]})
-    directory = tmp_path / "targets"
-    directory.mkdir()
-    settings = settings_for(kubeconfig_file, key_prefix).model_copy(
-        update={"kubeconfig_dir": str(directory)}
-    )
+    directory, settings = _with_targets_dir(servers, kubeconfig_file, tmp_path, key_prefix)
     caplog.set_level(logging.WARNING, logger="watcher.process")
     watcher = start_watcher(settings=settings)
 
