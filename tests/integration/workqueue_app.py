@@ -12,7 +12,6 @@ the test lets it go, so a test can act while a pass is running.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from functools import lru_cache
 
 import redis
@@ -85,12 +84,12 @@ def chain_keys(prefix: str) -> dict[str, str]:
     return {name: f"{base}{name}" for name in names}
 
 
-def _two_steps(second: Callable[[], AnyTask]) -> PassOutcome:
-    """Hand the pass to probe step 1, then to ``second`` (looked up when the pass hands over)."""
+def _two_steps(second: AnyTask) -> PassOutcome:
+    """Hand the pass to probe step 1, then to ``second``."""
 
     def handoff(lease: Lease) -> Signature:
         args = (str(lease.key), lease.name, lease.started)
-        return chain(probe_step.si(*args, 1), second().si(*args, 2)).on_error(
+        return chain(probe_step.si(*args, 1), second.si(*args, 2)).on_error(
             Signature(RECONCILE_ABORT, args=(str(lease.key),), immutable=True)
         )
 
@@ -100,7 +99,7 @@ def _two_steps(second: Callable[[], AnyTask]) -> PassOutcome:
 def probechain_pass(ctx: PassContext) -> PassOutcome:
     """Count the pass and hand it to the two probe steps, as a kind's provision chain does."""
     _redis().incr(chain_keys(load_settings().key_prefix)["entries"])
-    return _two_steps(lambda: probe_step)
+    return _two_steps(probe_step)
 
 
 @app.task(name=CHAIN_STEP, bind=True, max_retries=None, base=StepTask)
@@ -134,7 +133,7 @@ DELIVERY_STEP = "tenantdb.probehandover.delivery.step"
 
 def probehandover_pass(ctx: PassContext) -> PassOutcome:
     """Hand the pass to a step on the reconcile queue that hands over to one on delivery."""
-    return _two_steps(lambda: delivery_step)
+    return _two_steps(delivery_step)
 
 
 @app.task(name=DELIVERY_STEP, bind=True, max_retries=None, base=StepTask)
