@@ -112,15 +112,25 @@ def free_port() -> int:
     raise RuntimeError("no free port below the ephemeral range")
 
 
-def wait_for(condition: Callable[[], Any], seconds: float, what: str) -> Any:
-    """Poll until ``condition`` returns something truthy; fail with ``what`` at the deadline."""
+def wait_for(
+    condition: Callable[[], Any],
+    seconds: float,
+    what: str,
+    describe: Callable[[], str] | None = None,
+) -> Any:
+    """Poll until ``condition`` returns something truthy; fail with ``what`` at the deadline.
+
+    ``describe``, when given, says at the deadline what was still wrong, so that a failure
+    names the objects that never got there.
+    """
     deadline = time.monotonic() + seconds
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {seconds} s waiting for {what}")
+            state = f": {describe()}" if describe is not None else ""
+            pytest.fail(f"timed out after {seconds} s waiting for {what}{state}")
         threading.Event().wait(0.1)
 
 

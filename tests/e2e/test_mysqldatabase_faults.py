@@ -285,6 +285,42 @@ def _all_settled(tenants: Tenants, orders: dict[str, tuple[str, str]]) -> bool:
     return all(tenants.status(n).get("phase") == "Ready" for n in orders)
 
 
+def _scores(client: redis.Redis, table: str) -> list[tuple[str, float]]:
+    """A sorted set's members (decoded) and their scores."""
+    entries: list[Any] = client.zrange(table, 0, -1, withscores=True)
+    return [(str(member), float(score)) for member, score in entries]
+
+
+def _unsettled(tenants: Tenants, orders: dict[str, tuple[str, str]]) -> str:
+    """What each order not Ready says of itself, and what tenantdb's Redis holds for it."""
+    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    prefix = tenants.stack.prefix
+    try:
+        out = []
+        for name in orders:
+            status = tenants.status(name)
+            if status.get("phase") == "Ready":
+                continue
+            said = "; ".join(
+                f"{c.get('type')}={c.get('status')} {c.get('reason')}: {c.get('message')}"
+                for c in status.get("conditions", [])
+            )
+            held = {
+                k.removeprefix(prefix): client.type(k)
+                for k in client.scan_iter(f"{prefix}*{name}*", count=1000)
+            }
+            scores = {
+                f"{table} {member}": score
+                for table in ("dirty", "due")
+                for member, score in _scores(client, f"{prefix}{table}")
+                if member.endswith(f"/{name}")
+            }
+            out.append(f"{name}: phase={status.get('phase')} [{said}] redis={held} {scores}")
+        return f"{len(out)} not Ready: " + " | ".join(out)
+    finally:
+        client.close()
+
+
 def _false_records(tenants: Tenants, orders: dict[str, tuple[str, str]]) -> list[str]:
     """Orders whose records say what the servers do not hold (or hold what they do not say)."""
     out = []
@@ -356,7 +392,12 @@ def test_kills_a_stopped_primary_and_a_planned_failover_lose_no_order_and_record
     # A restarted server forgets SET GLOBAL: the general log, which the counts below read.
     for statement in ("SET GLOBAL log_output = 'TABLE'", "SET GLOBAL general_log = 1"):
         tenants.sql(statement, site=primary)
-    wait_for(lambda: _all_settled(tenants, orders), 150, "every order Ready after the faults")
+    wait_for(
+        lambda: _all_settled(tenants, orders),
+        150,
+        "every order Ready after the faults",
+        lambda: _unsettled(tenants, orders),
+    )
     # 3. A planned failover to the other site while 50 orders are being applied.
     target = next(s for s in tenants.group.sites if s != primary)
     create("f", 50)
@@ -368,7 +409,12 @@ def test_kills_a_stopped_primary_and_a_planned_failover_lose_no_order_and_record
         manager="test",
     )
     wait_for(lambda: tenants.group.primary == target, 60, f"{target} to be the primary")
-    wait_for(lambda: _all_settled(tenants, orders), 150, "every order Ready after the failover")
+    wait_for(
+        lambda: _all_settled(tenants, orders),
+        150,
+        "every order Ready after the failover",
+        lambda: _unsettled(tenants, orders),
+    )
     converged = time.monotonic() - started
     assert all(tenants.status(n)["activeSite"] in tenants.group.sites for n in orders)
     false_records = _false_records(tenants, orders)
