@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from celery import Signature, Task, shared_task
+from celery.exceptions import Reject
 
 from tasks.runtime import (
     AnyTask,
@@ -122,7 +123,6 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
         queue.request_pass(order)
         return result(key, "LeaseLost")
     except Exception as exc:
-        released = queue.release(lease, completed=False)
         countdown = backoff(self.request.retries)
         RETRIES.labels(task=self.name).inc()
         log.warning(
@@ -131,12 +131,7 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
             countdown,
             extra={"order": key},
         )
-        # The retry is the key's pending pass: events meanwhile are deduplicated against it, and
-        # a worker holding it through the countdown holds the mark (``tasks.holding``). When a
-        # pass is already queued (events arrived during this one), that pass is the retry.
-        if released is Release.DIRTY or not queue.mark_pending(order, countdown):
-            return result(key, "FailedNextQueued")
-        raise self.retry(countdown=countdown) from None
+        return _retry_pass(self, lease, countdown)
     if outcome.handoff is not None:
         # For one lease until the chain is published, then over its first step's queue wait.
         handed = queue.hand_over(lease, ready_fence(1, 0), queue.lock_ttl_ms)
@@ -146,11 +141,55 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
         steps = outcome.handoff(handed)
         try:
             steps.apply_async()
-        except Exception:
+        except Exception as exc:
             # Without its chain the pass is over; the retry begins a new one.
-            queue.release(handed, completed=False)
-            raise self.retry(countdown=backoff(self.request.retries)) from None
+            countdown = backoff(self.request.retries)
+            log.warning(
+                "could not publish the pass's chain (%s); retrying in %d s",
+                describe_error(exc),
+                countdown,
+                extra={"order": key},
+            )
+            return _retry_pass(self, handed, countdown)
         queue.extend_wait(handed, handover_ms(), first_queue(steps))
         return result(key, outcome.reason)
     finish_pass(queue, lease, outcome.requeue_after, reason=outcome.reason, gone=outcome.gone)
     return result(key, outcome.reason)
+
+
+def _retry_pass(task: AnyTask, lease: Lease, countdown: int) -> dict[str, str]:
+    """End a pass that did not finish and have it retried in ``countdown`` seconds.
+
+    The release leaves the key dirty until the retry is due, so however far the rest gets (the
+    broker refuses the retry, Redis refuses the mark, the worker dies) the orphan sweep brings
+    the pass then, and nothing is forgotten.
+    """
+    queue = workqueue()
+    order, key = lease.key, str(lease.key)
+    released = queue.release(lease, completed=False, retry_in=countdown)
+    # The retry is the key's pending pass: events meanwhile are deduplicated against it, and a
+    # worker holding it through the countdown holds the mark (``tasks.holding``). When a pass is
+    # already queued (events arrived during this one), that pass is the retry.
+    if released is Release.DIRTY or not queue.mark_pending(order, countdown):
+        return result(key, "FailedNextQueued")
+    try:
+        retry = task.retry(countdown=countdown, throw=False)
+    except Reject as refused:
+        # Celery raises Reject when it cannot publish the retry, and the worker then acks this
+        # message: the key's dirty mark is what is left of the pass. Its pending mark goes, so
+        # that an event meanwhile publishes a pass of its own.
+        queue.retry_later(order, countdown)
+        log.warning(
+            "could not publish the retry (%s); the orphan sweep brings the pass in %d s",
+            _refusal(refused),
+            countdown,
+            extra={"order": key},
+        )
+        return result(key, "RetryNotPublished")
+    raise retry from None
+
+
+def _refusal(refused: Reject) -> str:
+    """What a log line may say of why Celery could not publish a retry."""
+    reason = getattr(refused, "reason", None)
+    return describe_error(reason) if isinstance(reason, Exception) else "no reason given"

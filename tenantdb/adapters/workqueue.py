@@ -77,6 +77,9 @@ Publish = Callable[[OrderKey], None]
 SEQUENCE_TTL = 7 * 24 * 3600
 """Life of a key's event counters after their last change; both fields expire together."""
 
+PUBLISH_RETRY_SECONDS = 5.0
+"""How soon the orphan sweep tries again to enqueue a key whose message could not be published."""
+
 # Every script that reads the clock reads the server's, so that all of them agree with each other
 # and with the TTLs Redis keeps, whichever host the caller runs on.
 _NOW_MS = """
@@ -157,12 +160,20 @@ return 0
 """
 )
 
+# A pass that did not finish (ARGV[7] > 0) leaves its key dirty for when its retry is due: should
+# the retry never be published (the broker refused it, the process died first), the orphan sweep
+# brings the pass then. A pass that finished removes the mark.
 _RELEASE = (
     _NOW_MS
     + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 redis.call('DEL', KEYS[1], KEYS[5])
-redis.call('ZREM', KEYS[2], ARGV[2])
+local retry = tonumber(ARGV[7])
+if retry > 0 then
+  redis.call('ZADD', KEYS[2], now_ms() + retry, ARGV[2])
+else
+  redis.call('ZREM', KEYS[2], ARGV[2])
+end
 local started = tonumber(ARGV[3])
 if ARGV[4] == '1' then
   local covered = tonumber(redis.call('HGET', KEYS[3], 'covered') or '0')
@@ -213,6 +224,17 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
+
+# A message that could not be published leaves no pending mark behind (ARGV[3] == '1': it would
+# only block the key until it ran out) and the key dirty for a retry ARGV[1] ms from now.
+_UNMARK = (
+    _NOW_MS
+    + """
+if ARGV[3] == '1' then redis.call('DEL', KEYS[1]) end
+redis.call('ZADD', KEYS[2], now_ms() + tonumber(ARGV[1]), ARGV[2])
+return 1
+"""
+)
 
 _MARK_PENDING = (
     _NOW_MS
@@ -552,6 +574,7 @@ class WorkQueue:
         self._extend_wait = client.register_script(_EXTEND_WAIT)
         self._hold_pending = client.register_script(_HOLD_PENDING)
         self._mark_pending = client.register_script(_MARK_PENDING)
+        self._unmark = client.register_script(_UNMARK)
         self._fence = client.register_script(_FENCE)
         self._sweep = client.register_script(_SWEEP_ORPHANS)
         self._sweep_waits = client.register_script(_SWEEP_LOST_WAITS)
@@ -562,9 +585,8 @@ class WorkQueue:
         """Load every script into Redis now, so the first call of each costs one round trip."""
         for script in (
             self._enqueue, self._begin, self._acquire, self._release, self._extend, self._hold,
-            self._extend_wait, self._hold_pending, self._mark_pending, self._fence, self._sweep,
-            self._sweep_waits, self._claim_due,
-            self._return_claims,
+            self._extend_wait, self._hold_pending, self._mark_pending, self._unmark, self._fence,
+            self._sweep, self._sweep_waits, self._claim_due, self._return_claims,
         ):  # fmt: skip
             self.redis.script_load(script.script)
 
@@ -616,6 +638,17 @@ class WorkQueue:
     def clear_pending(self, key: OrderKey) -> None:
         """Drop the pending mark."""
         self.redis.delete(self.keys.pending(key))
+
+    def retry_later(self, key: OrderKey, wait: float) -> None:
+        """Drop the key's pending mark and have the sweep enqueue it in ``wait`` seconds.
+
+        For a message that could not be published: without it the mark would only keep every
+        event from publishing until it ran out.
+        """
+        self._unmark(
+            keys=[self.keys.pending(key), self.keys.dirty],
+            args=[max(1, int(wait * 1000)), str(key), "1"],
+        )
 
     def is_pending(self, key: OrderKey) -> bool:
         """Whether a reconcile of the key is queued and not yet started."""
@@ -842,13 +875,19 @@ class WorkQueue:
         """Whether some pass holds the key's lock."""
         return bool(self.redis.exists(self.keys.lock(key)))
 
-    def release(self, lease: Lease, *, completed: bool = True) -> Release:
+    def release(
+        self, lease: Lease, *, completed: bool = True, retry_in: float | None = None
+    ) -> Release:
         """Release the lease; enqueue the key again when events arrived during the pass.
 
         Args:
             lease: the lease to release.
             completed: whether the pass finished; only a finished pass covers the events it saw.
+            retry_in: for a pass that failed, when its retry is due (seconds): the key stays
+                dirty until then, so the sweep brings the pass should the retry's message never
+                be published. Without it the release removes the key's dirty mark.
         """
+        retry_ms = 0 if retry_in is None else max(1, int(retry_in * 1000))
         found = int(
             self._release(
                 keys=[
@@ -865,6 +904,7 @@ class WorkQueue:
                     "1" if completed else "0",
                     SEQUENCE_TTL,
                     self.pending_ttl,
+                    retry_ms,
                 ],
             )
         )
@@ -891,8 +931,7 @@ class WorkQueue:
         try:
             self.publish(key)
         except BaseException:
-            # Without the message the mark would only block the key until it expires.
-            self.redis.delete(self.keys.pending(key))
+            self.retry_later(key, PUBLISH_RETRY_SECONDS)
             raise
 
     @contextmanager
@@ -906,9 +945,31 @@ class WorkQueue:
         """Enqueue dirty keys whose lock holder vanished; return the keys enqueued."""
         members = self._sweep(keys=[self.keys.dirty], args=[batch, self.keys.lock_prefix])
         found = [OrderKey.parse(_text(m)) for m in members]
-        for key in found:
-            self.request_pass(key)
+        self._request_passes(found)
         return found
+
+    def _request_passes(self, found: Sequence[OrderKey]) -> None:
+        """Ask for a pass of each key a sweep took out of its set.
+
+        A publish that fails puts that key (see ``enqueue``) and every one after it back into the
+        dirty set for a retry, so a broker outage in the middle of a batch forgets none of them.
+        """
+        for done, key in enumerate(found):
+            try:
+                self.request_pass(key)
+            except Exception:
+                self._mark_dirty(found[done + 1 :], PUBLISH_RETRY_SECONDS)
+                raise
+
+    def _mark_dirty(self, found: Sequence[OrderKey], wait: float) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for key in found:
+            self._unmark(
+                keys=[self.keys.pending(key), self.keys.dirty],
+                args=[int(wait * 1000), str(key), "0"],
+                client=pipe,
+            )
+        pipe.execute()
 
     def sweep_lost_waits(self, queues: Sequence[str], batch: int = 500) -> list[OrderKey]:
         """End the passes whose next step's message was lost on its way to a worker; enqueue them.
@@ -931,8 +992,7 @@ class WorkQueue:
             args=[batch, self.keys.lock_prefix, self.lock_ttl_ms, *depths],
         )
         found = [OrderKey.parse(_text(m)) for m in members]
-        for key in found:
-            self.request_pass(key)
+        self._request_passes(found)
         return found
 
     # -- due-set -------------------------------------------------------------------------------

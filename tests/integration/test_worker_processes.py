@@ -7,6 +7,7 @@ Redis under the test's own key prefix, with the probe pass of ``workqueue_app``.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -145,6 +147,70 @@ def test_a_failed_pass_is_retried_as_the_keys_pending_pass(stack: Stack) -> None
     _wait_for(lambda: stack.completed() == 1, 30, "the pass to succeed on its third attempt")
     _wait_for(stack.quiet, 30, "the work queue to settle")
     assert len(stack.started()) == 3, "two failures, then the pass that completed"
+    assert stack.client.get(stack.keys["overlaps"]) is None
+
+
+@pytest.fixture
+def broker_user(real_redis: redis.Redis) -> Iterator[tuple[str, str]]:
+    """A Redis user of its own for the broker (its name and a broker URL that logs in as it), so
+    a test can take commands away from it.
+
+    Requested before ``stack``, so it is removed only once the processes using it have stopped.
+    """
+    name, password = f"tenantdb-broker-{secrets.token_hex(3)}", secrets.token_hex(12)
+    real_redis.acl_setuser(
+        name,
+        reset=True,
+        enabled=True,
+        passwords=[f"+{password}"],
+        keys=["*"],
+        channels=["*"],
+        categories=["+@all"],
+    )
+    url = urlsplit(REDIS_URL)
+    try:
+        yield name, urlunsplit(url._replace(netloc=f"{name}:{password}@{url.hostname}:{url.port}"))
+    finally:
+        real_redis.acl_deluser(name)
+
+
+def test_a_retry_the_broker_refuses_is_run_once_the_broker_takes_it_again(
+    broker_user: tuple[str, str], stack: Stack
+) -> None:
+    user, stack.env["TENANTDB_BROKER_URL"] = broker_user
+    stack.start_worker("w1")
+    stack.start_beat()
+    stack.client.set(stack.keys["hold"], "1")
+    stack.client.set(stack.keys["fail"], 1)
+    assert stack.queue.enqueue(KEY)
+    _wait_for(lambda: len(stack.started()) == 1, 30, "the first pass to start")
+
+    # The broker refuses every publish from here on: the failing pass's retry, and the sweep's.
+    stack.client.acl_setuser(user, enabled=True, commands=["-lpush"])
+    stack.client.delete(stack.keys["hold"])
+    stack.client.rpush(stack.keys["go"], "1")
+    log = stack.logs / "w1.log"
+    _wait_for(
+        lambda: "could not publish the retry" in log.read_text(errors="replace"),
+        30,
+        "the worker to find its retry refused",
+    )
+    _wait_for(
+        lambda: (
+            not stack.queue.is_pending(KEY)
+            and stack.client.zscore(stack.queue.keys.dirty, str(KEY)) is not None
+        ),
+        10,
+        "the order to be left dirty with no pending mark",
+    )
+    time.sleep(3)  # long past the retry's countdown: the sweep's publishes are refused too
+    assert stack.completed() == 0
+    assert len(stack.started()) == 1
+
+    stack.client.acl_setuser(user, enabled=True, commands=["+lpush"])
+    _wait_for(lambda: stack.completed() == 1, 30, "the order's pass once the broker takes it")
+    _wait_for(stack.quiet, 30, "the work queue to settle")
+    assert len(stack.started()) == 2, "the failed pass, then the one the sweep brought"
     assert stack.client.get(stack.keys["overlaps"]) is None
 
 

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tenantdb.adapters.workqueue import (
+    PUBLISH_RETRY_SECONDS,
     Claim,
     Claimed,
     Lease,
@@ -87,6 +88,63 @@ def test_a_failed_publish_leaves_no_pending_mark(client: redis.Redis, key_prefix
     with pytest.raises(ConnectionError):
         queue.enqueue(KEY)
     assert not queue.is_pending(KEY)
+
+
+def test_a_failed_publish_leaves_the_key_for_the_sweep_to_retry(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    down = [True]
+
+    def flaky(key: OrderKey) -> None:
+        if down[0]:
+            raise ConnectionError("broker down")
+        published.append(key)
+
+    queue = WorkQueue(client, flaky, prefix=key_prefix)
+    with pytest.raises(ConnectionError):
+        queue.enqueue(KEY)
+    due = client.zscore(queue.keys.dirty, str(KEY))
+    assert due is not None, "the event is not forgotten"
+    wait_ms = due - _server_ms(client)
+    assert 0 < wait_ms <= PUBLISH_RETRY_SECONDS * 1000, "the sweep tries again soon, not at once"
+    down[0] = False
+    client.zadd(queue.keys.dirty, {str(KEY): 0})  # the retry's time has come
+    assert queue.sweep_orphans() == [KEY]
+    assert published == [KEY]
+
+
+def test_a_sweep_whose_publish_fails_partway_keeps_every_key_not_published(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    keys = [OrderKey.parse(f"probe/tenant-a/swept-{i}") for i in range(5)]
+    published: list[OrderKey] = []
+
+    def third_fails(key: OrderKey) -> None:
+        if len(published) == 2:
+            raise ConnectionError("broker down")
+        published.append(key)
+
+    queue = WorkQueue(client, third_fails, prefix=key_prefix)
+    client.zadd(queue.keys.dirty, {str(k): 0 for k in keys})
+    with pytest.raises(ConnectionError):
+        queue.sweep_orphans()
+    assert published == keys[:2]
+    assert all(queue.is_pending(k) for k in published), "those two have their messages"
+    left = keys[2:]  # the key whose publish failed and the two after it
+    assert not any(queue.is_pending(k) for k in left)
+    assert all(client.zscore(queue.keys.dirty, str(k)) is not None for k in left)
+
+    published.clear()
+    client.zadd(queue.keys.dirty, {str(k): 0 for k in left})  # their retry's time has come
+    queue.publish = published.append
+    assert queue.sweep_orphans() == left
+    assert published == left
+
+
+def _server_ms(client: redis.Redis) -> float:
+    seconds, micros = client.time()
+    return seconds * 1000 + micros / 1000
 
 
 # -- (a) no two holders ----------------------------------------------------------------------------
@@ -385,8 +443,11 @@ def test_a_pending_mark_whose_publisher_died_is_enqueued_once_it_runs_out(
     queue = WorkQueue(client, die, prefix=key_prefix, pending_ttl=1)
     with pytest.raises(SystemExit):
         queue.enqueue(KEY)
-    # A kill, unlike an exception, leaves the mark behind: put back what the unmarking removed.
+    # A kill, unlike an exception, leaves the mark behind and the key due when the mark runs
+    # out: put back what the exception's unmarking changed.
     client.set(queue.keys.pending(KEY), "1", ex=1)
+    seconds, micros = client.time()
+    client.zadd(queue.keys.dirty, {str(KEY): seconds * 1000 + micros // 1000 + 1000})
     queue.publish = published.append
     assert queue.sweep_orphans() == [], "not before the mark runs out"
     time.sleep(2.1)
@@ -452,6 +513,26 @@ def test_a_failed_pass_does_not_cover_its_events(client: redis.Redis, key_prefix
     start, retry = queue.begin(KEY)
     assert start is Start.LEASED
     assert retry is not None
+
+
+def test_a_failed_pass_stays_dirty_until_its_retry_is_due(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published)
+    queue.enqueue(KEY)
+    _, lease = queue.begin(published.pop())
+    assert lease is not None
+    assert queue.release(lease, completed=False, retry_in=0.3) is Release.CLEAN
+    # Its retry is never published (the broker refused it, or the worker died first).
+    assert queue.sweep_orphans() == [], "not before the retry is due"
+    _wait_for(lambda: queue.sweep_orphans() == [KEY], seconds=5)
+    assert published == [KEY]
+    start, retry = queue.begin(published.pop())
+    assert start is Start.LEASED, "the failed pass's events are still not covered"
+    assert retry is not None
+    assert queue.release(retry) is Release.CLEAN
+    assert client.zscore(queue.keys.dirty, str(KEY)) is None, "a completed pass leaves no mark"
 
 
 def test_a_message_that_finds_the_lock_busy_marks_the_key_dirty(

@@ -50,7 +50,8 @@ def probe_keys(prefix: str, key: str) -> dict[str, str]:
 
 
 def probe_pass(ctx: PassContext) -> PassOutcome:
-    """Record the pass; wait for the test's go when it asked to hold passes."""
+    """Record the pass; wait for the test's go when it asked to hold passes, then fail as often
+    as it asked."""
     settings = load_settings()
     client = _redis()
     keys = probe_keys(settings.key_prefix, str(ctx.key))
@@ -58,11 +59,11 @@ def probe_pass(ctx: PassContext) -> PassOutcome:
     if not client.set(keys["running"], os.getpid(), nx=True, px=lease_ms):
         client.incr(keys["overlaps"])
     client.rpush(keys["started"], os.getpid())
+    if client.get(keys["hold"]):
+        client.blpop([keys["go"]], timeout=HOLD_SECONDS)
     if client.get(keys["fail"]) and client.decr(keys["fail"]) >= 0:
         client.delete(keys["running"])
         raise RuntimeError("the probe fails as the test asked")
-    if client.get(keys["hold"]):
-        client.blpop([keys["go"]], timeout=HOLD_SECONDS)
     ctx.guard.check()
     client.incr(keys["completed"])
     client.delete(keys["running"])
