@@ -98,13 +98,11 @@ class RetryStepError(Exception):
 StepBody = Callable[[StepContext], StepResult]
 
 
-def run_step(
-    task: AnyTask, key: str, name: str, started: int, step: int, body: StepBody
-) -> dict[str, str]:
+def run_step(task: AnyTask, key: str, name: str, step: int, body: StepBody) -> dict[str, str]:
     """Run chain step number ``step`` (1 first) of the pass ``name`` under the pass's lease."""
     order = OrderKey.parse(key)
     queue = workqueue()
-    held = queue.find(order, name, started)
+    held = queue.find(order, name)
     claim, lease = (
         (Claim.LOST, None)
         if held is None

@@ -57,13 +57,13 @@ class StepHolds:
         if name == RECONCILE_ORDER and isinstance(args, (list, tuple)):
             self._received_entry(args)
             return
-        if not isinstance(args, (list, tuple)) or len(args) != 4:
+        if not isinstance(args, (list, tuple)) or len(args) != 3:
             return
-        key, pass_name, started, position = args
+        key, pass_name, position = args
         try:
             order = OrderKey.parse(str(key))
             queue = workqueue()
-            lease = queue.find(order, str(pass_name), int(started))
+            lease = queue.find(order, str(pass_name))
             if lease is None or lease.fence != ready_fence(int(position), retries):
                 return  # a late or duplicate copy: it ends as soon as it runs
             if queue.hold(lease):

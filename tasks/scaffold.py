@@ -260,7 +260,7 @@ def build_chain(tasks: Mapping[str, AnyTask], lease: Lease, plan: Plan) -> Signa
     if plan.note is not None:
         text = _adapter(type(plan.note)).dump_json(plan.note).decode()
         workqueue().save_note(lease, text, note_ttl_ms())
-    args = (str(lease.key), lease.name, lease.started)
+    args = (str(lease.key), lease.name)
     steps = [tasks[name].si(*args, i) for i, name in enumerate(plan.steps, start=1)]
     return chain(*steps).on_error(abort_signature(str(lease.key)))
 
@@ -299,8 +299,8 @@ def _step_task(spec: KindSpec[Any, Any], step: Step, *, teardown: bool = False) 
         return step.body(ctx, note)
 
     @shared_task(name=spec.task_name(step), bind=True, max_retries=None, base=StepTask)
-    def task(self: AnyTask, key: str, name: str, started: int, position: int) -> dict[str, str]:
-        return run_step(self, key, name, started, position, body)
+    def task(self: AnyTask, key: str, name: str, position: int) -> dict[str, str]:
+        return run_step(self, key, name, position, body)
 
     task.__doc__ = step.doc or f"Step {step.name} of a {spec.identity.kind} pass."
     return task

@@ -147,7 +147,9 @@ if events <= covered then
   if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('ZREM', KEYS[2], ARGV[3]) end
   return {-1, events}
 end
-if lock_or_mark(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]) then return {1, events} end
+-- The events the pass covers when it ends travel in its token, where no message can alter them.
+local token = ARGV[1] .. ':' .. events
+if lock_or_mark(KEYS[1], KEYS[2], token, ARGV[2], ARGV[3]) then return {1, events} end
 return {0, events}
 """
 )
@@ -449,6 +451,9 @@ def ready_fence(step: int, attempt: int) -> str:
 class Lease:
     """A held lock on one order: the key, the token that proves ownership, the events covered.
 
+    A pass's token ends with ``:`` and the events counted when it began (``started``), so the
+    count lives with the lease in Redis and a step learns it from there.
+
     ``fence`` is the chain step the lease is at ("" for the entry task), see ``claim``.
     """
 
@@ -675,7 +680,7 @@ class WorkQueue:
             args=[token, self.lock_ttl_ms, str(key)],
         )
         if int(outcome) == 1:
-            return Start.LEASED, Lease(key, token, int(events))
+            return Start.LEASED, Lease(key, f"{token}:{int(events)}", int(events))
         return (Start.BUSY if int(outcome) == 0 else Start.STALE), None
 
     def acquire(self, key: OrderKey) -> Lease | None:
@@ -770,13 +775,18 @@ class WorkQueue:
             return Claim.CLAIMED, running
         return (Claim.MOVED if done == 0 else Claim.LOST), None
 
-    def find(self, key: OrderKey, name: str, started: int = 0) -> Lease | None:
-        """The lease of the pass named ``name`` (``Lease.name``) at its current fence, if held."""
+    def find(self, key: OrderKey, name: str) -> Lease | None:
+        """The lease of the pass named ``name`` (``Lease.name``) at its current fence, if held.
+
+        What the pass covers when it ends comes from its token in Redis, never from the message
+        that names the pass: a forged or mangled step cannot make a pass cover events it never saw.
+        """
         value = _text(self.redis.get(self.keys.lock(key)) or "")
         token, _, fence = value.partition("#")
         if not token or pass_name(token) != name:
             return None
-        return Lease(key, token, started, fence)
+        _, _, started = token.rpartition(":")
+        return Lease(key, token, int(started) if started.isdigit() else 0, fence)
 
     def _run_fence(
         self,

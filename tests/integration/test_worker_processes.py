@@ -27,7 +27,7 @@ from tenantdb.core.keys import OrderKey
 from tenantdb.core.tasknames import RECONCILE_ABORT
 from tenantdb.settings import Settings
 from tests.conftest import REDIS_URL
-from tests.integration.workqueue_app import CHAIN_STEP, chain_keys, probe_keys
+from tests.integration.workqueue_app import CHAIN_STEP, DELIVERY_STEP, chain_keys, probe_keys
 
 pytestmark = pytest.mark.slow
 
@@ -243,7 +243,7 @@ def test_two_copies_of_one_chain_step_at_once_write_once(stack: Stack) -> None:
     args = {_text(k): _text(v) for k, v in stack.client.hgetall(keys["args"]).items()}
 
     # The copy a redelivery or a second publish would bring, while the first still runs.
-    stack.app.send_task(CHAIN_STEP, args=[args["key"], args["name"], int(args["started"]), 1])
+    stack.app.send_task(CHAIN_STEP, args=[args["key"], args["name"], 1])
     _wait_for(
         lambda: (
             not stack.client.llen(f"{stack.prefix}reconcile")
@@ -351,3 +351,31 @@ def test_a_step_handed_over_to_another_queue_is_waited_for_in_that_queue(stack: 
     _wait_for(stack.quiet_for(key), 30, "the work queue to settle")
     steps = [_text(s) for s in stack.client.lrange(keys["steps"], 0, -1)]
     assert steps == [f"1:{key}"], "step 1 ran once: the backlog cost no second pass"
+
+
+def test_a_forged_step_cannot_make_an_order_look_served(stack: Stack) -> None:
+    keys = chain_keys(stack.prefix)
+    key = OrderKey.parse("probehandover/tenant-a/forged-start")
+
+    def done() -> bool:
+        return bool(stack.client.sismember(keys["done"], str(key)))
+
+    # The last step waits in the delivery queue, which nobody serves yet.
+    stack.start_worker("w1", queues="reconcile,provision,teardown")
+    assert stack.queue.enqueue(key)
+    _wait_for(lambda: stack.client.llen(f"{stack.prefix}delivery") == 1, 30, "the last step")
+    name = _text(cast(bytes, stack.client.hget(keys["args"], "name")))
+
+    # What anyone who can publish to the broker (Flower's task API, say) could send for the
+    # waiting step: one that claims the pass began after every event the order will ever have,
+    # and one with the step's own arguments.
+    for args in ([str(key), name, 10**15, 2], [str(key), name, 2]):
+        stack.app.send_task(DELIVERY_STEP, args=args, queue="reconcile")
+    _wait_for(done, 30, "a forged step to end the pass")
+    stack.start_worker("w2", queues="delivery")
+    _wait_for(stack.quiet_for(key), 30, "the work queue to settle")
+
+    # The order's next event still brings a pass: no message made it look covered.
+    stack.client.srem(keys["done"], str(key))
+    assert stack.queue.enqueue(key)
+    _wait_for(done, 30, "the next event's pass")

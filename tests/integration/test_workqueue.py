@@ -644,7 +644,7 @@ def test_a_pass_is_found_by_its_public_name_at_its_current_fence(
     queue.enqueue(KEY)
     carried = _chain_at_step_one(queue)
     _, running = queue.claim(carried, ready_fence(1, 0))
-    assert queue.find(KEY, carried.name, carried.started) == running
+    assert queue.find(KEY, carried.name) == running
     assert carried.token not in carried.name
     assert queue.find(KEY, "0" * 12) is None
 

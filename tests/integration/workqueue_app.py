@@ -89,7 +89,7 @@ def _two_steps(second: AnyTask) -> PassOutcome:
     """Hand the pass to probe step 1, then to ``second``."""
 
     def handoff(lease: Lease) -> Signature:
-        args = (str(lease.key), lease.name, lease.started)
+        args = (str(lease.key), lease.name)
         return chain(probe_step.si(*args, 1), second.si(*args, 2)).on_error(
             Signature(RECONCILE_ABORT, args=(str(lease.key),), immutable=True)
         )
@@ -104,14 +104,14 @@ def probechain_pass(ctx: PassContext) -> PassOutcome:
 
 
 @app.task(name=CHAIN_STEP, bind=True, max_retries=None, base=StepTask)
-def probe_step(self: AnyTask, key: str, name: str, started: int, step: int) -> dict[str, str]:
+def probe_step(self: AnyTask, key: str, name: str, step: int) -> dict[str, str]:
     """Record the step and its write; step 1 waits for the test's go while it is asked to hold."""
 
     def body(ctx: StepContext) -> StepResult:
         client = _redis()
         keys = chain_keys(load_settings().key_prefix)
         client.rpush(keys["steps"], f"{step}:{key}")
-        client.hset(keys["args"], mapping={"key": key, "name": name, "started": started})
+        client.hset(keys["args"], mapping={"key": key, "name": name})
         if step == 1 and client.get(keys["hold"]):
             client.blpop([keys["go"]], timeout=HOLD_SECONDS)
         ctx.guard.check()
@@ -120,7 +120,7 @@ def probe_step(self: AnyTask, key: str, name: str, started: int, step: int) -> d
             client.sadd(keys["done"], key)
         return StepResult(f"Step{step}", done=step == 2)
 
-    return run_step(self, key, name, started, step, body)
+    return run_step(self, key, name, step, body)
 
 
 register_pass("probechain", probechain_pass)
@@ -138,7 +138,7 @@ def probehandover_pass(ctx: PassContext) -> PassOutcome:
 
 
 @app.task(name=DELIVERY_STEP, bind=True, max_retries=None, base=StepTask)
-def delivery_step(self: AnyTask, key: str, name: str, started: int, step: int) -> dict[str, str]:
+def delivery_step(self: AnyTask, key: str, name: str, step: int) -> dict[str, str]:
     """The last step: record that it ran and end the pass."""
 
     def body(ctx: StepContext) -> StepResult:
@@ -146,7 +146,7 @@ def delivery_step(self: AnyTask, key: str, name: str, started: int, step: int) -
         _redis().sadd(chain_keys(load_settings().key_prefix)["done"], key)
         return StepResult("Delivered", done=True)
 
-    return run_step(self, key, name, started, step, body)
+    return run_step(self, key, name, step, body)
 
 
 register_pass("probehandover", probehandover_pass)
