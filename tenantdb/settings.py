@@ -37,9 +37,10 @@ class Settings(BaseSettings):
         default=10.0,
         gt=0,
         description=(
-            "How long a work-queue Redis command or connect may wait for an answer before it"
-            " fails, so a Redis that died without a reset cannot hang a process; connections"
-            " also keep TCP keepalive and are checked with a PING after 30 s idle."
+            "How long a Redis command or connect (the work queue's and the broker's) may wait for"
+            " an answer before it fails, so a Redis that died without a reset cannot hang a"
+            " process; connections also keep TCP keepalive and are checked with a PING after"
+            " 30 s idle."
         ),
     )
     broker_url: str = Field(
@@ -99,6 +100,15 @@ class Settings(BaseSettings):
     )
     beat_interval_seconds: float = Field(
         default=1.0, gt=0, description="How often beat sweeps the timetables."
+    )
+    beat_liveness_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description=(
+            "Beat's liveness probe (/livez on the metrics port) fails once the active beat has"
+            " completed no sweep for this long: a sweep hung on a dead connection, or failing"
+            " throughout. Keep it well above 30 s, the longest wait between failed sweeps."
+        ),
     )
     kubeconfig: str = Field(
         default="",

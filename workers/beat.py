@@ -38,6 +38,7 @@ from tenantdb.adapters.celeryapp import (
 )
 from tenantdb.adapters.leader import LeaderLease
 from tenantdb.adapters.metrics import (
+    BEAT_LAST_SWEEP,
     DUE_KEYS,
     LEADER,
     OLDEST_PENDING,
@@ -66,6 +67,31 @@ CLAIM_RECOVERY = 60.0
 """Seconds after which a claim whose sweep never finished goes back to its timetable."""
 MAX_ERROR_BACKOFF = 30.0
 """The longest wait after a failed sweep."""
+
+
+class Liveness:
+    """Whether this beat still gets on with its work, for its liveness probe (``/livez``).
+
+    The active beat gets on when a sweep completes; a standby, which has nothing to sweep, when
+    its loop goes round. A sweep that hangs on a dead connection, or that keeps failing for
+    longer than ``max_age`` seconds, makes the probe fail, and the kubelet restarts the process.
+    """
+
+    def __init__(self, max_age: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_age = max_age
+        self._clock = clock
+        self._at = clock()
+
+    def progressed(self) -> None:
+        """The beat did what it is there for just now."""
+        self._at = self._clock()
+
+    def __call__(self) -> str | None:
+        """None while alive; otherwise one line saying for how long it has not been."""
+        age = self._clock() - self._at
+        if age <= self.max_age:
+            return None
+        return f"beat has completed no sweep for {age:.0f} s (limit {self.max_age:.0f} s)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +217,7 @@ def run_beat(
     interval: float = 1.0,
     refresh_cycle: float = 600.0,
     is_active: Callable[[], bool] = lambda: True,
+    liveness: Liveness | None = None,
 ) -> None:
     """Sweep every ``interval`` seconds until ``stop`` is set, keeping to the interval's grid.
 
@@ -200,7 +227,9 @@ def run_beat(
         interval: seconds between sweeps.
         refresh_cycle: the cycle refreshes are spread over.
         is_active: whether this replica may sweep now (it holds the beat lease).
+        liveness: told each time the loop gets on with its work.
     """
+    alive = liveness.progressed if liveness is not None else lambda: None
     next_tick = time.monotonic()
     next_gauges = next_tick
     failures = 0
@@ -211,10 +240,14 @@ def run_beat(
             if taken_over:
                 forget_beat_gauges()
             taken_over = False
+            alive()
             stop.wait(max(0.0, next_tick - time.monotonic()))
             continue
         try:
             if not taken_over:
+                # Its sweeps are measured from the takeover until one completes.
+                BEAT_LAST_SWEEP.set(time.time())
+                alive()
                 # A new term: every claim left is a dead predecessor's (the lease lets no two
                 # beats sweep at once), so none waits for CLAIM_RECOVERY.
                 recovered = sum(recover_claims(queue, time.time(), t) for t in Timetable)
@@ -238,6 +271,8 @@ def run_beat(
             next_tick = time.monotonic()
             continue
         failures = 0
+        BEAT_LAST_SWEEP.set(time.time())
+        alive()
         if report.due or report.refreshed or report.orphaned:
             log.info(
                 "beat enqueued %d due, %d refreshes, %d orphaned",
@@ -250,7 +285,8 @@ def run_beat(
 
 def run_beat_process(settings: Settings, stop: threading.Event) -> None:
     """The ``tenantdb beat`` role: serve /metrics, campaign for the lease, sweep while leading."""
-    serve(settings.metrics_port)
+    liveness = Liveness(settings.beat_liveness_seconds)
+    serve(settings.metrics_port, liveness)
     redis_client = build_redis(settings)
     warn_about_eviction(redis_client)
     lease = LeaderLease(redis_client, "beat", prefix=settings.key_prefix)
@@ -274,5 +310,6 @@ def run_beat_process(settings: Settings, stop: threading.Event) -> None:
         interval=settings.beat_interval_seconds,
         refresh_cycle=settings.refresh_cycle_seconds,
         is_active=lambda: lease.is_leader,
+        liveness=liveness,
     )
     campaign.join(timeout=5)

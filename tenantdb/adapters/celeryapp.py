@@ -24,7 +24,7 @@ from celery.signals import before_task_publish
 from kombu import Queue as KombuQueue
 
 from tenantdb.adapters.broker import transport_for
-from tenantdb.adapters.redisclient import broker_connection
+from tenantdb.adapters.redisclient import HEALTH_CHECK_SECONDS, broker_connection
 from tenantdb.adapters.workqueue import Publish
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.tasknames import RECONCILE_ORDER, Queue, queue_for
@@ -87,6 +87,12 @@ def build_celery_app(
         # Prefixes the broker's own keys (queues, unacked sets) too, so several tenantdb
         # installations, or test runs, can share one Redis without reading each other's tasks.
         "global_keyprefix": settings.key_prefix,
+        # As the work queue's own client: a broker that vanished without a reset fails a
+        # publish or a poll after the timeout instead of blocking it for good.
+        "socket_timeout": settings.redis_socket_timeout_seconds,
+        "socket_connect_timeout": settings.redis_socket_timeout_seconds,
+        "socket_keepalive": True,
+        "health_check_interval": HEALTH_CHECK_SECONDS,
     }
     app.conf.update(
         task_serializer="json",

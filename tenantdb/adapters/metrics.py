@@ -20,11 +20,22 @@ stale values beside the leader's.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+from socketserver import ThreadingMixIn
 from time import perf_counter, time
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    make_wsgi_app,
+)
 from prometheus_client import multiprocess as prometheus_multiprocess
 
 LEG_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -123,6 +134,12 @@ LEADER = Gauge(
     "1 while this replica holds the leader lease of its role, else 0.",
     ["role"],
     multiprocess_mode="livemax",
+)
+
+BEAT_LAST_SWEEP = Gauge(
+    "tenantdb_beat_last_sweep_timestamp_seconds",
+    "When the active beat last completed a sweep of the timetables and orphans (Unix time). It "
+    "stands still while sweeps fail or hang; only the active beat exports it.",
 )
 
 ORDERS = Gauge(
@@ -224,6 +241,7 @@ def forget_beat_gauges() -> None:
     """Drop the series only the active beat keeps: this replica no longer leads."""
     for gauge in (ORDERS, ORDERS_NOT_READY, OLDEST_PENDING):
         gauge.clear()
+    BEAT_LAST_SWEEP.set(0)
 
 
 def set_series(gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
@@ -261,16 +279,44 @@ def observe_leg_since(sub_reconciler: str, started: float) -> None:
     RECONCILE_DURATION.labels(sub_reconciler=sub_reconciler).observe(max(0.0, time() - started))
 
 
-def serve(port: int) -> None:
-    """Serve /metrics on ``port``: every child's samples under prefork, this process's otherwise."""
+Liveness = Callable[[], str | None]
+"""Why the process is not alive (one line, no secret), or None while it is."""
+
+
+def serve(port: int, liveness: Liveness | None = None) -> None:
+    """Serve /metrics on ``port``: every child's samples under prefork, this process's otherwise.
+
+    With ``liveness``, ``/livez`` answers 200 while it returns None and 503 with its reason
+    otherwise, for a liveness probe that restarts a process whose work has stalled while its
+    metrics still answer.
+    """
     if not port:
         return
+    registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         prometheus_multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-        start_http_server(port, registry=registry)
-    else:
-        start_http_server(port)
+    metrics = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        if liveness is not None and environ.get("PATH_INFO") == "/livez":
+            why = liveness()
+            status = "200 OK" if why is None else "503 Service Unavailable"
+            start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+            return [f"{why or 'ok'}\n".encode()]
+        return metrics(environ, start_response)  # type: ignore[no-any-return]
+
+    server = make_server("", port, app, _ThreadingServer, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Probes and scrapes are not worth a log line each."""
 
 
 def mark_process_dead(pid: int) -> None:

@@ -8,6 +8,8 @@ guarded channel reports a connection error instead, which the worker rides out.
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +17,11 @@ import redis
 from kombu.utils.functional import maybe_list
 
 from tenantdb.adapters.broker import RedisTransport, transport_for
-from tenantdb.adapters.celeryapp import build_celery_app
+from tenantdb.adapters.celeryapp import build_celery_app, make_publisher
+from tenantdb.core.keys import OrderKey
 from tenantdb.settings import Settings
 from tests.conftest import REDIS_URL
+from tests.faults.conftest import RedisServer
 
 
 def test_tenantdb_talks_to_redis_through_the_guarded_transport(key_prefix: str) -> None:
@@ -57,3 +61,35 @@ def test_only_redis_and_sentinel_urls_get_the_guarded_transport(
     url: str, expected: str | None
 ) -> None:
     assert transport_for(url) == expected
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_publish_to_a_broker_that_stopped_answering_fails_instead_of_hanging(
+    key_prefix: str, tmp_path: Path
+) -> None:
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+        settings = Settings(
+            redis_url=server.url, key_prefix=key_prefix, redis_socket_timeout_seconds=1
+        )
+        publish = make_publisher(build_celery_app(settings))
+        publish(OrderKey.parse("probe/tenant-a/first"))  # the connection is open and in use
+        server.pause()  # a Redis that hangs without resetting its connections
+        outcome: list[BaseException | None] = []
+
+        def attempt() -> None:
+            try:
+                publish(OrderKey.parse("probe/tenant-a/second"))
+                outcome.append(None)
+            except Exception as exc:  # whichever error kombu surfaces
+                outcome.append(exc)
+
+        caller = threading.Thread(target=attempt, daemon=True)
+        caller.start()
+        caller.join(timeout=30)
+        assert not caller.is_alive(), "the publish hung on the frozen broker"
+        assert outcome[0] is not None, "a publish to a frozen broker cannot succeed"
+    finally:
+        server.stop()

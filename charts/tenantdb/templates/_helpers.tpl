@@ -120,10 +120,15 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* A liveness probe on /metrics: the process serves it for as long as it runs. */}}
 {{- define "tenantdb.metricsProbe" -}}
-{{- if .Values.metrics.enabled -}}
+{{- include "tenantdb.livenessProbe" (dict "ctx" . "path" "/metrics") -}}
+{{- end -}}
+
+{{/* The liveness probe on the metrics port, at .path: beat's /livez fails when its sweeps stall. */}}
+{{- define "tenantdb.livenessProbe" -}}
+{{- if .ctx.Values.metrics.enabled -}}
 livenessProbe:
   httpGet:
-    path: /metrics
+    path: {{ .path }}
     port: metrics
   initialDelaySeconds: 10
   periodSeconds: 20

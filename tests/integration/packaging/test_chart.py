@@ -284,6 +284,8 @@ def test_probes_hit_ports_the_container_declares(all_on: list[Manifest]) -> None
             assert probe["httpGet"]["port"] in ports, name
     flower = _containers(all_on)[f"{FULL}-flower"]
     assert flower["readinessProbe"]["httpGet"]["path"] == "/healthcheck"
+    beat = _containers(all_on)[f"{FULL}-beat"]
+    assert beat["livenessProbe"]["httpGet"]["path"] == "/livez", "beat's probe sees a stalled sweep"
 
 
 def test_flower_reads_basic_auth_from_a_mounted_secret(default_objects: list[Manifest]) -> None:
