@@ -41,6 +41,7 @@ from tenantdb.adapters.metrics import (
     CLUSTER_CONTEXTS_SKIPPED,
     ENQUEUES,
     LEADER,
+    REDIS_ROLLBACKS,
     WATCH_LAST_EVENT,
 )
 from tenantdb.adapters.metrics import serve as serve_metrics
@@ -256,8 +257,7 @@ class Watcher:
             if not leading:
                 self._retire(list(self._loops))
                 return
-            if self._lapsed.is_set() and self._loops:
-                log.warning("events went unqueued while the leader lease lapsed; relisting")
+            if self._must_relist() and self._loops:
                 self._retire(list(self._loops))
             if not self._loops:
                 # A new term (or the first): everything relists against a fresh index.
@@ -282,6 +282,36 @@ class Watcher:
                     "no longer watching %s in %s on %s", kind, namespace, cluster_label(cluster)
                 )
             self._retire(unwanted)
+
+    def _must_relist(self) -> bool:
+        """Whether events may have gone unqueued this term, so every watch must relist."""
+        lapsed = self._lapsed.is_set()
+        if lapsed and self._loops:
+            log.warning("events went unqueued while the leader lease lapsed; relisting")
+        return self._rolled_back() or lapsed
+
+    def _rolled_back(self) -> bool:
+        """Whether Redis lost enqueues it had acknowledged, while the leader lease stayed.
+
+        A partial loss (the last second of an append-only file, a failover to a replica a
+        little behind) can keep the lease and lose an order's pending mark and message; no new
+        term then relists. The count of enqueues going back shows it.
+        """
+        try:
+            found = self.queue.rolled_back()
+        except (RedisError, OSError):
+            return False
+        if found is None:
+            return False
+        seen, now = found
+        REDIS_ROLLBACKS.inc()
+        log.warning(
+            "Redis lost writes it had acknowledged (its count of enqueues went back from %d to"
+            " %d); relisting every watch",
+            seen,
+            now,
+        )
+        return True
 
     def _namespaces(self, cluster: str, route: Route) -> list[str | None]:
         """Where a route is watched on a cluster: [None] is cluster-wide.

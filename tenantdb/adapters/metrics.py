@@ -91,6 +91,12 @@ STALE_MESSAGES = Counter(
     "Messages that ended at once because a finished pass covered their events.",
     ["kind"],
 )
+REDIS_ROLLBACKS = Counter(
+    "tenantdb_redis_rollbacks_total",
+    "Times the watcher found that Redis had lost enqueues it acknowledged (its count of "
+    "enqueues went back) and relisted every watch.",
+)
+
 ENQUEUES = Counter(
     "tenantdb_enqueue",
     "Enqueues, by whether they published a task or found one pending.",

@@ -15,9 +15,11 @@ These primitives give the engine its guarantees:
   script whether events arrived during the pass, in which case the key is enqueued again. So an
   event during a pass is never lost, and a burst during a pass costs exactly one more pass.
 * Every lease taken marks its key dirty for when it would run out; a release removes the mark.
-  Every pending mark set marks its key dirty for a second after the mark would run out, so a
-  message lost between the mark and the publish (its publisher died) is found by the sweep once
-  the mark is gone; the pass the message starts replaces that mark, a stale one removes it.
+  Every pending mark set marks its key dirty for a lease (and a second) later. By then its
+  message is in the entry queue, or held by the worker that received it (``hold_pending`` marks
+  the mark held), or lost: its publisher died before the publish, or a worker popped it and died
+  before holding it. The sweep takes a mark neither held nor behind a queued message for lost,
+  removes it and enqueues the key; the pass the message starts replaces the dirty mark.
 * A dirty mark carries the time the busy lease runs out, so when its holder dies (and never
   releases) the sweep (``sweep_orphans``) finds the key and enqueues it.
 * A worker that has received a step's message and not started it yet (prefetched, or waiting
@@ -92,26 +94,34 @@ end
 # While a pass holds the key's lock, the counted event is enough: the pass's release finds it
 # and asks for the next pass itself, so no message is sent that could only find the lock busy.
 # The key is marked dirty for when the lease ends, in case its holder dies instead.
-# A pending mark set is covered by a dirty mark a second after it would run out: when its
-# message is lost (the publisher or the worker holding it died), the sweep enqueues the key
-# again once the mark is gone. The pass the message starts replaces that dirty mark with its own.
+# A pending mark set ('1') is covered by a dirty mark a lease (ARGV[5], ms) and a second later:
+# the sweep then finds its message queued, held by a worker, or lost (see ``sweep_orphans``).
+# A forced enqueue's message is a new one in the queue: its mark is unheld again.
+# Every enqueue also counts one write in KEYS[5], in the same script, so a Redis that lost the
+# enqueue's effects (a partial loss: the last second of an AOF, a replica a little behind) lost
+# the count with them, and whoever saw the count returned can tell (``rolled_back``).
 _ENQUEUE = (
     _NOW_MS
     + """
+local writes = redis.call('INCR', KEYS[5])
+local look = math.min(tonumber(ARGV[1]) * 1000, tonumber(ARGV[5])) + 1000
 redis.call('HINCRBY', KEYS[2], 'events', 1)
 redis.call('EXPIRE', KEYS[2], ARGV[2])
 local now = now_ms()
 local pttl = redis.call('PTTL', KEYS[3])
 if pttl > 0 and redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('ZADD', KEYS[4], now + pttl, ARGV[4])
-  return 2
+  return {2, writes}
 end
 if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
-  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[1]) * 1000 + 1000, ARGV[4])
-  return 1
+  redis.call('ZADD', KEYS[4], now + look, ARGV[4])
+  return {1, writes}
 end
-if ARGV[3] == '1' then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
-return 0
+if ARGV[3] == '1' then
+  redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
+  redis.call('ZADD', KEYS[4], now + look, ARGV[4])
+end
+return {0, writes}
 """
 )
 
@@ -190,7 +200,8 @@ if events <= started then return 0 end
 -- that takes the lock from here on covers these events, and this message then ends as stale.
 if redis.call('SET', KEYS[4], '1', 'NX', 'EX', ARGV[6]) then
   local now = now_ms()
-  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[6]) * 1000 + 1000, ARGV[2])
+  local look = math.min(tonumber(ARGV[6]) * 1000, tonumber(ARGV[8])) + 1000
+  redis.call('ZADD', KEYS[2], now + look, ARGV[2])
   return 2
 end
 return 1
@@ -243,20 +254,21 @@ _MARK_PENDING = (
     + """
 if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then return 0 end
 local now = now_ms()
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]) + 1000, ARGV[2])
+local look = math.min(tonumber(ARGV[1]), tonumber(ARGV[3])) + 1000
+redis.call('ZADD', KEYS[2], now + look, ARGV[2])
 return 1
 """
 )
 
-# A worker holding an entry's message renews the key's pending mark for one lease, and marks the
-# key dirty for a second after that: once the worker dies, the mark runs out first, so the sweep's
-# enqueue publishes again.
+# A worker holding an entry's message marks the key's pending mark held ('~') for one lease, and
+# marks the key dirty for a second after that: once the worker dies, the mark runs out first, so
+# the sweep's enqueue publishes again.
 _HOLD_PENDING = (
     _NOW_MS
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local now = now_ms()
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[1], '~', 'PX', ARGV[1])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]) + 1000, ARGV[2])
 return 1
 """
@@ -330,15 +342,29 @@ return out
 
 # A dirty key whose lock is gone (its holder died or lost the lease without releasing) is handed
 # back for an enqueue; one whose lock is still held is looked at again when that lease ends.
+# A pending mark (ARGV[3] .. key) says whether a message is on its way: one a worker holds
+# ('~') is looked at again when the hold would run out; an unheld one ('1') while the entry queue
+# holds messages (ARGV[4] > 0) may be behind them, and is looked at again a lease (ARGV[5]) later.
+# An unheld mark with the queue empty, a lease after it was set, lost its message: it goes, and
+# the key is handed back for an enqueue.
 _SWEEP_ORPHANS = (
     _NOW_MS
     + """
 local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
+local backlog = tonumber(ARGV[4])
 local out = {}
 for _, member in ipairs(due) do
   local pttl = redis.call('PTTL', ARGV[2] .. member)
-  if pttl == -2 then
+  local mark = false
+  if pttl == -2 then mark = redis.call('GET', ARGV[3] .. member) end
+  if mark == '~' then
+    local held = math.max(redis.call('PTTL', ARGV[3] .. member), 0)
+    redis.call('ZADD', KEYS[1], now + held + 1000, member)
+  elseif mark and backlog > 0 then
+    redis.call('ZADD', KEYS[1], now + tonumber(ARGV[5]), member)
+  elseif pttl == -2 then
+    if mark then redis.call('DEL', ARGV[3] .. member) end
     redis.call('ZREM', KEYS[1], member)
     table.insert(out, member)
   elseif pttl == -1 then
@@ -520,6 +546,11 @@ class WorkQueueKeys:
         return f"{self.prefix}period:{name}:{key}"
 
     @property
+    def pending_prefix(self) -> str:
+        """What the pending marks' names start with (the scripts append the key)."""
+        return f"{self.prefix}pending:"
+
+    @property
     def lock_prefix(self) -> str:
         """What the lock names start with (the scripts append the key)."""
         return f"{self.prefix}lock:"
@@ -528,6 +559,11 @@ class WorkQueueKeys:
     def dirty(self) -> str:
         """The sorted set of dirty keys, scored by when to look for an orphan."""
         return f"{self.prefix}dirty"
+
+    @property
+    def writes(self) -> str:
+        """The count of enqueues ever made, by which a Redis that lost writes is noticed."""
+        return f"{self.prefix}writes"
 
     @property
     def waiting(self) -> str:
@@ -570,6 +606,8 @@ class WorkQueue:
         self.keys = WorkQueueKeys(prefix)
         self.lock_ttl_ms = max(1, int(lock_ttl * 1000))
         self.pending_ttl = pending_ttl
+        self._writes_seen = 0
+        self._writes_lock = threading.Lock()
         self._enqueue = client.register_script(_ENQUEUE)
         self._begin = client.register_script(_BEGIN)
         self._acquire = client.register_script(_ACQUIRE)
@@ -608,22 +646,48 @@ class WorkQueue:
         Returns:
             Whether a task was published.
         """
-        found = int(
-            self._enqueue(
-                keys=[
-                    self.keys.pending(key),
-                    self.keys.sequence(key),
-                    self.keys.lock(key),
-                    self.keys.dirty,
-                ],
-                args=[self.pending_ttl, SEQUENCE_TTL, "1" if force else "0", str(key)],
-            )
+        answer, writes = self._enqueue(
+            keys=[
+                self.keys.pending(key),
+                self.keys.sequence(key),
+                self.keys.lock(key),
+                self.keys.dirty,
+                self.keys.writes,
+            ],
+            args=[
+                self.pending_ttl,
+                SEQUENCE_TTL,
+                "1" if force else "0",
+                str(key),
+                self.lock_ttl_ms,
+            ],
         )
+        self._saw_writes(int(writes))
+        found = int(answer)
         if found == 1:
             self._publish_or_unmark(key)
         elif found == 0 and force:
             self.publish(key)
         return found == 1 or (found == 0 and force)
+
+    def _saw_writes(self, count: int) -> None:
+        with self._writes_lock:
+            self._writes_seen = max(self._writes_seen, count)
+
+    def rolled_back(self) -> tuple[int, int] | None:
+        """Whether Redis lost writes it had acknowledged to this process since the last look.
+
+        Compares Redis's count of enqueues with the highest count this process was told of (by
+        its own enqueues, or a look before). ``(seen, now)`` when the count went back: Redis
+        lost the last writes while its other keys (a leader lease, say) stayed. A count gone
+        altogether counts as going back to 0.
+        """
+        now = int(_text(self.redis.get(self.keys.writes) or "0"))
+        with self._writes_lock:
+            seen, self._writes_seen = self._writes_seen, now
+        if now < seen:
+            return seen, now
+        return None
 
     def mark_pending(self, key: OrderKey, wait: float) -> bool:
         """Set the key's pending mark for a message about to be published ``wait`` seconds out.
@@ -635,7 +699,8 @@ class WorkQueue:
         return bool(
             int(
                 self._mark_pending(
-                    keys=[self.keys.pending(key), self.keys.dirty], args=[ttl_ms, str(key)]
+                    keys=[self.keys.pending(key), self.keys.dirty],
+                    args=[ttl_ms, str(key), self.lock_ttl_ms],
                 )
             )
         )
@@ -915,6 +980,7 @@ class WorkQueue:
                     SEQUENCE_TTL,
                     self.pending_ttl,
                     retry_ms,
+                    self.lock_ttl_ms,
                 ],
             )
         )
@@ -952,8 +1018,20 @@ class WorkQueue:
             yield beat
 
     def sweep_orphans(self, batch: int = 500) -> list[OrderKey]:
-        """Enqueue dirty keys whose lock holder vanished; return the keys enqueued."""
-        members = self._sweep(keys=[self.keys.dirty], args=[batch, self.keys.lock_prefix])
+        """Enqueue dirty keys whose lock holder vanished, or whose entry message was lost.
+
+        Returns the keys enqueued.
+        """
+        members = self._sweep(
+            keys=[self.keys.dirty],
+            args=[
+                batch,
+                self.keys.lock_prefix,
+                self.keys.pending_prefix,
+                self.queue_depth(Queue.RECONCILE.value),
+                self.lock_ttl_ms,
+            ],
+        )
         found = [OrderKey.parse(_text(m)) for m in members]
         self._request_passes(found)
         return found

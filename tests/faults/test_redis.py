@@ -3,6 +3,7 @@ their retries, and frozen for longer than a lease."""
 
 from __future__ import annotations
 
+import signal
 import time
 import urllib.error
 
@@ -92,3 +93,39 @@ def test_redis_restarted_with_its_data_frees_the_steps_workers_held(faults: Faul
     faults.settle("redis restarted with its data, retries held", ended, 60)
     alive = faults.alive()
     assert alive == dict.fromkeys(alive, True), f"a process died with Redis: {alive}"
+
+
+@pytest.mark.timeout(150)
+def test_redis_that_lost_its_last_writes_and_kept_the_lease_still_serves_the_order(
+    faults: Faults,
+) -> None:
+    # A partial loss: the last second of an append-only file, or a failover to a replica a
+    # little behind. The watcher's lease survives it, so no new term relists; the enqueue of an
+    # order created in that second is gone, with its pending mark and its message.
+    first = faults.create("before-the-loss")
+    faults.stack.wait_ready(first, seconds=40)
+    lease_key = f"{faults.stack.prefix}leader:watcher"
+    workers = faults.workers()
+    for name in workers:  # the order's pass must not run before Redis loses it
+        faults.signal_tree(name, signal.SIGSTOP)
+    try:
+        faults.redis_server.save()  # what the loss keeps
+        lost = faults.create("in-the-lost-second")
+        wait_for(lambda: faults.pending(lost), 10, "the watcher to enqueue the order")
+        lease = faults.client.get(lease_key)
+        assert lease is not None
+        faults.redis_server.kill()
+        faults.redis_server.start()
+        # The lease as the loss left it, however long the restart took: held, by the same token.
+        faults.client.set(lease_key, lease, px=10_000)
+        assert not faults.pending(lost), "the loss took the order's enqueue"
+    finally:
+        for name in workers:
+            faults.signal_tree(name, signal.SIGCONT)
+    ended = time.monotonic()
+    faults.stack.wait_ready(lost, seconds=40)
+    faults.settle("redis lost its last writes, lease kept", ended, 60)
+    assert faults.stack.counter("watcher", "tenantdb_redis_rollbacks_total") >= 1
+    assert not any("afresh" in line for line in faults.log_lines("watcher")), (
+        "the watcher started a new term: the test did not keep the lease"
+    )

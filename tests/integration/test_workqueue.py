@@ -147,6 +147,24 @@ def _server_ms(client: redis.Redis) -> float:
     return seconds * 1000 + micros / 1000
 
 
+def test_a_redis_that_lost_acknowledged_enqueues_is_noticed(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    queue = _queue(client, key_prefix)
+    other = _queue(client, key_prefix)  # another process enqueuing too
+    for i in range(3):
+        queue.enqueue(OrderKey.parse(f"probe/tenant-a/counted-{i}"))
+    other.enqueue(KEY)
+    assert queue.rolled_back() is None, "writes by others only move the count on"
+    snapshot = int(client.get(queue.keys.writes) or 0)
+    queue.enqueue(OrderKey.parse("probe/tenant-a/in-the-lost-second"))
+    client.set(queue.keys.writes, snapshot)  # Redis comes back from a snapshot a write behind
+    assert queue.rolled_back() == (snapshot + 1, snapshot)
+    assert queue.rolled_back() is None, "a loss is told once"
+    client.delete(queue.keys.writes)  # a Redis that lost everything
+    assert queue.rolled_back() == (snapshot, 0)
+
+
 # -- (a) no two holders ----------------------------------------------------------------------------
 
 
@@ -430,6 +448,46 @@ def test_an_entry_held_by_a_worker_that_died_is_published_again(
     _, lease = queue.begin(KEY)
     assert lease is not None
     assert not queue.hold_pending(KEY), "the pass began: the holder lets go"
+
+
+def test_an_entry_a_worker_popped_and_died_with_is_published_again_a_lease_later(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published, lock_ttl=0.3)  # pending marks last 300 s
+    assert queue.enqueue(KEY)
+    # The message left the queue for a worker that died before it could hold it: the queue is
+    # empty and the mark is neither held nor about to run out.
+    assert queue.sweep_orphans() == [], "not before a lease has passed"
+    _wait_for(lambda: queue.sweep_orphans() == [KEY], seconds=5)
+    assert published == [KEY, KEY], "published again, long before the mark would run out"
+    start, lease = queue.begin(published.pop())
+    assert start is Start.LEASED
+    assert lease is not None
+
+
+def test_an_entry_behind_others_in_its_queue_or_held_is_not_taken_for_lost(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published, lock_ttl=0.3)
+    queued, held = KEY, OrderKey.parse("probe/tenant-a/held")
+    assert queue.enqueue(queued)
+    assert queue.enqueue(held)
+    client.rpush(f"{key_prefix}reconcile", "a message before them")
+    time.sleep(1.5)  # past a lease and the second after it
+    assert queue.hold_pending(held), "a worker holds the second one's message"
+    assert queue.sweep_orphans() == [], "the first may still be in the queue, the second is held"
+    assert published == [queued, held]
+    client.delete(f"{key_prefix}reconcile")  # the first one's message was not in it after all
+
+    def renewed_and_swept() -> list[OrderKey]:
+        assert queue.hold_pending(held), "its worker renews the hold"
+        return queue.sweep_orphans()
+
+    swept = _wait_for_value(renewed_and_swept, seconds=5)
+    assert swept == [queued]
+    assert queue.is_pending(held), "a held entry is left to its worker"
 
 
 def test_a_pending_mark_whose_publisher_died_is_enqueued_once_it_runs_out(
@@ -818,6 +876,14 @@ def test_due_keys_are_claimed_exactly_once_under_four_sweepers(
     assert len(claimed) == len(keys)
     assert set(claimed) == set(keys)
     assert sum(1 for part in results if part) > 1, "the sweepers did not actually contend"
+
+
+def _wait_for_value(found: Callable[[], list[OrderKey]], seconds: float) -> list[OrderKey]:
+    deadline = time.monotonic() + seconds
+    while not (value := found()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+    return value
 
 
 def _wait_for(condition: Callable[[], bool], seconds: float) -> None:
