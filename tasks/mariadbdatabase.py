@@ -38,6 +38,7 @@ from tasks.scaffold import (
     Step,
     declare_kind,
     emit,
+    note_order,
     remember_write,
     save_note,
 )
@@ -226,7 +227,11 @@ def plan(ctx: PassContext, fetched: FetchedOrder, gate: Gate) -> Plan:
     if not steps:
         return Plan((), converged=converged, local=settled)
     note = PassNote(
-        fetched.raw, cp.model_dump(mode="json", by_alias=True), planned, steps, provision_started
+        note_order(fetched.raw),
+        cp.model_dump(mode="json", by_alias=True),
+        planned,
+        steps,
+        provision_started,
     )
     return Plan(steps, note, converged=converged, reason="Provisioning")
 
@@ -483,7 +488,7 @@ def teardown(ctx: PassContext, fetched: FetchedOrder) -> Plan:
     steps = plan_teardown_steps(planned.actions)
     if steps == (FINALIZE_STEP,):
         return Plan((), local=planned)
-    return Plan(steps, TeardownNote(fetched.raw, planned, steps), reason="TearingDown")
+    return Plan(steps, TeardownNote(note_order(fetched.raw), planned, steps), reason="TearingDown")
 
 
 def finalize(ctx: PassContext, fetched: FetchedOrder, plan: Plan) -> PassOutcome:

@@ -29,7 +29,15 @@ from typing import Any
 from tasks.chain import StepContext, StepResult
 from tasks.reconcile import PassContext, PassOutcome
 from tasks.runtime import PerRegistry, note_ready, workqueue
-from tasks.scaffold import Admission, KindSpec, Plan, Step, declare_kind, remember_write
+from tasks.scaffold import (
+    Admission,
+    KindSpec,
+    Plan,
+    Step,
+    declare_kind,
+    note_order,
+    remember_write,
+)
 from tenantdb.adapters.mysql_orders import CredentialError, MysqlOrders, SecretData
 from tenantdb.adapters.mysqladmin import (
     AdminError,
@@ -333,7 +341,7 @@ def plan(ctx: PassContext, order: dict[str, Any], gate: Gate) -> Plan:
         raise RuntimeError("the gates passed without a validated spec")
     siblings = [sibling_of(p, gate.peer_users.get(str(_meta(p).get("name")))) for p in gate.peers]
     note = ApplyNote(
-        order=order,
+        order=note_order(order),
         spec=decision.spec,
         applied_hash=decision.applied_hash,
         group=group_name(order),
@@ -516,7 +524,7 @@ def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan:
     if decided.step is not DeletionStep.DROP:
         return Plan((), local=(decided, peer_names))
     note = DropNote(
-        order=order,
+        order=note_order(order),
         plan=decided,
         group=group_name(order),
         group_uid=str(_meta(group or {}).get("uid", "")),

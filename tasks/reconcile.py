@@ -138,14 +138,14 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
         if handed is None:
             queue.request_pass(order)
             return result(key, "LeaseLost")
-        steps = outcome.handoff(handed)
         try:
+            steps = outcome.handoff(handed)
             steps.apply_async()
         except Exception as exc:
             # Without its chain the pass is over; the retry begins a new one.
             countdown = backoff(self.request.retries)
             log.warning(
-                "could not publish the pass's chain (%s); retrying in %d s",
+                "could not hand the pass to its chain (%s); retrying in %d s",
                 describe_error(exc),
                 countdown,
                 extra={"order": key},

@@ -174,6 +174,22 @@ def backoff(retries: int) -> int:
     )
 
 
+NOTE_LIMIT_BYTES = 256 * 1024
+"""The largest note a pass leaves its steps. Notes live in the broker's Redis, one per order in
+flight; an order's spec and status are far below this, so a note past it is refused."""
+
+
+class NoteTooLargeError(ValueError):
+    """A pass's note is past ``NOTE_LIMIT_BYTES``; the message gives sizes only."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(
+            f"the pass's note is {size} bytes, over the {NOTE_LIMIT_BYTES}-byte limit of what a"
+            " pass may carry to its steps"
+        )
+        self.size = size
+
+
 # Errors whose text tenantdb wrote itself and keeps free of credentials; any other exception
 # (a validation error of a Secret, say) may quote what it failed on, so only its type is logged.
 _SAFE_ERRORS: tuple[type[Exception], ...] = (
@@ -183,6 +199,7 @@ _SAFE_ERRORS: tuple[type[Exception], ...] = (
     ReadError,
     ClusterUnavailableError,
     LeaseLostError,
+    NoteTooLargeError,
 )
 
 

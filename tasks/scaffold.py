@@ -28,7 +28,15 @@ from redis import RedisError
 
 from tasks.chain import StepContext, StepResult, StepTask, run_step
 from tasks.reconcile import PassContext, PassOutcome, register_pass
-from tasks.runtime import AnyTask, PerRegistry, handover_ms, note_ready, workqueue
+from tasks.runtime import (
+    NOTE_LIMIT_BYTES,
+    AnyTask,
+    NoteTooLargeError,
+    PerRegistry,
+    handover_ms,
+    note_ready,
+    workqueue,
+)
 from tenantdb.adapters.clusters import ClusterUnavailableError
 from tenantdb.adapters.metrics import PASSES
 from tenantdb.adapters.orders import OrderStore
@@ -165,6 +173,29 @@ def remember_write(cluster: str, answer: Mapping[str, Any] | None) -> None:
         log.warning("could not note an own write; its watch event will cost a pass")
 
 
+def note_order(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The order as a note carries it: without its annotations and managed fields.
+
+    No step reads either, and they are what can make an order large (annotations up to 256 KiB,
+    a managed-fields entry per writer); every write a step makes patches, so nothing of them is
+    lost on the object.
+    """
+    meta = {
+        k: v
+        for k, v in dict(raw.get("metadata") or {}).items()
+        if k not in ("annotations", "managedFields")
+    }
+    return {**raw, "metadata": meta}
+
+
+def note_text(note: object) -> str:
+    """The note as stored; ``NoteTooLargeError`` past the limit."""
+    text = _adapter(type(note)).dump_json(note).decode()
+    if len(text) > NOTE_LIMIT_BYTES:
+        raise NoteTooLargeError(len(text))
+    return text
+
+
 def note_ttl_ms() -> int:
     """How long a pass's note lives: every hand-over's wait, and a retry's backoff on top."""
     settings = load_settings()
@@ -258,8 +289,7 @@ def _hand_over(spec: KindSpec[Any, Any], plan: Plan, *, teardown: bool = False) 
 def build_chain(tasks: Mapping[str, AnyTask], lease: Lease, plan: Plan) -> Signature:
     """Leave the plan's note, then chain its steps; the abort callback ends a failed pass."""
     if plan.note is not None:
-        text = _adapter(type(plan.note)).dump_json(plan.note).decode()
-        workqueue().save_note(lease, text, note_ttl_ms())
+        workqueue().save_note(lease, note_text(plan.note), note_ttl_ms())
     args = (str(lease.key), lease.name)
     steps = [tasks[name].si(*args, i) for i, name in enumerate(plan.steps, start=1)]
     return chain(*steps).on_error(abort_signature(str(lease.key)))
@@ -285,8 +315,7 @@ def load_note(ctx: StepContext, note_type: type[Any]) -> Any:
 def save_note(ctx: StepContext, note: object) -> None:
     """Replace the pass's note, for the steps after this one."""
     ctx.guard.check()
-    text = _adapter(type(note)).dump_json(note).decode()
-    workqueue().save_note(ctx.lease, text, note_ttl_ms())
+    workqueue().save_note(ctx.lease, note_text(note), note_ttl_ms())
 
 
 def _step_task(spec: KindSpec[Any, Any], step: Step, *, teardown: bool = False) -> AnyTask:
