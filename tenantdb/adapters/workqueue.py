@@ -682,11 +682,18 @@ class WorkQueue:
         lost the last writes while its other keys (a leader lease, say) stayed. A count gone
         altogether counts as going back to 0.
         """
+        # What was seen before the read: every count told before it was written before it, so a
+        # read lower than that is a loss. An enqueue told of a count while the read is on its way
+        # may be higher than the read and is no loss; it is kept for the next look.
+        with self._writes_lock:
+            seen = self._writes_seen
         now = int(_text(self.redis.get(self.keys.writes) or "0"))
         with self._writes_lock:
-            seen, self._writes_seen = self._writes_seen, now
-        if now < seen:
-            return seen, now
+            if now < seen:
+                if self._writes_seen == seen:
+                    self._writes_seen = now
+                return seen, now
+            self._writes_seen = max(self._writes_seen, now)
         return None
 
     def mark_pending(self, key: OrderKey, wait: float) -> bool:

@@ -165,6 +165,25 @@ def test_a_redis_that_lost_acknowledged_enqueues_is_noticed(
     assert queue.rolled_back() == (snapshot, 0)
 
 
+def test_an_enqueue_told_of_its_count_while_the_count_is_read_is_no_loss(
+    client: redis.Redis, key_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = _queue(client, key_prefix)
+    queue.enqueue(KEY)
+    read = client.get
+
+    def read_then_enqueue(name: str) -> Any:
+        value = read(name)
+        # Another thread's enqueue lands, and is told its count, before this read is compared.
+        queue.enqueue(OrderKey.parse("probe/tenant-a/concurrent"))
+        return value
+
+    monkeypatch.setattr(queue.redis, "get", read_then_enqueue)
+    assert queue.rolled_back() is None
+    monkeypatch.undo()
+    assert queue.rolled_back() is None, "and the next look finds the count where it was told"
+
+
 # -- (a) no two holders ----------------------------------------------------------------------------
 
 
