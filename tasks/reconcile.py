@@ -123,15 +123,8 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
         queue.request_pass(order)
         return result(key, "LeaseLost")
     except Exception as exc:
-        countdown = backoff(self.request.retries)
         RETRIES.labels(task=self.name).inc()
-        log.warning(
-            "pass failed (%s); retrying in %d s",
-            describe_error(exc),
-            countdown,
-            extra={"order": key},
-        )
-        return _retry_pass(self, lease, countdown)
+        return _retry_pass(self, lease, "pass failed", exc)
     if outcome.handoff is not None:
         # For one lease until the chain is published, then over its first step's queue wait.
         handed = queue.hand_over(lease, ready_fence(1, 0), queue.lock_ttl_ms)
@@ -143,22 +136,16 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
             steps.apply_async()
         except Exception as exc:
             # Without its chain the pass is over; the retry begins a new one.
-            countdown = backoff(self.request.retries)
-            log.warning(
-                "could not hand the pass to its chain (%s); retrying in %d s",
-                describe_error(exc),
-                countdown,
-                extra={"order": key},
-            )
-            return _retry_pass(self, handed, countdown)
+            return _retry_pass(self, handed, "could not hand the pass to its chain", exc)
         queue.extend_wait(handed, handover_ms(), first_queue(steps))
         return result(key, outcome.reason)
     finish_pass(queue, lease, outcome.requeue_after, reason=outcome.reason, gone=outcome.gone)
     return result(key, outcome.reason)
 
 
-def _retry_pass(task: AnyTask, lease: Lease, countdown: int) -> dict[str, str]:
-    """End a pass that did not finish and have it retried in ``countdown`` seconds.
+def _retry_pass(task: AnyTask, lease: Lease, what: str, exc: Exception) -> dict[str, str]:
+    """End a pass that did not finish (``what`` went wrong: ``exc``) and have it retried after
+    the task's backoff.
 
     The release leaves the key dirty until the retry is due, so however far the rest gets (the
     broker refuses the retry, Redis refuses the mark, the worker dies) the orphan sweep brings
@@ -166,6 +153,10 @@ def _retry_pass(task: AnyTask, lease: Lease, countdown: int) -> dict[str, str]:
     """
     queue = workqueue()
     order, key = lease.key, str(lease.key)
+    countdown = backoff(task.request.retries)
+    log.warning(
+        "%s (%s); retrying in %d s", what, describe_error(exc), countdown, extra={"order": key}
+    )
     released = queue.release(lease, completed=False, retry_in=countdown)
     # The retry is the key's pending pass: events meanwhile are deduplicated against it, and a
     # worker holding it through the countdown holds the mark (``tasks.holding``). When a pass is
