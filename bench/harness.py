@@ -39,6 +39,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from prometheus_client.parser import text_string_to_metric_families
 
+from devstack.platform import role_env
 from tenantdb.adapters.celeryapp import build_celery_app
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.ops import build_workqueue
@@ -323,7 +324,9 @@ class Stack:
         }  # fmt: skip
         for name, argv in roles.items():
             port = self.metrics_ports[name] = _free_port()
-            self._start(name, argv, {**self.env, "TENANTDB_METRICS_PORT": str(port)})
+            self._start(
+                name, argv, {**role_env(self.env, name), "TENANTDB_METRICS_PORT": str(port)}
+            )
         self._connect()
         self._wait(self._serving, 60, "tenantdb's processes to serve their metrics")
         self._wait(self._workers_answer, 60, "the worker to answer Celery's remote control")

@@ -24,6 +24,12 @@ RBAC_KINDS = {
     "ClusterRole": "clusterroles.rbac.authorization.k8s.io",
     "ClusterRoleBinding": "clusterrolebindings.rbac.authorization.k8s.io",
 }
+ADMISSION_KINDS = {
+    "ValidatingAdmissionPolicy": "validatingadmissionpolicies.admissionregistration.k8s.io",
+    "ValidatingAdmissionPolicyBinding": (
+        "validatingadmissionpolicybindings.admissionregistration.k8s.io"
+    ),
+}
 MANAGER = "helm"
 
 
@@ -42,19 +48,24 @@ def render_chart(
     return objects
 
 
-def apply_rbac(cluster: KubeApi, objects: list[dict[str, Any]], namespace: str) -> list[str]:
-    """Apply the ServiceAccounts, Roles and bindings among ``objects``; return what was applied.
+def apply_rbac(
+    cluster: KubeApi, objects: list[dict[str, Any]], namespace: str, *, admission: bool = False
+) -> list[str]:
+    """Apply the ServiceAccounts, Roles and bindings among ``objects`` (and, with
+    ``admission``, the ValidatingAdmissionPolicy and its binding); return what was applied.
 
     Namespaces the objects live in are created when missing; every other kind is left out.
     """
     applied: list[str] = []
+    kinds = {**RBAC_KINDS, **(ADMISSION_KINDS if admission else {})}
     existing = {n["metadata"]["name"] for n in cluster.list("namespaces")}
     for obj in objects:
-        resource = RBAC_KINDS.get(str(obj.get("kind")))
+        resource = kinds.get(str(obj.get("kind")))
         if resource is None:
             continue
         meta = obj["metadata"]
-        ns = "" if obj["kind"].startswith("Cluster") else str(meta.get("namespace") or namespace)
+        cluster_scoped = obj["kind"].startswith("Cluster") or obj["kind"] in ADMISSION_KINDS
+        ns = "" if cluster_scoped else str(meta.get("namespace") or namespace)
         if ns and ns not in existing:
             cluster.create("namespaces", {"metadata": {"name": ns}})
             existing.add(ns)

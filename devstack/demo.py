@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from devstack.platform import role_env
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import MARIADB_DATABASE, SECRET, KindNotServedError, KubeError
 from tenantdb.core.mariadbdatabase.naming import IDENTITY
@@ -204,11 +205,16 @@ def running_stack(state: Path) -> Iterator[tuple[dict[str, str], Processes]]:
             "beat": [*tenantdb, "beat"],
         }  # fmt: skip
         for name, argv in roles.items():
-            procs.start(name, argv, {**env, "TENANTDB_METRICS_PORT": str(METRICS_PORTS[name])})
+            role = argv[len(tenantdb)]
+            procs.start(
+                name,
+                argv,
+                {**role_env(env, role), "TENANTDB_METRICS_PORT": str(METRICS_PORTS[name])},
+            )
         procs.start(
             "flower",
             [*tenantdb, "flower", "--port", str(FLOWER_PORT), "--address", "127.0.0.1"],
-            {**env, "TENANTDB_FLOWER_BASIC_AUTH_FILE": str(auth_file)},
+            {**role_env(env, "flower"), "TENANTDB_FLOWER_BASIC_AUTH_FILE": str(auth_file)},
         )
         prometheus = shutil.which("prometheus")
         if prometheus is not None:

@@ -92,6 +92,12 @@ CP_NAME = "cp"
 TENANT_NAMESPACE = "tenant-a"
 OPERATOR_NAMESPACE = "c5c3-system"
 OPERATOR_SERVICE_ACCOUNT = "c5c3-operator"
+# The chart's per-role accounts on management (serviceAccount.name is the stem); a target
+# cluster's one account is OPERATOR_SERVICE_ACCOUNT itself.
+WATCHER_SERVICE_ACCOUNT = f"{OPERATOR_SERVICE_ACCOUNT}-watcher"
+WORKER_SERVICE_ACCOUNT = f"{OPERATOR_SERVICE_ACCOUNT}-worker"
+# The audience of the worker's OpenBao login token, as the chart's openbao.tokenAudience.
+OPENBAO_AUDIENCE = "openbao"
 MARIADB_NAME = "openstack-db"
 CA_ISSUER = "openbao-ca-issuer"
 CA_KEYPAIR = "openbao-ca"
@@ -176,9 +182,15 @@ class Platform:
 
     @property
     def tenantdb_kubeconfig_path(self) -> Path:
-        """The kubeconfig tenantdb runs with: on each cluster the chart's ServiceAccount, which
-        holds only what the chart grants there (the admin kubeconfig is ``kubeconfig_path``)."""
+        """The kubeconfig tenantdb's worker (and the ops shell) runs with: on management the
+        chart's worker ServiceAccount, on a target cluster its one account, each holding only
+        what the chart grants there (the admin kubeconfig is ``kubeconfig_path``)."""
         return self.state_dir / "tenantdb.kubeconfig"
+
+    @property
+    def tenantdb_watcher_kubeconfig_path(self) -> Path:
+        """The watcher's kubeconfig: the chart's watcher ServiceAccount on management."""
+        return self.state_dir / "tenantdb-watcher.kubeconfig"
 
     @property
     def env_path(self) -> Path:
@@ -192,7 +204,7 @@ class Platform:
 
     @property
     def operator_token_file(self) -> Path:
-        """The c5c3-operator ServiceAccount token."""
+        """The worker ServiceAccount's token of OpenBao's audience, which it logs in with."""
         return self.state_dir / "c5c3-operator.token"
 
     @property
@@ -242,9 +254,13 @@ class Platform:
         )
 
     @property
-    def operator_user(self) -> str:
-        """The user name tenantdb's ServiceAccount token carries on every cluster."""
-        return f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_SERVICE_ACCOUNT}"
+    def operator_users(self) -> tuple[str, ...]:
+        """The user names tenantdb's tokens carry: the watcher's and the worker's on
+        management, the one account's on a target cluster."""
+        return tuple(
+            f"system:serviceaccount:{OPERATOR_NAMESPACE}:{name}"
+            for name in (WATCHER_SERVICE_ACCOUNT, WORKER_SERVICE_ACCOUNT, OPERATOR_SERVICE_ACCOUNT)
+        )
 
     def forbidden(self, username: str) -> list[str]:
         """The requests of `username` an API server refused with 403 so far, one line each
@@ -331,6 +347,19 @@ class Platform:
         self.stop()
 
 
+def role_env(env: Mapping[str, str], role: str) -> dict[str, str]:
+    """The settings of one tenantdb process (`watcher`, `worker`, `beat`, `flower`) from the
+    platform's env, each with the cluster access the chart gives that role: the watcher its own
+    kubeconfig, beat and Flower none (they talk to Redis only), everything else the worker's."""
+    out = {k: v for k, v in env.items() if k != "DEVSTACK_WATCHER_KUBECONFIG"}
+    if role == "watcher" and env.get("DEVSTACK_WATCHER_KUBECONFIG"):
+        out["TENANTDB_KUBECONFIG"] = env["DEVSTACK_WATCHER_KUBECONFIG"]
+    elif role in ("beat", "flower"):
+        for name in ("TENANTDB_KUBECONFIG", "TENANTDB_SERVICE_ACCOUNT_TOKEN_FILE"):
+            out.pop(name, None)
+    return out
+
+
 def _write_private(path: Path | str, content: str | bytes) -> None:
     data = content.encode() if isinstance(content, str) else content
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -397,6 +426,7 @@ def start_platform(
     directory.mkdir(parents=True, exist_ok=True)
     platform = _start_api_servers(directory, names, api_server, mariadb or Server(), time_scale)
     platform.tenantdb_kubeconfig_path.unlink(missing_ok=True)  # a bare platform grants nothing
+    platform.tenantdb_watcher_kubeconfig_path.unlink(missing_ok=True)
     try:
         wanted = {
             name: crds.management_crds() if name == MANAGEMENT else crds.target_crds()
@@ -638,6 +668,8 @@ def _bootstrap_openbao(platform: Platform, management: Endpoint, ca_pem: str) ->
             ],
             kubernetes_host=management.url,
             kubernetes_ca_cert=ca_pem or None,
+            operator_service_account=WORKER_SERVICE_ACCOUNT,
+            operator_audience=OPENBAO_AUDIENCE,
         )
     finally:
         root.adapter.close()
@@ -822,13 +854,16 @@ def _seed(platform: Platform) -> None:
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": {"name": OPERATOR_SERVICE_ACCOUNT, "namespace": OPERATOR_NAMESPACE},
+            "metadata": {"name": WORKER_SERVICE_ACCOUNT, "namespace": OPERATOR_NAMESPACE},
         },
         OPERATOR_NAMESPACE,
         manager=_MANAGER,
     )
     token = cluster.issue_token(
-        OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT, seconds=OPERATOR_TOKEN_SECONDS
+        OPERATOR_NAMESPACE,
+        WORKER_SERVICE_ACCOUNT,
+        audiences=[OPENBAO_AUDIENCE],
+        seconds=OPERATOR_TOKEN_SECONDS,
     )
     _write_private(platform.operator_token_file, token)
     _seed_certificates(platform, cluster)
@@ -1005,12 +1040,17 @@ def _seed_mysql_tls(cluster: KubeApi, material: GroupTLS) -> None:
 
 def _grant_tenantdb(platform: Platform) -> None:
     """Apply the chart's RBAC (management values on management, target values elsewhere) and
-    write tenantdb's kubeconfig with a token of the chart's ServiceAccount on each cluster.
+    write tenantdb's kubeconfigs: the worker's and the watcher's, each with a token of that
+    role's ServiceAccount on management and of the one account on every target cluster.
 
-    The ServiceAccount is `c5c3-system/c5c3-operator`, the identity OpenBao's Kubernetes auth
-    role is bound to, as a release into `c5c3-system` with that account name deploys it.
+    The chart's `serviceAccount.name` is `c5c3-operator`, so the accounts are
+    `c5c3-system/c5c3-operator-watcher` and `-worker` on management (the worker's is the identity
+    OpenBao's Kubernetes auth role is bound to) and `c5c3-system/c5c3-operator` elsewhere. On a
+    real API server the chart's ValidatingAdmissionPolicy is applied too, so tenantdb's writes
+    pass it; the devstack does not serve admission policies.
     """
-    tokens: dict[str, str] = {}
+    roles = {"worker": WORKER_SERVICE_ACCOUNT, "watcher": WATCHER_SERVICE_ACCOUNT}
+    tokens: dict[str, dict[str, str]] = {role: {} for role in roles}
     for name, endpoint in platform.endpoints.items():
         values: dict[str, Any] = {"serviceAccount": {"name": OPERATOR_SERVICE_ACCOUNT}}
         if name != MANAGEMENT:
@@ -1020,17 +1060,22 @@ def _grant_tenantdb(platform: Platform) -> None:
                 "placedNamespaces": [],
             }
         objects = render_chart(values, release="tenantdb", namespace=OPERATOR_NAMESPACE)
-        apply_rbac(endpoint.client, objects, OPERATOR_NAMESPACE)
-        account = service_account_of(objects)
-        if name == MANAGEMENT and account == OPERATOR_SERVICE_ACCOUNT:
-            tokens[name] = platform.operator_token_file.read_text().strip()
-        else:
-            tokens[name] = endpoint.client.issue_token(
+        apply_rbac(
+            endpoint.client, objects, OPERATOR_NAMESPACE, admission=platform.real is not None
+        )
+        for role, account in roles.items():
+            if name != MANAGEMENT:
+                account = service_account_of(objects)
+            tokens[role][name] = endpoint.client.issue_token(
                 OPERATOR_NAMESPACE, account, seconds=OPERATOR_TOKEN_SECONDS
             )
-    users = {name: {"token": token} for name, token in tokens.items()}
-    config = _kubeconfig(platform, users, suffix="tenantdb", current=MANAGEMENT)
-    _write_private(platform.tenantdb_kubeconfig_path, yaml.safe_dump(config))
+    for role, path in (
+        ("worker", platform.tenantdb_kubeconfig_path),
+        ("watcher", platform.tenantdb_watcher_kubeconfig_path),
+    ):
+        users = {name: {"token": token} for name, token in tokens[role].items()}
+        config = _kubeconfig(platform, users, suffix=f"tenantdb-{role}", current=MANAGEMENT)
+        _write_private(path, yaml.safe_dump(config))
 
 
 # ------------------------------------------------------------ state files
@@ -1042,6 +1087,12 @@ def _write_env(platform: Platform) -> None:
         "TENANTDB_KUBECONFIG": str(
             platform.tenantdb_kubeconfig_path
             if platform.tenantdb_kubeconfig_path.exists()
+            else platform.kubeconfig_path
+        ),
+        # The watcher's own account, for `role_env`; the other roles keep the worker's.
+        "DEVSTACK_WATCHER_KUBECONFIG": str(
+            platform.tenantdb_watcher_kubeconfig_path
+            if platform.tenantdb_watcher_kubeconfig_path.exists()
             else platform.kubeconfig_path
         ),
         "TENANTDB_ADDRESS_MAP_FILE": str(directory / "services.json"),

@@ -100,6 +100,7 @@ def setup_auth(
     kubernetes_ca_cert: str | None = None,
     operator_service_account: str = OPERATOR_SERVICE_ACCOUNT,
     operator_namespace: str = OPERATOR_NAMESPACE,
+    operator_audience: str = "",
 ) -> str:
     """Enable and configure the Kubernetes auth mount and write its two roles.
 
@@ -111,6 +112,8 @@ def setup_auth(
         kubernetes_ca_cert: PEM CA of that API server.
         operator_service_account: The reconciler's ServiceAccount name.
         operator_namespace: The reconciler's namespace.
+        operator_audience: The audience the reconciler's token must carry (empty: the API
+            server's own).
 
     Returns:
         The auth mount's accessor.
@@ -140,6 +143,7 @@ def setup_auth(
             "token_policies": [OPERATOR_POLICY],
             "token_ttl": "15m",
             "token_max_ttl": "15m",
+            **({"audience": operator_audience} if operator_audience else {}),
         },
     )
     accessor: str = _mounts(client.sys.list_auth_methods())[f"{mount}/"]["accessor"]
@@ -210,6 +214,7 @@ def bootstrap_platform(
     kubernetes_ca_cert: str | None = None,
     operator_service_account: str = OPERATOR_SERVICE_ACCOUNT,
     operator_namespace: str = OPERATOR_NAMESPACE,
+    operator_audience: str = "",
 ) -> BootstrapResult:
     """Run the whole bootstrap: auth, policies, the database mount and every tenant database.
 
@@ -222,6 +227,7 @@ def bootstrap_platform(
         kubernetes_ca_cert: See `setup_auth`.
         operator_service_account: See `setup_auth`.
         operator_namespace: See `setup_auth`.
+        operator_audience: See `setup_auth`.
 
     Returns:
         The mount accessor the policies were templated with.
@@ -233,6 +239,7 @@ def bootstrap_platform(
         kubernetes_ca_cert=kubernetes_ca_cert,
         operator_service_account=operator_service_account,
         operator_namespace=operator_namespace,
+        operator_audience=operator_audience,
     )
     setup_policies(client, accessor=accessor, database_mount=database_mount)
     if f"{database_mount}/" not in _mounts(client.sys.list_mounted_secrets_engines()):

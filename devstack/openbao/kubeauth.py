@@ -6,8 +6,12 @@ role's bindings), and the `TokenReviewer` protocol with its production implement
 Kubernetes API server. Must never log, store or echo a JWT, and never let a login through that the
 cluster did not authenticate.
 
+A role's `audience` is asked of the cluster as OpenBao asks it: the TokenReview carries it as
+its only audience, so a token minted for another audience (the API server's own included) is
+refused.
+
 Deliberately left out compared with OpenBao: local JWT signature checks (the TokenReview is the
-only authority), `audience` checks, namespace label selectors, token bound CIDRs, periodic and
+only authority), namespace label selectors, token bound CIDRs, periodic and
 batch tokens, and `disable_iss_validation`-style config knobs (accepted, ignored).
 """
 
@@ -18,7 +22,7 @@ import json
 import ssl
 import threading
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -42,6 +46,7 @@ class ReviewResult:
     authenticated: bool
     username: str = ""
     uid: str = ""
+    audiences: tuple[str, ...] = ()
 
 
 class TokenReviewError(Exception):
@@ -51,11 +56,12 @@ class TokenReviewError(Exception):
 class TokenReviewer(Protocol):
     """Validates a ServiceAccount JWT with the cluster that issued it."""
 
-    def review(self, jwt: str) -> ReviewResult:
+    def review(self, jwt: str, audiences: Sequence[str] = ()) -> ReviewResult:
         """Review a JWT.
 
         Args:
             jwt: The token the client presented.
+            audiences: The audiences the token must carry one of; empty means the cluster's own.
 
         Returns:
             The cluster's verdict.
@@ -134,14 +140,13 @@ class KubeTokenReviewer:
         for conn in idle:
             conn.close()
 
-    def review(self, jwt: str) -> ReviewResult:
-        """Ask the API server whether the JWT is valid and whom it names."""
+    def review(self, jwt: str, audiences: Sequence[str] = ()) -> ReviewResult:
+        """Ask the API server whether the JWT is valid (for ``audiences``) and whom it names."""
+        spec: dict[str, Any] = {"token": jwt}
+        if audiences:
+            spec["audiences"] = list(audiences)
         body = json.dumps(
-            {
-                "apiVersion": "authentication.k8s.io/v1",
-                "kind": "TokenReview",
-                "spec": {"token": jwt},
-            }
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
         ).encode()
         headers = {
             "Content-Type": "application/json",
@@ -164,6 +169,7 @@ class KubeTokenReviewer:
             authenticated=bool(status.get("authenticated")),
             username=str(user.get("username", "")),
             uid=str(user.get("uid", "")),
+            audiences=tuple(str(a) for a in status.get("audiences") or ()),
         )
 
 
@@ -317,9 +323,9 @@ class KubernetesAuthMount:
             raise bad_request(f'invalid alias_name_source "{role.alias_name_source}"')
         return role
 
-    def _review(self, jwt: str) -> ReviewResult:
+    def _review(self, jwt: str, audiences: Sequence[str]) -> ReviewResult:
         if self.injected_reviewer is not None:
-            return self.injected_reviewer.review(jwt)
+            return self.injected_reviewer.review(jwt, audiences)
         host = self.config.get("kubernetes_host")
         if not host:
             raise bad_request("could not load backend configuration")
@@ -329,7 +335,7 @@ class KubernetesAuthMount:
             ca_pem=self.config.get("kubernetes_ca_cert") or None,
         )
         try:
-            return reviewer.review(jwt)
+            return reviewer.review(jwt, audiences)
         finally:
             reviewer.close()
 
@@ -350,12 +356,15 @@ class KubernetesAuthMount:
         role = self.roles.get(role_name)
         if role is None:
             raise bad_request(f'invalid role name "{role_name}"')
+        wanted = (role.audience,) if role.audience else ()
         try:
-            review = self._review(jwt)
+            review = self._review(jwt, wanted)
         except TokenReviewError as exc:
             raise ApiError(500, str(exc)) from exc
         if not review.authenticated or not review.username.startswith(_SA_PREFIX):
             raise ApiError(403, "permission denied")
+        if wanted and not set(wanted) & set(review.audiences):
+            raise ApiError(403, "invalid audience (aud) claim")
         namespace, _, name = review.username.removeprefix(_SA_PREFIX).partition(":")
         if not _bound(role.bound_service_account_names, name):
             raise ApiError(403, "service account name not authorized")

@@ -44,7 +44,7 @@ import redis
 
 from devstack.kube.api import AuditEntry
 from devstack.mysql_group import MysqlGroup
-from devstack.platform import Platform, start_platform
+from devstack.platform import Platform, role_env, start_platform
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import (
     CONTROL_PLANE,
@@ -183,7 +183,11 @@ class Stack:
             self.procs[name] = subprocess.Popen(
                 [sys.executable, "-m", "tenantdb.cli", *args],
                 cwd=REPO,
-                env={**self.env, "TENANTDB_METRICS_PORT": str(port), **(env or {})},
+                env={
+                    **role_env(self.env, args[0]),
+                    "TENANTDB_METRICS_PORT": str(port),
+                    **(env or {}),
+                },
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
@@ -446,7 +450,9 @@ def stack(
         yield running
     finally:
         try:
-            refused = platform.forbidden(platform.operator_user)
+            refused = [
+                line for user in platform.operator_users for line in platform.forbidden(user)
+            ]
             if refused:
                 failures.append("tenantdb was refused (403): " + "; ".join(refused))
             leaked = _scan_for_leaks(running, real_redis)

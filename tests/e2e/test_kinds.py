@@ -12,6 +12,12 @@ from typing import Any
 
 import pytest
 
+from devstack.platform import (
+    OPERATOR_NAMESPACE,
+    OPERATOR_SERVICE_ACCOUNT,
+    WATCHER_SERVICE_ACCOUNT,
+    WORKER_SERVICE_ACCOUNT,
+)
 from tenantdb.adapters.kube import CONFIG_MAP, CUSTOM_RESOURCE_DEFINITION, resource_of
 from tests.e2e.conftest import Stack, wait_for
 from tests.kinds import widget
@@ -58,8 +64,14 @@ def widget_grants(stack: Stack) -> None:
                     "kind": "ClusterRole",
                     "name": "tenantdb-widgets",
                 },
+                # The watcher's and the worker's accounts on management, the one elsewhere.
                 "subjects": [
-                    {"kind": "ServiceAccount", "name": "c5c3-operator", "namespace": "c5c3-system"}
+                    {"kind": "ServiceAccount", "name": account, "namespace": OPERATOR_NAMESPACE}
+                    for account in (
+                        WATCHER_SERVICE_ACCOUNT,
+                        WORKER_SERVICE_ACCOUNT,
+                        OPERATOR_SERVICE_ACCOUNT,
+                    )
                 ],
             },
         )

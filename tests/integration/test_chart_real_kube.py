@@ -51,7 +51,12 @@ NAMESPACE = "tenantdb-system"
 MANAGEMENT = "management"
 TARGET = "edge-1"
 COMMAND_TIMEOUT = 60
-CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
 
 MANAGEMENT_VALUES: dict[str, Any] = {
     "imagePullSecrets": [{"name": "registry"}],
@@ -135,8 +140,17 @@ EXPECTED_KINDS = {
         "NetworkPolicy",
         "ServiceMonitor",
         "PrometheusRule",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     },
-    TARGET: {"ServiceAccount", "Secret", "Role", "RoleBinding"},
+    TARGET: {
+        "ServiceAccount",
+        "Secret",
+        "Role",
+        "RoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    },
 }
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -379,3 +393,187 @@ def test_target_token_secret_is_filled_in(installed: dict[str, Installed]) -> No
         if time.monotonic() > deadline:
             pytest.fail(f"the token controller left {secret['metadata']['name']} empty: {stored}")
         time.sleep(0.2)
+
+
+# ---------------------------------------------------------------- what each account may do
+
+FULL = f"{RELEASE}-tenantdb"
+
+
+def _can_i_list(cluster: Installed, account: str, namespace: str) -> set[tuple[str, str, str]]:
+    """The resource rows of `kubectl auth can-i --list` for a ServiceAccount of the release:
+    (resource, resource names, verbs), as the real authorizer reports them."""
+    user = f"system:serviceaccount:{NAMESPACE}:{account}"
+    out = _must(
+        [KUBECTL, "--kubeconfig", str(cluster.kubeconfig), "auth", "can-i", "--list",
+         f"--as={user}", "--namespace", namespace, "--no-headers"],
+        cluster.home,
+        cluster.kubeconfig,
+    )  # fmt: skip
+    rows: set[tuple[str, str, str]] = set()
+    for line in out.splitlines():
+        match = re.fullmatch(r"(\S+)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]", line.strip())
+        if match and match.group(2) == "":  # the non-resource URL rows are every user's
+            rows.add((match.group(1), match.group(3), match.group(4)))
+    return rows
+
+
+# What every authenticated account holds (system:basic-user and the like), which no chart grant
+# adds to or takes from.
+EVERYONE = {
+    ("selfsubjectreviews.authentication.k8s.io", "", "create"),
+    ("selfsubjectaccessreviews.authorization.k8s.io", "", "create"),
+    ("selfsubjectrulesreviews.authorization.k8s.io", "", "create"),
+    ("clustertrustbundles.certificates.k8s.io", "", "get list watch"),
+}
+WATCHER_CAN = EVERYONE | {
+    ("mariadbdatabases.c5c3.io", "", "list watch"),
+    ("mysqldatabases.shipstream.io", "", "list watch"),
+    ("controlplanes.c5c3.io", "", "list watch"),
+    ("secrets", "", "list watch"),
+    ("externalsecrets.external-secrets.io", "", "list watch"),
+    ("vaultdynamicsecrets.generators.external-secrets.io", "", "list watch"),
+    ("databases.k8s.mariadb.com", "", "list watch"),
+    ("mysqlfailovergroups.shipstream.io", "", "list watch"),
+}
+WORKER_CAN = EVERYONE | {
+    ("mariadbdatabases.c5c3.io", "", "get list patch"),
+    ("mariadbdatabases.c5c3.io/status", "", "patch"),
+    ("mariadbdatabases.c5c3.io/finalizers", "", "update"),
+    ("mysqldatabases.shipstream.io", "", "get list patch"),
+    ("mysqldatabases.shipstream.io/status", "", "patch"),
+    ("mysqldatabases.shipstream.io/finalizers", "", "update"),
+    ("mysqlfailovergroups.shipstream.io", "", "get"),
+    ("events", "", "get create patch"),
+    ("controlplanes.c5c3.io", "", "get"),
+    ("mariadbs.k8s.mariadb.com", "", "get"),
+    ("secretstores.external-secrets.io", "", "get"),
+    ("clustersecretstores.external-secrets.io", "", "get"),
+    ("databases.k8s.mariadb.com", "", "get list create patch delete"),
+    ("externalsecrets.external-secrets.io", "", "get list create patch delete"),
+    ("vaultdynamicsecrets.generators.external-secrets.io", "", "get list create patch delete"),
+    ("certificates.cert-manager.io", "", "get create patch"),
+    ("serviceaccounts", "", "create"),
+    ("serviceaccounts", "order-db-creds", "get patch"),
+    ("secrets", "", "get create patch delete"),
+}
+TARGET_ASSIGNED_CAN = EVERYONE | {
+    ("mariadbdatabases.c5c3.io", "", "get list watch update patch"),
+    ("mariadbdatabases.c5c3.io/status", "", "get update patch"),
+    ("mariadbdatabases.c5c3.io/finalizers", "", "update"),
+    ("secrets", "", "get list watch create update patch delete"),
+}
+TARGET_PLACED_CAN = EVERYONE | {("mariadbdatabases.c5c3.io", "", "get list watch")}
+
+
+@pytest.mark.parametrize(
+    ("cluster", "account", "namespace", "expected"),
+    [
+        (MANAGEMENT, f"{FULL}-watcher", "tenant-a", WATCHER_CAN),
+        (MANAGEMENT, f"{FULL}-worker", "tenant-a", WORKER_CAN),
+        (MANAGEMENT, f"{FULL}-worker", "kube-system", WORKER_CAN),
+        (MANAGEMENT, f"{FULL}-beat", NAMESPACE, EVERYONE),
+        (MANAGEMENT, f"{FULL}-flower", NAMESPACE, EVERYONE),
+        (TARGET, FULL, "team-a", TARGET_ASSIGNED_CAN),
+        (TARGET, FULL, "openstack", TARGET_PLACED_CAN),
+        (TARGET, FULL, "kube-system", EVERYONE),
+    ],
+    ids=["watcher", "worker", "worker-anywhere", "beat", "flower", "target-assigned",
+         "target-placed", "target-elsewhere"],
+)  # fmt: skip
+def test_each_account_can_do_exactly_what_is_pinned(
+    installed: dict[str, Installed],
+    cluster: str,
+    account: str,
+    namespace: str,
+    expected: set[tuple[str, str, str]],
+) -> None:
+    assert _can_i_list(installed[cluster], account, namespace) == expected
+
+
+def _write_as(
+    cluster: Installed, account: str, body: dict[str, Any], *, create: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Server-side apply `body` (or, with `create`, POST it) as a ServiceAccount of the release."""
+    user = f"system:serviceaccount:{NAMESPACE}:{account}"
+    source = cluster.home / "object.json"
+    source.write_text(json.dumps(body))
+    verb = ["create"] if create else ["apply", "--server-side"]
+    return _run(
+        [KUBECTL, "--kubeconfig", str(cluster.kubeconfig), *verb, "--field-manager=tenantdb",
+         f"--as={user}", "-f", str(source)],
+        cluster.home,
+        cluster.kubeconfig,
+    )  # fmt: skip
+
+
+def _refused_once_in_force(
+    cluster: Installed, account: str, body: dict[str, Any], *, create: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Write `body` as `account` until the admission policy refuses it (a new policy takes a
+    moment to reach the server's admission chain); fail if it never does."""
+    deadline = time.monotonic() + 30
+    while True:
+        done = _write_as(cluster, account, body, create=create)
+        if done.returncode != 0 or time.monotonic() > deadline:
+            return done
+        # Accepted before the policy was in force: remove it and try again.
+        meta = body["metadata"]
+        _run(
+            [KUBECTL, "--kubeconfig", str(cluster.kubeconfig), "delete", body["kind"].lower(),
+             meta["name"], "--namespace", meta["namespace"], "--wait=false"],
+            cluster.home,
+            cluster.kubeconfig,
+        )  # fmt: skip
+        time.sleep(0.5)
+
+
+def _secret(name: str, namespace: str, kind: str, **annotations: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+        "type": kind,
+    }
+
+
+@pytest.mark.parametrize(
+    ("cluster", "account", "namespace"),
+    [(MANAGEMENT, f"{FULL}-worker", "kube-system"), (TARGET, FULL, "team-a")],
+    ids=["management", "target"],
+)
+def test_the_writing_account_cannot_mint_a_token_through_a_secret(
+    installed: dict[str, Installed], cluster: str, account: str, namespace: str
+) -> None:
+    """RBAC lets the writing account create Secrets; the admission policy keeps it from
+    creating the one kind of Secret the token controller fills in with a ServiceAccount's
+    token, while the Opaque Secrets tenantdb delivers still pass."""
+    on = installed[cluster]
+    token = _secret("minted", namespace, "kubernetes.io/service-account-token",
+                    **{"kubernetes.io/service-account.name": "default"})  # fmt: skip
+    refused = _refused_once_in_force(on, account, token)
+    assert refused.returncode != 0
+    assert "tenantdb writes Opaque Secrets only" in refused.stderr, refused.stderr
+    delivered = _write_as(on, account, _secret("delivered", namespace, "Opaque"))
+    assert delivered.returncode == 0, delivered.stderr
+
+
+def test_the_worker_writes_no_service_account_but_the_shared_one(
+    installed: dict[str, Installed],
+) -> None:
+    on = installed[MANAGEMENT]
+    account = f"{FULL}-worker"
+
+    def service_account(name: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": "kube-system"},
+        }
+
+    # RBAC lets the worker create any ServiceAccount (a create cannot be narrowed by name).
+    refused = _refused_once_in_force(on, account, service_account("anyone"), create=True)
+    assert refused.returncode != 0
+    assert "tenantdb writes no ServiceAccount but order-db-creds" in refused.stderr, refused.stderr
+    shared = _write_as(on, account, service_account("order-db-creds"))
+    assert shared.returncode == 0, shared.stderr

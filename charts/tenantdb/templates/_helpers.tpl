@@ -36,12 +36,19 @@ app.kubernetes.io/part-of: tenantdb
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* The ServiceAccount of a target cluster, and the stem of each role's account on management. */}}
 {{- define "tenantdb.serviceAccountName" -}}
-{{- if .Values.serviceAccount.create -}}
 {{- default (include "tenantdb.fullname" .) .Values.serviceAccount.name -}}
-{{- else -}}
-{{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
+
+{{/* One role's ServiceAccount on management; call with (dict "ctx" $ "component" "worker"). */}}
+{{- define "tenantdb.roleServiceAccountName" -}}
+{{- printf "%s-%s" (include "tenantdb.serviceAccountName" .ctx) .component | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The user name a role's token carries, as RBAC and admission see it. */}}
+{{- define "tenantdb.roleUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .ctx.Release.Namespace (include "tenantdb.roleServiceAccountName" .) -}}
 {{- end -}}
 
 {{- define "tenantdb.image" -}}
@@ -69,7 +76,8 @@ app.kubernetes.io/component: {{ .component }}
     name: {{ include "tenantdb.fullname" . }}
 {{- end -}}
 
-{{/* Volumes every role mounts; call with (dict "ctx" $ "kube" true) for the roles that talk to clusters. */}}
+{{/* Volumes every role mounts; call with (dict "ctx" $ "kube" true) for the roles that talk to
+clusters, and "openbao" true for the one that logs in to OpenBao (the worker). */}}
 {{- define "tenantdb.volumes" -}}
 - name: tmp
   emptyDir:
@@ -83,7 +91,7 @@ app.kubernetes.io/component: {{ .component }}
       - key: {{ .ctx.Values.kubeconfig.key }}
         path: kubeconfig
 {{- end }}
-{{- if and .kube .ctx.Values.openbao.tokenAudience }}
+{{- if .openbao }}
 - name: openbao-token
   projected:
     defaultMode: 0440
@@ -103,7 +111,7 @@ app.kubernetes.io/component: {{ .component }}
   mountPath: {{ include "tenantdb.kubeconfigDir" .ctx }}
   readOnly: true
 {{- end }}
-{{- if and .kube .ctx.Values.openbao.tokenAudience }}
+{{- if .openbao }}
 - name: openbao-token
   mountPath: {{ include "tenantdb.openbaoTokenDir" .ctx }}
   readOnly: true
@@ -137,10 +145,11 @@ livenessProbe:
 {{- end -}}
 {{- end -}}
 
-{{/* Pod-level fields every role shares; call with (dict "ctx" $ "role" .Values.worker). */}}
+{{/* Pod-level fields every role shares; call with (dict "ctx" $ "role" .Values.worker
+"component" "worker" "kube" true). Only the roles that talk to API servers get an API token. */}}
 {{- define "tenantdb.podSpec" -}}
-serviceAccountName: {{ include "tenantdb.serviceAccountName" .ctx }}
-automountServiceAccountToken: true
+serviceAccountName: {{ include "tenantdb.roleServiceAccountName" . }}
+automountServiceAccountToken: {{ .kube }}
 securityContext:
   {{- toYaml .ctx.Values.podSecurityContext | nindent 2 }}
 {{- with .ctx.Values.imagePullSecrets }}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +76,7 @@ class StaticReviewer:
         self._tokens[jwt] = (namespace, name, f"uid-{namespace}-{name}")
         return jwt
 
-    def review(self, jwt: str) -> ReviewResult:
+    def review(self, jwt: str, audiences: Sequence[str] = ()) -> ReviewResult:
         self.reviews += 1
         known = self._tokens.get(jwt)
         if known is None:

@@ -193,6 +193,8 @@ def test_defaults_render_the_management_install(default_objects: list[Manifest])
         "PodDisruptionBudget",
         "Service",
         "ServiceAccount",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     ]
     assert sorted(d["metadata"]["name"] for d in by_kind(default_objects, "Deployment")) == [
         f"{FULL}-{role}" for role in ("beat", "flower", "watcher", "worker")
@@ -327,30 +329,88 @@ def test_services_select_pods_that_serve_their_ports(default_objects: list[Manif
 # ---------------------------------------------------------------- RBAC
 
 
-def test_management_rbac_grants_what_the_specification_lists(
-    default_objects: list[Manifest],
-) -> None:
-    rules = _rules(named(default_objects, "ClusterRole", FULL))
+def test_management_rbac_splits_reading_from_writing(default_objects: list[Manifest]) -> None:
+    watcher = _rules(named(default_objects, "ClusterRole", f"{FULL}-watcher"))
+    worker = _rules(named(default_objects, "ClusterRole", f"{FULL}-worker"))
+    # The watcher lists and watches, nothing more.
+    assert {verb for _, _, verb in watcher} == {"list", "watch"}
+    assert _grants("", "secrets", "list,watch") <= watcher
+    assert _grants("c5c3.io", "mariadbdatabases,controlplanes", "list,watch") <= watcher
+    # The worker writes what a pass touches and watches nothing.
     expected = (
-        _grants("c5c3.io", "mariadbdatabases", "get,list,watch,update,patch")
-        | _grants("c5c3.io", "mariadbdatabases/status", "get,update,patch")
+        _grants("c5c3.io", "mariadbdatabases", "get,list,patch")
+        | _grants("c5c3.io", "mariadbdatabases/status", "patch")
         | _grants("c5c3.io", "mariadbdatabases/finalizers", "update")
-        | _grants("k8s.mariadb.com", "databases", "get,list,watch,create,update,patch,delete")
-        | _grants("c5c3.io", "controlplanes", "get,list,watch")
-        | _grants("k8s.mariadb.com", "mariadbs", "get,list,watch")
-        | _grants("external-secrets.io", "secretstores,clustersecretstores", "get,list,watch")
+        | _grants("k8s.mariadb.com", "databases", "get,list,create,patch,delete")
+        | _grants("c5c3.io", "controlplanes", "get")
+        | _grants("k8s.mariadb.com", "mariadbs", "get")
+        | _grants("external-secrets.io", "secretstores,clustersecretstores", "get")
         | _grants("", "serviceaccounts", "get,create,patch")
         | _grants("cert-manager.io", "certificates", "get,create,patch")
         | _grants("generators.external-secrets.io", "vaultdynamicsecrets", "get,create,patch")
         | _grants("external-secrets.io", "externalsecrets", "get,create,patch,delete")
-        | _grants("", "secrets", "get,list,watch,create,patch,delete")
+        | _grants("", "secrets", "get,create,patch,delete")
     )
-    assert expected - rules == set()
-    # Orders are never created or deleted by tenantdb, and nothing else is granted.
-    assert not {("c5c3.io", "mariadbdatabases", v) for v in ("create", "delete")} & rules
-    assert {r for r in rules if r[1] in {"leases", "pods", "*"} or r[2] == "*"} == set()
-    binding = named(default_objects, "ClusterRoleBinding", FULL)
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULL, "namespace": NAMESPACE}]
+    assert expected - worker == set()
+    assert {r for r in worker if r[2] == "watch"} == set()
+    assert not {("", "secrets", "list")} & worker
+    # The shared ServiceAccount is the only one the worker may read or patch.
+    named_rules = named(default_objects, "ClusterRole", f"{FULL}-worker")["rules"]
+    accounts = [r for r in named_rules if r["resources"] == ["serviceaccounts"]]
+    assert {tuple(r["verbs"]): r.get("resourceNames") for r in accounts} == {
+        ("create",): None,
+        ("get", "patch"): ["order-db-creds"],
+    }
+    for rules in (watcher, worker):
+        # Orders are never created or deleted by tenantdb, and nothing else is granted.
+        assert not {("c5c3.io", "mariadbdatabases", v) for v in ("create", "delete")} & rules
+        assert {r for r in rules if r[1] in {"leases", "pods", "*"} or r[2] == "*"} == set()
+        assert {r for r in rules if r[1].endswith("/token") or r[0].startswith("rbac")} == set()
+    for role in ("watcher", "worker"):
+        binding = named(default_objects, "ClusterRoleBinding", f"{FULL}-{role}")
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": f"{FULL}-{role}", "namespace": NAMESPACE}
+        ]
+
+
+def test_each_role_runs_as_its_own_account_and_only_api_clients_mount_a_token(
+    default_objects: list[Manifest],
+) -> None:
+    accounts = {a["metadata"]["name"]: a for a in by_kind(default_objects, "ServiceAccount")}
+    assert sorted(accounts) == [f"{FULL}-{r}" for r in ("beat", "flower", "watcher", "worker")]
+    for role in ("watcher", "worker", "beat", "flower"):
+        pod = named(default_objects, "Deployment", f"{FULL}-{role}")["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == f"{FULL}-{role}"
+        api_client = role in ("watcher", "worker")
+        assert pod["automountServiceAccountToken"] is api_client, role
+        assert accounts[f"{FULL}-{role}"].get("automountServiceAccountToken", True) is api_client
+        projected = [v for v in pod["volumes"] if "projected" in v]
+        # Only the worker logs in to OpenBao, with a token of OpenBao's audience.
+        if role == "worker":
+            [token] = projected
+            source = token["projected"]["sources"][0]["serviceAccountToken"]
+            assert source["audience"] == "openbao"
+        else:
+            assert projected == [], role
+    bound = {
+        s["name"] for b in by_kind(default_objects, "ClusterRoleBinding") for s in b["subjects"]
+    }
+    assert bound == {f"{FULL}-watcher", f"{FULL}-worker"}
+
+
+def test_admission_policy_matches_the_writing_account(chart: Chart) -> None:
+    for values, account in (({}, f"{FULL}-worker"), (TARGET, FULL)):
+        objects = render(chart, values)
+        policy = named(objects, "ValidatingAdmissionPolicy", f"{FULL}-writes")["spec"]
+        [condition] = policy["matchConditions"]
+        user = f"system:serviceaccount:{NAMESPACE}:{account}"
+        assert condition["expression"] == f"request.userInfo.username == '{user}'"
+        binding = named(objects, "ValidatingAdmissionPolicyBinding", f"{FULL}-writes")["spec"]
+        assert binding == {"policyName": f"{FULL}-writes", "validationActions": ["Deny"]}
+    assert (
+        by_kind(render(chart, {"admissionPolicy": {"enabled": False}}), "ValidatingAdmissionPolicy")
+        == []
+    )
 
 
 def test_target_cluster_mode_renders_only_the_access_it_grants(chart: Chart) -> None:
@@ -360,6 +420,8 @@ def test_target_cluster_mode_renders_only_the_access_it_grants(chart: Chart) -> 
         "RoleBinding",
         "Secret",
         "ServiceAccount",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     ]
     orders = {
         r["metadata"]["namespace"]: _rules(r)
@@ -451,6 +513,25 @@ def test_network_policy_opens_only_the_serving_ports(all_on: list[Manifest]) -> 
     assert engine["policyTypes"] == ["Ingress", "Egress"]
     assert [p["port"] for rule in flower["ingress"] for p in rule["ports"]] == ["http"]
     assert flower["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "flower"
+
+
+def test_network_policy_admits_only_the_selected_peers_by_default(chart: Chart) -> None:
+    policies = {p["metadata"]["name"]: p["spec"] for p in by_kind(render(chart), "NetworkPolicy")}
+    [metrics] = policies[f"{FULL}-engine"]["ingress"]
+    assert metrics["from"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        }
+    ]
+    [flower] = policies[f"{FULL}-flower"]["ingress"]
+    assert flower["from"] == [
+        {"podSelector": {"matchLabels": {"tenantdb.c5c3.io/flower-client": "true"}}}
+    ]
+    # An empty list admits no one (an ingress rule without `from` would admit everyone).
+    closed = render(chart, {"networkPolicy": {"metricsFrom": [], "flowerFrom": []}})
+    for policy in by_kind(closed, "NetworkPolicy"):
+        assert policy["spec"]["ingress"] == [], policy["metadata"]["name"]
 
 
 def test_values_file_is_plain_yaml_the_schema_accepts(chart: Chart) -> None:

@@ -18,7 +18,7 @@ import hvac
 import pytest
 from kubernetes import client, config
 
-from devstack.platform import Platform
+from devstack.platform import OPERATOR_NAMESPACE, WORKER_SERVICE_ACCOUNT, Platform
 from tenantdb.core.mariadbdatabase.manifests import (
     build_client_certificate,
     build_database_cr,
@@ -114,6 +114,26 @@ def test_operator_logs_in_and_writes_an_order_role(
         bao.secrets.database.delete_role(role, mount_point=ROLE_MOUNT)
     finally:
         root.secrets.database.delete_role(role, mount_point=ROLE_MOUNT)
+        bao.adapter.close()
+
+
+def test_the_operator_role_refuses_the_workers_api_token(
+    platform: Platform, shared_identity: ClientPEMs
+) -> None:
+    """The OpenBao role checks its audience: only a token minted for OpenBao logs in, never the
+    worker's API token (which the API server would accept for anything else)."""
+    api_token = platform.cluster("management").issue_token(
+        OPERATOR_NAMESPACE, WORKER_SERVICE_ACCOUNT, seconds=600
+    )
+    bao = hvac.Client(
+        url=platform.openbao_url, cert=shared_identity.cert, verify=shared_identity.ca_file
+    )
+    try:
+        with pytest.raises(hvac.exceptions.Forbidden):
+            bao.auth.kubernetes.login("c5c3-operator", api_token, mount_point=KUBE_MOUNT)
+        jwt = platform.operator_token_file.read_text(encoding="utf-8").strip()
+        assert bao.auth.kubernetes.login("c5c3-operator", jwt, mount_point=KUBE_MOUNT)["auth"]
+    finally:
         bao.adapter.close()
 
 

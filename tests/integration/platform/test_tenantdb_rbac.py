@@ -1,5 +1,5 @@
 """tenantdb on the devstack holds the chart's grants and nothing more, as ``kubectl auth can-i``
-reports them for its ServiceAccount.
+reports them for its ServiceAccounts (the watcher's and the worker's on management).
 
 The platform applies the RBAC tenantdb's chart renders (the management values on ``management``,
 the target-cluster values on ``edge-1``) and gives tenantdb a kubeconfig with that account's
@@ -32,10 +32,15 @@ def _kubectl() -> str:
     return found
 
 
-def can_i(platform: Platform, context: str, *args: str) -> str:
-    """What ``kubectl auth can-i`` answers for tenantdb's ServiceAccount on one cluster."""
+def can_i(platform: Platform, context: str, *args: str, role: str = "worker") -> str:
+    """What ``kubectl auth can-i`` answers for one tenantdb role's account on one cluster."""
+    kubeconfig = (
+        platform.tenantdb_watcher_kubeconfig_path
+        if role == "watcher"
+        else platform.tenantdb_kubeconfig_path
+    )
     done = subprocess.run(
-        [_kubectl(), "--kubeconfig", str(platform.tenantdb_kubeconfig_path), "--context", context,
+        [_kubectl(), "--kubeconfig", str(kubeconfig), "--context", context,
          "auth", "can-i", *args],
         capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
@@ -44,21 +49,43 @@ def can_i(platform: Platform, context: str, *args: str) -> str:
     return answer
 
 
-MANAGEMENT_GRANTED = [
+WATCHER_GRANTED: list[tuple[str, ...]] = [
     ("list", ORDERS, "--all-namespaces"),
     ("watch", ORDERS, "--all-namespaces"),
+    ("watch", MYSQL_ORDERS, "--all-namespaces"),
+    ("watch", "secrets", "--all-namespaces"),
+    ("watch", "controlplanes.c5c3.io", "--all-namespaces"),
+    ("watch", "databases.k8s.mariadb.com", "--all-namespaces"),
+]
+WATCHER_ABSENT: list[tuple[str, ...]] = [
+    ("get", "secrets", "-n", "tenant-a"),
+    ("create", "secrets", "-n", "tenant-a"),
+    ("patch", ORDERS, "--subresource=status", "-n", "tenant-a"),
+    ("create", "databases.k8s.mariadb.com", "-n", "openstack"),
+    ("create", "events", "-n", "tenant-a"),
+]
+MANAGEMENT_GRANTED = [
+    ("list", ORDERS, "--all-namespaces"),
     ("patch", ORDERS, "--subresource=status", "-n", "tenant-a"),
     ("update", ORDERS, "--subresource=finalizers", "-n", "tenant-a"),
     ("patch", MYSQL_ORDERS, "--subresource=status", "-n", "bloodraven"),
-    ("list", "controlplanes.c5c3.io", "--all-namespaces"),
+    ("get", "controlplanes.c5c3.io", "-n", "openstack"),
     ("create", "databases.k8s.mariadb.com", "-n", "openstack"),
     ("create", "externalsecrets.external-secrets.io", "-n", "openstack"),
     ("create", "vaultdynamicsecrets.generators.external-secrets.io", "-n", "openstack"),
     ("create", "secrets", "-n", "tenant-a"),
     ("create", "events", "-n", "tenant-a"),
-    ("list", "mysqlfailovergroups.shipstream.io", "-n", "bloodraven"),
+    ("get", "mysqlfailovergroups.shipstream.io", "-n", "bloodraven"),
+    ("get", "secrets", "-n", "bloodraven"),
+    ("create", "serviceaccounts", "-n", "openstack"),
+    ("patch", "serviceaccounts/order-db-creds", "-n", "openstack"),
 ]
 MANAGEMENT_ABSENT = [
+    ("watch", ORDERS, "--all-namespaces"),
+    ("list", "secrets", "-n", "tenant-a"),
+    ("watch", "secrets", "-n", "tenant-a"),
+    ("patch", "serviceaccounts/default", "-n", "openstack"),
+    ("create", "serviceaccounts", "--subresource=token", "-n", "openstack"),
     ("create", ORDERS, "-n", "tenant-a"),
     ("delete", ORDERS, "-n", "tenant-a"),
     ("create", MYSQL_ORDERS, "-n", "bloodraven"),
@@ -90,6 +117,17 @@ TARGET_ABSENT = [
     ("list", MYSQL_ORDERS, "-n", "tenant-a"),
     ("create", "rolebindings.rbac.authorization.k8s.io", "-n", "tenant-a"),
 ]
+
+
+def test_the_watcher_only_lists_and_watches(platform: Platform) -> None:
+    answers = {
+        args: can_i(platform, "management", *args, role="watcher") for args in WATCHER_GRANTED
+    }
+    assert {a for a, v in answers.items() if v != "yes"} == set(), "granted by the chart"
+    answers = {
+        args: can_i(platform, "management", *args, role="watcher") for args in WATCHER_ABSENT
+    }
+    assert {a for a, v in answers.items() if v != "no"} == set(), "must be absent"
 
 
 def test_tenantdb_holds_what_the_management_chart_grants_and_nothing_the_seed_rules_out(
