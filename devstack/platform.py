@@ -7,9 +7,10 @@ bootstrap (auth roles `order-db` and `c5c3-operator`, policies, the `keystone-op
 connection to the real MariaDB with `allowed_roles` `keystone-openstack,order.openstack.*`), the
 cert-manager, ESO and mariadb-operator stand-ins, and the seed objects a ControlPlane deployment
 would have: namespaces `openstack`, `tenant-a` (on every cluster) and `c5c3-system` with the
-ServiceAccount `c5c3-operator`, the ClusterIssuer `openbao-ca-issuer` backed by the devstack CA,
-the MariaDB `openstack/openstack-db`, the SecretStore `openbao-tenant-store` and ClusterSecretStore
-`openbao-cluster-store`, and the ControlPlane `openstack/cp` with DBCredentialsReady True.
+ServiceAccount `c5c3-operator-worker`, the ClusterIssuer `openbao-ca-issuer` backed by the
+devstack CA, the MariaDB `openstack/openstack-db`, the SecretStore `openbao-tenant-store` and
+ClusterSecretStore `openbao-cluster-store`, and the ControlPlane `openstack/cp` with
+DBCredentialsReady True.
 
 With `mysql_group` (off unless asked for: it starts two real MariaDB servers, see
 `devstack.mysql_group`), it also runs a MySQL failover group and the Bloodraven stand-in that
@@ -29,17 +30,19 @@ verified for `mysql-main-<site>.bloodraven.svc.cluster.local`, the name tenantdb
 passed in running with TLS lends the platform its CA as the devstack CA unless `ca` is given,
 which must then be that same CA.
 
-tenantdb runs as the ServiceAccount `c5c3-system/c5c3-operator` with the RBAC tenantdb's chart
-renders through the Helm engine: the management values on `management`, the target-cluster values
-(`tenant-a` assigned) on every other cluster, so a grant the chart lacks fails there as it would
-on a real cluster.
+tenantdb runs as the chart's ServiceAccounts with the RBAC the chart renders through the Helm
+engine: on `management` the management values, the watcher as `c5c3-system/c5c3-operator-watcher`
+and the worker as `c5c3-system/c5c3-operator-worker`; on every other cluster the target-cluster
+values (`tenant-a` assigned) and the one account `c5c3-system/c5c3-operator`. A grant the chart
+lacks fails there as it would on a real cluster (`role_env` gives each process its role's access).
 
 It writes into the state directory: `kubeconfig` (one context per cluster, an unrestricted admin
-on each), `tenantdb.kubeconfig` (the same contexts with the ServiceAccount's tokens), `env`
-(KEY=VALUE lines; `set -a; . DIR/env` configures `tenantdb`), `services.json` (in-cluster
-Service addresses to real ones, each group site's
+on each), `tenantdb.kubeconfig` and `tenantdb-watcher.kubeconfig` (the same contexts with the
+worker's and the watcher's tokens), `env` (KEY=VALUE lines; `set -a; . DIR/env` configures
+`tenantdb`), `services.json` (in-cluster Service addresses to real ones, each group site's
 `mysql-main-<site>-internal.bloodraven.svc.cluster.local:3306` among them),
-`c5c3-operator.token`, `ca.crt` and the OpenBao listener's and an admin client's keypairs.
+`c5c3-operator.token` (the worker's token of OpenBao's audience), `ca.crt` and the OpenBao
+listener's and an admin client's keypairs.
 Secrets go into 0600 files only, never to stdout or a log line.
 
 Stopping (`Platform.stop()`) stops the controllers, stops OpenBao (which revokes every lease and so
