@@ -1066,11 +1066,10 @@ def _grant_tenantdb(platform: Platform) -> None:
         apply_rbac(
             endpoint.client, objects, OPERATOR_NAMESPACE, admission=platform.real is not None
         )
+        target_account = service_account_of(objects) if name != MANAGEMENT else None
         for role, account in roles.items():
-            if name != MANAGEMENT:
-                account = service_account_of(objects)
             tokens[role][name] = endpoint.client.issue_token(
-                OPERATOR_NAMESPACE, account, seconds=OPERATOR_TOKEN_SECONDS
+                OPERATOR_NAMESPACE, target_account or account, seconds=OPERATOR_TOKEN_SECONDS
             )
     for role, path in (
         ("worker", platform.tenantdb_kubeconfig_path),

@@ -46,11 +46,6 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-%s" (include "tenantdb.serviceAccountName" .ctx) .component | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* The user name a role's token carries, as RBAC and admission see it. */}}
-{{- define "tenantdb.roleUser" -}}
-{{- printf "system:serviceaccount:%s:%s" .ctx.Release.Namespace (include "tenantdb.roleServiceAccountName" .) -}}
-{{- end -}}
-
 {{- define "tenantdb.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
