@@ -368,7 +368,7 @@ def provision_body(step: ProvisionStep) -> Callable[[StepContext, PassNote], Ste
                 continue
             ctx.guard.check()
             try:
-                answer = orders().run(action)
+                answer = orders().run(action, ctx.guard.check)
             except ActionError as error:
                 observe_leg_since(PROVISION, note.provision_started)
                 raise _fail_provision(ctx, note, admission, index, error) from None
@@ -438,7 +438,7 @@ def _deliver(
     if plan.apply is not None:
         ctx.guard.check()
         try:
-            answer = io.run(plan.apply)
+            answer = io.run(plan.apply, ctx.guard.check)
         except ActionError as error:
             ref = plan.apply.ref
             return plan_delivery_failure(
@@ -515,7 +515,7 @@ def teardown_body(step: TeardownStep) -> Callable[[StepContext, TeardownNote], S
                 continue
             ctx.guard.check()
             try:
-                orders().run(action)
+                orders().run(action, ctx.guard.check)
             except ActionError as error:
                 worded = describe_teardown_failure(action, str(error))
                 if plan.mode is TeardownMode.HELD:

@@ -142,16 +142,31 @@ def parse_resource_version(text: str) -> int:
     """
     if text in ("", "0"):
         return 0
+    problem = _parse_uint_problem(text)
+    if problem is None:
+        return int(text)
+    raise ValueError(f"resourceVersion: Invalid value: {json.dumps(text)}: {problem}")
+
+
+def _parse_uint_problem(text: str) -> str | None:
+    """What Go's strconv.ParseUint says of ``text``, or None when it is an unsigned integer."""
     if not text.isascii() or not text.isdigit():
         reason = "invalid syntax"
     elif int(text) >= 2**64:
         reason = "value out of range"
     else:
-        return int(text)
-    quoted = json.dumps(text)
-    raise ValueError(
-        f"resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: {reason}"
-    )
+        return None
+    return f"strconv.ParseUint: parsing {json.dumps(text)}: {reason}"
+
+
+def _parse_body_version(body: Obj) -> None:
+    """Refuse an applied body whose resourceVersion is no unsigned integer, as the real server
+    does: with a 500 that carries no reason, whether or not the object exists (an absent object
+    is otherwise created whatever version the body names)."""
+    text = str(_meta(body).get("resourceVersion") or "")
+    problem = _parse_uint_problem(text) if text else None
+    if problem is not None:
+        raise ApiError(500, "", problem)
 
 
 _CONTINUE_VERSION = "meta.k8s.io/v1"
@@ -805,6 +820,7 @@ class Api:
             )
         scope = self._scope(kind, version, sub)
         stamp = (kind.api_version(version), now_text())
+        _parse_body_version(applied)
         with self.store.lock:
             old = self.store.get(kind.key, ns, name)
             if old is None:

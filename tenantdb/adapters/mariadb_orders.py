@@ -34,6 +34,7 @@ from tenantdb.adapters.kube import (
     SECRET_STORE,
     SERVICE_ACCOUNT,
     VAULT_DYNAMIC_SECRET,
+    ConflictError,
     KindNotServedError,
     KubeClient,
     KubeError,
@@ -52,7 +53,9 @@ from tenantdb.core.actions import (
     ObjectRef,
     PatchObject,
     RemoveRole,
+    read_version,
 )
+from tenantdb.core.applied import is_applied
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mariadbdatabase.conditions import build_status_body
 from tenantdb.core.mariadbdatabase.delivery import DeliveryObservation
@@ -81,6 +84,29 @@ from tenantdb.settings import Settings
 log = logging.getLogger(__name__)
 
 Model = TypeVar("Model", bound=BaseModel)
+
+
+def _unchecked() -> None:
+    """The lease check of a caller that holds no lease (tests, the CLI)."""
+
+
+def _with_version(manifest: dict[str, Any], version: str) -> dict[str, Any]:
+    """``manifest`` with the resourceVersion its apply is conditional on."""
+    return {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": version}}
+
+
+def _create_or_update(
+    client: KubeClient, resource: Resource, manifest: dict[str, Any]
+) -> dict[str, Any]:
+    """Create the object, or replace its spec, conditional on the read made just before."""
+    meta = manifest["metadata"]
+    namespace, name = meta.get("namespace"), meta["name"]
+    live = client.get_or_none(resource, namespace, name)
+    if live is None:
+        return client.create(manifest)
+    version = live["metadata"]["resourceVersion"]
+    patch = {"metadata": {"resourceVersion": version}, "spec": manifest["spec"]}
+    return client.patch(resource, namespace, name, patch)
 
 
 class ActionError(Exception):
@@ -355,15 +381,19 @@ class MariaDBOrders:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def run(self, action: Action) -> dict[str, Any] | None:
+    def run(self, action: Action, check: Callable[[], None] = _unchecked) -> dict[str, Any] | None:
         """Perform one action; return the object the server answered with, if any.
+
+        ``check`` raises when the pass has lost its lease. It is called where an action writes
+        after a read of its own: before an OpenBao role write, and before an apply is sent again
+        over an object that changed since the pass read it.
 
         Raises:
             ActionError: the action failed.
         """
         try:
             if isinstance(action, ApplyObject):
-                return self._apply(action)
+                return self._apply(action, check)
             if isinstance(action, PatchObject):
                 client = self.clusters.get(action.ref.cluster)
                 return client.patch(
@@ -374,7 +404,7 @@ class MariaDBOrders:
                 client.delete(_resource(action.ref), action.ref.namespace, action.ref.name)
                 return None
             if isinstance(action, EnsureRole):
-                self._ensure_role(action)
+                self._ensure_role(action, check)
                 return None
             self._remove_role(action)
             return None
@@ -383,18 +413,32 @@ class MariaDBOrders:
         except ClusterUnavailableError as exc:
             raise ActionError(str(exc)) from None
 
-    def _apply(self, action: ApplyObject) -> dict[str, Any]:
+    def _apply(self, action: ApplyObject, check: Callable[[], None]) -> dict[str, Any]:
         client = self.clusters.get(action.cluster)
-        if action.strategy is ApplyStrategy.SERVER_SIDE_APPLY:
-            return client.apply(action.manifest)
-        meta = action.manifest["metadata"]
-        resource = resource_for(action.manifest)
-        live = client.get_or_none(resource, meta.get("namespace"), meta["name"])
-        if live is None:
-            return client.create(action.manifest)
-        return client.patch(
-            resource, meta.get("namespace"), meta["name"], {"spec": action.manifest["spec"]}
-        )
+        manifest = action.manifest
+        meta = manifest["metadata"]
+        namespace, name = meta.get("namespace"), meta["name"]
+        resource = resource_for(manifest)
+        if action.strategy is ApplyStrategy.CREATE_OR_UPDATE:
+            try:
+                return _create_or_update(client, resource, manifest)
+            except ConflictError:
+                check()
+                return _create_or_update(client, resource, manifest)
+        if action.read_version is None:
+            return client.apply(manifest)
+        try:
+            return client.apply(_with_version(manifest, action.read_version))
+        except ConflictError:
+            # The object changed since the pass read it. A newer pass of the order may have
+            # written it, and then this pass's lease is gone: check says so before anything is
+            # sent again. Otherwise another writer (the object's operator, another order's pass
+            # over a shared object) moved it on: read it again and apply over that, once.
+            check()
+            current = client.get_or_none(resource, namespace, name)
+            if current is not None and is_applied(manifest, current):
+                return current
+            return client.apply(_with_version(manifest, read_version(current)))
 
     def _certificate(self, ref: ClientCertificateRef) -> ClientCertificate:
         raw = _get(self.clusters.get(MANAGEMENT), SECRET, ref.namespace, ref.name)
@@ -418,9 +462,13 @@ class MariaDBOrders:
             timeout=self.settings.openbao_timeout_seconds,
         )
 
-    def _ensure_role(self, action: EnsureRole) -> None:
+    def _ensure_role(self, action: EnsureRole, check: Callable[[], None]) -> None:
+        # OpenBao takes no precondition: the lease is checked right before the write, and a pass
+        # that lost it after writing asks for another pass, which reads the role and writes it
+        # again when a stale write changed it.
         with self._session(action.connection, action.client_certificate) as session:
             if should_write_role(session.read_role(action.role_name), action.body):
+                check()
                 session.write_role(action.role_name, action.body.to_request())
 
     def _remove_role(self, action: RemoveRole) -> None:

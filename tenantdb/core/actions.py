@@ -8,6 +8,7 @@ never shows an object body, because a body can hold a credential.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -39,13 +40,37 @@ class ObjectRef:
         return f"{self.kind} {self.namespace}/{self.name}{where}"
 
 
+UNSTORED_VERSION = "18446744073709551615"
+"""A resourceVersion no stored object carries: the API server parses a body's resourceVersion as
+an unsigned 64-bit number, and etcd's revisions, which resourceVersions are, are signed 64-bit
+numbers counted up from 1. An apply naming it creates an object that is absent and is refused
+(409 Conflict) when one exists."""
+
+
+def read_version(live: Mapping[str, Any] | None) -> str:
+    """The precondition for writing an object a pass read as ``live`` (None: read absent).
+
+    An apply with it lands only while the object is still as the pass read it: a pass that
+    lost its lease after reading cannot overwrite what a newer pass wrote since.
+    """
+    if live is None:
+        return UNSTORED_VERSION
+    return str((live.get("metadata") or {}).get("resourceVersion") or "")
+
+
 @dataclass(frozen=True)
 class ApplyObject:
-    """Write a desired object."""
+    """Write a desired object.
+
+    ``read_version`` is the precondition the write carries (``read_version()`` of what the pass
+    read); None writes without one. It says when the write may land, not what is written, so
+    two actions that write the same object alike are equal whatever their precondition.
+    """
 
     cluster: str
     manifest: dict[str, Any] = field(repr=False, compare=True)
     strategy: ApplyStrategy = ApplyStrategy.SERVER_SIDE_APPLY
+    read_version: str | None = field(default=None, compare=False)
 
     @property
     def ref(self) -> ObjectRef:

@@ -47,15 +47,16 @@ def test_a_worker_killed_mid_chain_twenty_times_loses_no_order(faults: Faults) -
     assert faults.alive() == dict.fromkeys(faults.stack.procs, True)
 
 
+@pytest.mark.real_server
 @pytest.mark.timeout(180)
 def test_a_lease_running_out_under_a_frozen_step_never_lets_it_write_again(
     faults: Faults,
 ) -> None:
-    """Runs on the devstack only for now: on a real kube-apiserver the freeze can land between
-    a request's headers and its body, and that write then completes when the worker thaws,
-    after its lease ran out and the next pass wrote. Redis fences a stale step's next request,
-    not one already on the wire; fencing a write where it lands (a precondition the API server
-    checks) is what closes that gap."""
+    """The freeze can land anywhere in the step: before its lease check, between the check and
+    a write, or with a write's request half sent (on a real kube-apiserver that request is
+    completed when the worker thaws). Redis fences the stale step's next request; the write
+    already on its way carries the resourceVersion its pass read, and the API server refuses it
+    because the newer pass wrote since."""
     # Only worker-1 works until its step is frozen; then worker-2 takes over the order.
     faults.signal_tree("worker-2", signal.SIGSTOP)
     frozen_token = ""

@@ -585,6 +585,44 @@ def case_server_side_apply(t: Target, rec: Record, ns: str) -> None:
 
 
 @case
+def case_apply_with_a_resource_version(t: Target, rec: Record, ns: str) -> None:
+    # tenantdb fences its applies with the resourceVersion its pass read: an object that changed
+    # since is refused, and one read absent is created only while it still is absent.
+    manager = {"fieldManager": "tenantdb", "force": "true"}
+    unreachable = "18446744073709551615"
+
+    def with_version(name: str, version: str, value: str = "p") -> dict[str, Any]:
+        body = {**secret(name, password=value), "type": "Opaque"}
+        return {**body, "metadata": {**body["metadata"], "resourceVersion": version}}
+
+    rec(
+        "an absent object is created whatever the version",
+        t.patch(secrets(ns, "f1"), with_version("f1", unreachable), APPLY, manager),
+    )
+    created = t.get(secrets(ns, "f1"))
+    rec(
+        "a present object at another version is refused",
+        t.patch(secrets(ns, "f1"), with_version("f1", unreachable, "q"), APPLY, manager),
+    )
+    rec(
+        "at its version it is applied",
+        t.patch(secrets(ns, "f1"), with_version("f1", created.rv, "q"), APPLY, manager),
+    )
+    rec(
+        "at the version it had before that write it is refused",
+        t.patch(secrets(ns, "f1"), with_version("f1", created.rv, "r"), APPLY, manager),
+    )
+    rec(
+        "a version that is not a number",
+        t.patch(secrets(ns, "f2"), with_version("f2", "x"), APPLY, manager),
+    )
+    rec(
+        "a merge patch with a version on an absent object",
+        t.patch(secrets(ns, "f3"), {"metadata": {"resourceVersion": created.rv}}, MERGE),
+    )
+
+
+@case
 def case_patches(t: Target, rec: Record, ns: str) -> None:
     t.post(orders(ns), order("o1"))
     path = orders(ns, "o1")

@@ -176,7 +176,9 @@ class WorldIO:
             delivered_secret=world.delivered,
         )
 
-    def run(self, action: Action) -> dict[str, Any] | None:
+    def run(
+        self, action: Action, check: Callable[[], None] = lambda: None
+    ) -> dict[str, Any] | None:
         self.actions.append(action)
         if isinstance(action, EnsureRole) and self.world.role_error is not None:
             error, status = self.world.role_error

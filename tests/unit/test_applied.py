@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tenantdb.core.actions import ApplyObject, EnsureRole
+from tenantdb.core.actions import UNSTORED_VERSION, ApplyObject, EnsureRole
 from tenantdb.core.applied import is_applied
 from tenantdb.core.mariadbdatabase.models import DatabaseCR
 from tenantdb.core.mariadbdatabase.provision import (
@@ -175,3 +175,30 @@ def test_only_databases_that_can_matter_are_read_in_full(
     )
     full = plan_provision(_observation(world))
     assert plan_provision(_observation(replace(world, databases=kept))) == full
+
+
+def test_an_apply_carries_the_version_its_child_was_read_at() -> None:
+    observed = _as_live(_observation(World()))
+    database = next(r for r in observed.live if r.kind == "Database")
+    current = observed.live[database]
+    assert current is not None
+    moved = {**current, "metadata": {**current["metadata"], "resourceVersion": "41"}, "spec": {}}
+    drifted = {**observed.live, database: moved}
+    plan = plan_provision(replace(observed, live=drifted))
+    (apply,) = (a for a in plan.actions if isinstance(a, ApplyObject))
+    assert apply.read_version == "41"
+
+
+def test_an_apply_of_a_child_read_absent_may_only_create_it() -> None:
+    observed = _as_live(_observation(World()))
+    database = next(r for r in observed.live if r.kind == "Database")
+    plan = plan_provision(replace(observed, live={**observed.live, database: None}))
+    (apply,) = (a for a in plan.actions if isinstance(a, ApplyObject))
+    assert apply.read_version == UNSTORED_VERSION
+
+
+def test_an_apply_of_a_child_not_read_and_a_create_or_update_carry_no_version() -> None:
+    plan = plan_provision(_observation(World()))
+    applies = [a for a in plan.actions if isinstance(a, ApplyObject)]
+    assert applies, "a new order's plan applies its first children"
+    assert [a.read_version for a in applies] == [None] * len(applies)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tenantdb.core.actions import ApplyObject, LogEvent
+from tenantdb.core.actions import ApplyObject, LogEvent, read_version
 from tenantdb.core.applied import is_applied
 from tenantdb.core.mariadbdatabase.conditions import ConditionUpdate, DeliveredFields
 from tenantdb.core.mariadbdatabase.endpoint import (
@@ -168,7 +168,10 @@ def plan_delivery(obs: DeliveryObservation) -> DeliveryPlan:
     )
     if _is_delivered(manifest, obs.delivered_raw):
         return DeliveryPlan(outcome=None, endpoint=endpoint, in_place=True)
-    return DeliveryPlan(outcome=None, apply=ApplyObject(scope.cluster, manifest), endpoint=endpoint)
+    # Fenced by the read just made: a pass that lost its lease cannot replace a Secret a newer
+    # pass delivered since (with a password issued later than the one this pass read).
+    apply = ApplyObject(scope.cluster, manifest, read_version=read_version(obs.delivered_raw))
+    return DeliveryPlan(outcome=None, apply=apply, endpoint=endpoint)
 
 
 def _is_delivered(manifest: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:

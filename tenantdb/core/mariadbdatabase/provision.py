@@ -12,7 +12,7 @@ must never perform an action, and never names another owner's Database CR in a s
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tenantdb.core.actions import (
@@ -23,6 +23,7 @@ from tenantdb.core.actions import (
     EnsureRole,
     LogEvent,
     ObjectRef,
+    read_version,
 )
 from tenantdb.core.applied import is_applied, is_contained
 from tenantdb.core.mariadbdatabase.conditions import ConditionUpdate
@@ -232,8 +233,23 @@ def plan_provision(obs: ProvisionObservation) -> ProvisionPlan:
     left out, so a converged order's plan holds no action at all.
     """
     plan = _plan_all(obs)
-    needed = tuple(a for a in plan.actions if is_action_needed(a, obs))
-    return plan if needed == plan.actions else ProvisionPlan(needed, plan.result)
+    needed = tuple(_fenced(a, obs) for a in plan.actions if is_action_needed(a, obs))
+    return ProvisionPlan(needed, plan.result)
+
+
+def _fenced(action: Action, obs: ProvisionObservation) -> Action:
+    """Give an apply of a child the pass read the precondition of that read.
+
+    A create-or-update reads the object itself right before it writes, and fences that write
+    with the read; a child the pass did not read is applied without a precondition.
+    """
+    if (
+        not isinstance(action, ApplyObject)
+        or action.strategy is not ApplyStrategy.SERVER_SIDE_APPLY
+        or action.ref not in obs.live
+    ):
+        return action
+    return replace(action, read_version=read_version(obs.live[action.ref]))
 
 
 def is_action_needed(action: Action, obs: ProvisionObservation) -> bool:
