@@ -364,6 +364,8 @@ def _wait_ready(proc: _Process, context: ssl.SSLContext | None, deadline: float)
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 """The audit verbs that change what is stored."""
+READ_VERBS = frozenset({"get", "list"})
+"""The audit verbs that read what is stored (watches apart)."""
 
 
 @dataclass(frozen=True)
@@ -395,9 +397,17 @@ class RealCluster:
     def audit_writes(self) -> list[AuditEntry]:
         """The completed writes of the audit log, as the devstack's `Cluster.audit_log` records
         them: the time the response was sent, the field manager from the request's query."""
+        return self._audit_entries(WRITE_VERBS)
+
+    def audit_reads(self) -> list[AuditEntry]:
+        """The completed gets and lists of the audit log, as the devstack's `Cluster.read_log`
+        records them."""
+        return self._audit_entries(READ_VERBS)
+
+    def _audit_entries(self, verbs: frozenset[str]) -> list[AuditEntry]:
         entries: list[AuditEntry] = []
         for event in self.audit_events():
-            if event.get("stage") != "ResponseComplete" or event.get("verb") not in WRITE_VERBS:
+            if event.get("stage") != "ResponseComplete" or event.get("verb") not in verbs:
                 continue
             ref = event.get("objectRef") or {}
             query = urllib.parse.parse_qs(

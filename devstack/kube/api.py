@@ -366,6 +366,7 @@ class Api:
         self.registry = registry
         self.audit_enabled = False
         self.audit_log: list[AuditEntry] = []
+        self.read_log: list[AuditEntry] = []
         self.on_removed: list[Callable[[Kind, Obj], None]] = []
         self.on_created: list[Callable[[Kind, Obj], None]] = []
         self.on_deleting: list[Callable[[Kind, Obj], None]] = []
@@ -403,6 +404,26 @@ class Api:
         )
         with self._audit_lock:
             self.audit_log.append(entry)
+
+    def audit_read(
+        self, verb: str, kind: Kind, ns: str, name: str, user: str, user_agent: str, code: int
+    ) -> None:
+        """Record a get or a list when the audit log is on (apart from the writes)."""
+        if not self.audit_enabled:
+            return
+        entry = AuditEntry(
+            datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            user,
+            verb,
+            kind.resource,
+            ns,
+            name,
+            "",
+            code,
+            user_agent,
+        )
+        with self._audit_lock:
+            self.read_log.append(entry)
 
     # ------------------------------------------------------------ reads
 

@@ -121,13 +121,18 @@ class Cluster:
             return list(self._denials)
 
     def enable_audit(self, enabled: bool = True) -> None:
-        """Start or stop recording writes in `audit_log`."""
+        """Start or stop recording writes in `audit_log` and reads in `read_log`."""
         self.api.audit_enabled = enabled
 
     @property
     def audit_log(self) -> list[AuditEntry]:
         """Writes recorded since the audit log was enabled."""
         return list(self.api.audit_log)
+
+    @property
+    def read_log(self) -> list[AuditEntry]:
+        """Gets and lists recorded since the audit log was enabled, with their status codes."""
+        return list(self.api.read_log)
 
     def count(self, verb: str, resource: str, client: str = "unknown") -> None:
         """Count one request by the client that sent it, its verb and its resource."""

@@ -320,7 +320,7 @@ class Handler(BaseHTTPRequestHandler):
         if verb == "watch":
             return self._watch(route, query)
         if verb in ("get", "list"):
-            return self._read(verb, route, query)
+            return self._audited_read(verb, route, query, attrs)
         if kind.kind == "SelfSubjectReview":
             return Response(201, _self_subject_review(attrs.user))
         if kind.group == AUTHORIZATION_GROUP:
@@ -361,6 +361,26 @@ class Handler(BaseHTTPRequestHandler):
         decision = self.cluster.authorizer.authorize(replace(attrs, verb="create"))
         if not decision.allowed:
             raise errors.access_denied(attrs.resource, attrs.group, attrs.name, decision.reason)
+
+    def _audited_read(
+        self, verb: str, route: Route, query: dict[str, str], attrs: rbac.Attributes
+    ) -> Response:
+        code = 200
+        try:
+            return self._read(verb, route, query)
+        except ApiError as exc:
+            code = exc.code
+            raise
+        finally:
+            self.cluster.api.audit_read(
+                verb,
+                route.kind,
+                route.namespace or "",
+                route.name,
+                attrs.user.name,
+                self.headers.get("User-Agent", ""),
+                code,
+            )
 
     def _read(self, verb: str, route: Route, query: dict[str, str]) -> Response:
         # Plain reads are served from each object's cached JSON, never from a copy of the store;

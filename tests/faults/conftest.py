@@ -65,7 +65,12 @@ PASS_AGENT = re.compile(r"^tenantdb/\S+ \(pass (?P<pass_id>[0-9a-f]{12}); (?P<or
 
 @dataclass(frozen=True)
 class PassSpan:
-    """The writes one pass of one order made: from its first to its last."""
+    """One writing pass of one order: from its first request (a read or a write) to its last
+    successful write.
+
+    Starting at the first request, a pass that read, lost its lease, and had a write land after
+    a newer pass wrote overlaps that newer pass, even when the late write was its only one.
+    """
 
     order: str
     pass_id: str
@@ -97,8 +102,9 @@ def _audit_time(text: str) -> datetime:
     raise ValueError(f"not an audit time: {text!r}")
 
 
-def tenantdb_writers(entries: Sequence[AuditEntry]) -> Writers:
-    """Group tenantdb's successful writes by order key and pass id into spans."""
+def tenantdb_writers(entries: Sequence[AuditEntry], reads: Sequence[AuditEntry] = ()) -> Writers:
+    """Group tenantdb's successful writes by order key and pass id into spans, each starting
+    at the pass's first request of ``entries`` and ``reads`` (the gets and lists)."""
     times: dict[tuple[str, str], list[datetime]] = defaultdict(list)
     unattributed = 0
     agents: dict[str, None] = {}
@@ -112,15 +118,23 @@ def tenantdb_writers(entries: Sequence[AuditEntry]) -> Writers:
             agents[f"{entry.verb} {entry.resource} {agent!r}"] = None
             continue
         times[(match["order"], match["pass_id"])].append(_audit_time(entry.time))
+    started: dict[tuple[str, str], datetime] = {}
+    for entry in [*entries, *reads]:
+        match = PASS_AGENT.match(str(getattr(entry, "user_agent", "")))
+        if match is None:
+            continue
+        pass_of = (match["order"], match["pass_id"])
+        at = _audit_time(entry.time)
+        started[pass_of] = min(at, started.get(pass_of, at))
     spans = [
-        PassSpan(order, pass_id, min(at), max(at), len(at))
+        PassSpan(order, pass_id, min(*at, started.get((order, pass_id), at[0])), max(at), len(at))
         for (order, pass_id), at in times.items()
     ]
     return Writers(sorted(spans, key=lambda s: (s.order, s.first)), unattributed, tuple(agents))
 
 
 def concurrent_writers(spans: Sequence[PassSpan]) -> list[tuple[PassSpan, PassSpan]]:
-    """Pairs of passes of one order whose [first write, last write] spans overlap."""
+    """Pairs of passes of one order whose [first request, last write] spans overlap."""
     found: list[tuple[PassSpan, PassSpan]] = []
     by_order: dict[str, list[PassSpan]] = defaultdict(list)
     for span in spans:
@@ -493,9 +507,16 @@ class Faults:
             return [e for c in real.clusters.values() for e in c.audit_writes()]
         return [e for c in self.clusters for e in c.audit_log]
 
+    def reads(self) -> list[AuditEntry]:
+        """Every get and list the clusters recorded, as `writes` records the writes."""
+        real = self.stack.platform.real
+        if real is not None:
+            return [e for c in real.clusters.values() for e in c.audit_reads()]
+        return [e for c in self.clusters for e in c.read_log]
+
     def writers(self) -> Writers:
-        """tenantdb's writes by order and pass."""
-        return tenantdb_writers(self.writes())
+        """tenantdb's writes by order and pass, each pass from its first request."""
+        return tenantdb_writers(self.writes(), self.reads())
 
     # -- the verdict ------------------------------------------------------------------------------
 
