@@ -28,6 +28,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from tasks.chain import RetryStepError, StepContext, StepResult
 from tasks.reconcile import PassContext, PassOutcome
 from tasks.runtime import PerRegistry, note_ready
@@ -49,10 +51,12 @@ from tenantdb.adapters.mariadb_orders import (
     MariaDBOrders,
     ReadError,
     UnreadableError,
+    describe_validation,
 )
 from tenantdb.adapters.metrics import RECONCILE_ERRORS, observe_leg, observe_leg_since
 from tenantdb.core.actions import ApplyObject, EnsureRole
 from tenantdb.core.keys import OrderKey
+from tenantdb.core.mariadbdatabase.conditions import compute_unreadable_status
 from tenantdb.core.mariadbdatabase.delivery import (
     DeliveryResult,
     compute_delivery_result,
@@ -78,7 +82,7 @@ from tenantdb.core.mariadbdatabase.provision import (
     plan_provision_failure,
     plan_unreadable,
 )
-from tenantdb.core.mariadbdatabase.reasons import ConditionType
+from tenantdb.core.mariadbdatabase.reasons import ConditionType, Reason, msg_order_unreadable
 from tenantdb.core.mariadbdatabase.scope import OrderScope, compute_order_scope
 from tenantdb.core.mariadbdatabase.steps import (
     DELIVERY_STEP,
@@ -100,7 +104,7 @@ from tenantdb.core.mariadbdatabase.teardown import (
 )
 from tenantdb.core.objects import Secret
 from tenantdb.core.paths import Verdict
-from tenantdb.core.results import PassResult
+from tenantdb.core.results import ORDER_REFRESH_AFTER, PassResult
 from tenantdb.core.tasknames import Queue
 from tenantdb.settings import load_settings
 
@@ -553,11 +557,38 @@ def finalize_body(ctx: StepContext, note: TeardownNote) -> StepResult:
     return _finalize(ctx.key, ctx.guard.check, note.fetched(), note.plan, note.failures)
 
 
+def unreadable(ctx: PassContext, raw: dict[str, Any], error: ValidationError) -> PassOutcome:
+    """Say on an order whose own body does not parse which fields fail, and do nothing else.
+
+    Without the typed order no child can be planned, and a deleting order keeps its finalizer
+    and its children, since what to remove depends on it. The status patch is made from the
+    order as stored (the status itself may be what does not parse). The order's next change
+    or the 10-minute refresh brings the next pass; nothing is retried meanwhile.
+    """
+    meta = raw.get("metadata") or {}
+    message = msg_order_unreadable(
+        describe_validation(error), deleting=bool(meta.get("deletionTimestamp"))
+    )
+    generation = int(meta.get("generation") or 0)
+    log.warning("%s", message, extra={"order": str(ctx.key)})
+    ctx.guard.check()
+    orders().write_unreadable_status(
+        ctx.key,
+        raw,
+        lambda stored: compute_unreadable_status(
+            stored, message, generation=generation, now=datetime.now(UTC)
+        ),
+        ctx.guard.check,
+    )
+    return PassOutcome(Reason.ORDER_UNREADABLE.value, ORDER_REFRESH_AFTER.total_seconds())
+
+
 # -- the declaration -----------------------------------------------------------------------------
 
 SPEC = declare_kind(
     KindSpec(
         identity=IDENTITY,
+        unreadable=unreadable,
         read=read,
         admit=admit,
         gated=gated,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from celery import Signature, chain, shared_task
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 from redis import RedisError
 
 from tasks.chain import StepContext, StepResult, StepTask, run_step
@@ -130,6 +130,9 @@ class KindSpec(Generic[Order, Decision]):
     """Filled by ``declare_kind``: the Celery task of each of ``steps``, by name."""
     teardown_tasks: Mapping[str, AnyTask] = field(default_factory=dict)
     """Filled by ``declare_kind``: the Celery task of each of ``teardown_steps``, by name."""
+    unreadable: Callable[[PassContext, dict[str, Any], ValidationError], PassOutcome] | None = None
+    """Say on the order that its own body does not parse (``read`` raised), and end the pass;
+    None for a kind whose ``read`` cannot fail."""
 
     def task_name(self, step: Step) -> str:
         """The Celery task name of one of the kind's steps."""
@@ -249,13 +252,16 @@ def serve(spec: KindSpec[Order, Decision], ctx: PassContext) -> PassOutcome:
     note_ready(key, raw)
     if path is PassPath.RELEASED:
         return PassOutcome("Deleting")
-    order = spec.read(raw)
+    try:
+        order = spec.read(raw)
+    except ValidationError as exc:
+        if spec.unreadable is None:
+            raise
+        PASSES.labels(kind=kind, path=PassPath.UNREADABLE.value).inc()
+        return spec.unreadable(ctx, raw, exc)
     if path is PassPath.TEARDOWN:
         PASSES.labels(kind=kind, path=path.value).inc()
-        plan = spec.teardown(ctx, order)
-        if not plan.steps:
-            return spec.finalize(ctx, order, plan)
-        return _hand_over(spec, plan, teardown=True)
+        return _tear_down(spec, ctx, order)
     admission = spec.admit(ctx, order, None)
     path = decide_path(replace(facts, verdict=admission.verdict))
     if path is PassPath.ADD_FINALIZER:
@@ -279,6 +285,13 @@ def serve(spec: KindSpec[Order, Decision], ctx: PassContext) -> PassOutcome:
     if path is PassPath.CHAIN:
         return _hand_over(spec, plan)
     return spec.settle(ctx, order, admission.decision, plan)
+
+
+def _tear_down(spec: KindSpec[Order, Decision], ctx: PassContext, order: Order) -> PassOutcome:
+    plan = spec.teardown(ctx, order)
+    if not plan.steps:
+        return spec.finalize(ctx, order, plan)
+    return _hand_over(spec, plan, teardown=True)
 
 
 def _hand_over(spec: KindSpec[Any, Any], plan: Plan, *, teardown: bool = False) -> PassOutcome:

@@ -14,7 +14,7 @@ credential) and ``ReadError`` (a read other than NotFound failed).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -492,6 +492,20 @@ class MariaDBOrders:
         return self.clusters.get(key.cluster).write_status(
             MARIADB_DATABASE, fetched.raw, lambda _stored: body, check
         )
+
+    def write_unreadable_status(
+        self,
+        key: OrderKey,
+        raw: dict[str, Any],
+        compute: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+        check: Callable[[], None],
+    ) -> dict[str, Any]:
+        """Patch the status of an order whose body does not parse, from the order as stored.
+
+        ``compute`` turns the stored status into the patch (empty: nothing to write); the write
+        is guarded by the resourceVersion ``raw`` was read at, as ``write_status`` is.
+        """
+        return self.clusters.get(key.cluster).write_status(MARIADB_DATABASE, raw, compute, check)
 
     def set_finalizers(
         self, key: OrderKey, fetched: FetchedOrder, finalizers: list[str]

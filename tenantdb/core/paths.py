@@ -26,6 +26,8 @@ class PassPath(StrEnum):
     """The order does not exist (any more)."""
     RELEASED = "released"
     """The order is deleting and tenantdb's finalizer is already gone."""
+    UNREADABLE = "unreadable"
+    """The order's own body does not parse: say so on it, and do nothing else."""
     TEARDOWN = "teardown"
     """The order is deleting and holds the finalizer: remove its children."""
     ADMIT = "admit"

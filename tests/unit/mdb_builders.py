@@ -294,6 +294,8 @@ class World:
     """The Database CRs as stored, read through the adapter's parsing instead of ``databases``."""
     store_raw: dict[str, Any] | None = None
     """The order's SecretStore as stored, read through the adapter's parsing (None: defaults)."""
+    order_raw: dict[str, Any] | None = None
+    """The order as stored, read through the kind's parsing instead of ``order``."""
 
 
 def target_world(

@@ -12,7 +12,7 @@ product's own functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -74,6 +74,8 @@ class WorldIO:
     statuses: list[MariaDBDatabaseStatus] = field(default_factory=list)
     finalizers: list[list[str]] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
+    status_patches: list[dict[str, Any]] = field(default_factory=list)
+    """What ``write_unreadable_status`` sent, one patch a write."""
     notes: NoteLog = field(default_factory=lambda: NoteLog())
     ready: list[tuple[OrderKey, dict[str, Any]]] = field(default_factory=list)
     """The orders as ``note_ready`` received them (Redis, in a real worker)."""
@@ -84,6 +86,8 @@ class WorldIO:
     # -- the order store -----------------------------------------------------------------------
 
     def fetch(self, key: OrderKey) -> dict[str, Any]:
+        if self.world.order_raw is not None:
+            return self.world.order_raw
         return self.world.order.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     def set_finalizers(
@@ -188,6 +192,18 @@ class WorldIO:
                 return self.world.applied.model_dump(mode="json", by_alias=True)
             return action.manifest
         return None
+
+    def write_unreadable_status(
+        self,
+        key: OrderKey,
+        raw: dict[str, Any],
+        compute: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+        check: Callable[[], None],
+    ) -> dict[str, Any]:
+        patch = dict(compute(raw.get("status") or {}))
+        if patch:
+            self.status_patches.append(patch)
+        return raw
 
     def write_status(
         self,

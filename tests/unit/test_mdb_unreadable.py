@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from tenantdb.core.actions import DeleteObject, RemoveRole
+from tenantdb.core.mariadbdatabase.naming import FINALIZER
 from tests.unit.mdb_builders import (
     World,
     make_control_plane,
@@ -138,3 +139,60 @@ def test_a_deletion_goes_ahead_once_its_secret_store_parses_again() -> None:
     removed = [a for a in run.io.actions if isinstance(a, RemoveRole)]
     assert [r.connection.server for r in removed] == ["https://openbao.example:8200"]
     assert any(isinstance(a, DeleteObject) and a.ref.kind == "Database" for a in run.io.actions)
+
+
+def _order_raw(**spec: Any) -> dict[str, Any]:
+    raw = _raw(make_order())
+    raw["spec"].update(spec)
+    return raw
+
+
+def test_an_order_whose_own_body_does_not_parse_says_which_field_and_does_nothing() -> None:
+    raw = _order_raw(deletionPolicy={"not": "a policy"})
+    run = run_pass(World(order_raw=raw))
+
+    assert run.reason == "OrderUnreadable"
+    assert run.io.actions == []
+    assert run.io.finalizers == []
+    assert run.io.statuses == []
+    (patch,) = run.io.status_patches
+    conditions = {c["type"]: c for c in patch["conditions"]}
+    for condition in ("DatabaseReady", "DeliveryReady"):
+        assert conditions[condition]["status"] == "False"
+        assert conditions[condition]["reason"] == "OrderUnreadable"
+        assert "spec.deletionPolicy" in conditions[condition]["message"]
+        assert "not a policy" not in conditions[condition]["message"]
+    assert (conditions["Ready"]["status"], conditions["Ready"]["reason"]) == (
+        "False",
+        "NotAllReady",
+    )
+
+
+def test_an_order_that_already_says_it_is_unreadable_is_not_written_again() -> None:
+    raw = _order_raw(deletionPolicy={"not": "a policy"})
+    first = run_pass(World(order_raw=raw)).io.status_patches[0]
+    again = run_pass(World(order_raw={**raw, "status": first}))
+    assert again.reason == "OrderUnreadable"
+    assert again.io.status_patches == []
+
+
+def test_an_order_whose_status_does_not_parse_gets_its_conditions_afresh() -> None:
+    raw = _order_raw()
+    raw["status"] = {"conditions": "not a list", "databaseName": "kept"}
+    run = run_pass(World(order_raw=raw))
+    assert run.reason == "OrderUnreadable"
+    (patch,) = run.io.status_patches
+    assert set(patch) == {"conditions", "observedGeneration"}, "other fields are left as stored"
+    assert "status.conditions" in patch["conditions"][0]["message"]
+
+
+def test_a_deleting_order_that_does_not_parse_keeps_its_finalizer_and_children() -> None:
+    raw = _order_raw(deletionPolicy=7)
+    raw["metadata"]["deletionTimestamp"] = "2026-12-04T02:00:00Z"
+    raw["metadata"]["finalizers"] = [FINALIZER]
+    run = run_pass(World(order_raw=raw))
+    assert run.reason == "OrderUnreadable"
+    assert run.io.actions == []
+    assert run.io.finalizers == []
+    (patch,) = run.io.status_patches
+    assert "deletion waits" in patch["conditions"][0]["message"]

@@ -8,10 +8,12 @@ status itself, and never clears a field a refusal does not name: refusals keep t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from pydantic import ValidationError
 
 from tenantdb.core.mariadbdatabase.models import MariaDBDatabaseStatus
 from tenantdb.core.mariadbdatabase.reasons import (
@@ -173,3 +175,24 @@ def build_status_body(status: MariaDBDatabaseStatus) -> dict[str, Any]:
         c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in status.conditions
     ]
     return body
+
+
+def compute_unreadable_status(
+    stored: Mapping[str, Any], message: str, *, generation: int, now: datetime
+) -> dict[str, Any]:
+    """The status patch that says an order's own body does not parse; empty when it says so.
+
+    ``stored`` is the status as the server holds it, and may itself be what does not parse:
+    then the conditions start afresh. Only the conditions and observedGeneration are written,
+    as a merge patch, so the other fields keep what the last readable pass recorded.
+    """
+    try:
+        old = MariaDBDatabaseStatus.model_validate(stored)
+    except ValidationError:
+        old = MariaDBDatabaseStatus()
+    updates = on_both(Reason.ORDER_UNREADABLE, message)
+    new = compute_status(old, updates, generation=generation, now=now)
+    if not should_write_status(old, new):
+        return {}
+    body = build_status_body(new)
+    return {"conditions": body["conditions"], "observedGeneration": generation}

@@ -50,6 +50,7 @@ class Reason(StrEnum):
     DATABASE_PROVISIONED = "DatabaseProvisioned"
     # Written on both by tenantdb (the reference has no such reason: it retries without one).
     DEPENDENCY_UNREADABLE = "DependencyUnreadable"
+    ORDER_UNREADABLE = "OrderUnreadable"
     # DeliveryReady.
     DATABASE_NOT_PUBLISHED = "DatabaseNotPublished"
     WAITING_FOR_CA_BUNDLE = "WaitingForCABundle"
@@ -81,6 +82,16 @@ def msg_deletion_unreadable(what: str, detail: str) -> str:
         f"{what} cannot be read: {detail}; the deletion waits until it is fixed, and nothing is "
         f"removed meanwhile {_NEWER_VERSION}"
     )
+
+
+def msg_order_unreadable(detail: str, *, deleting: bool) -> str:
+    """Word OrderUnreadable: the order's own body does not parse (tenantdb's)."""
+    then = (
+        "its deletion waits until it is fixed, and nothing is removed meanwhile"
+        if deleting
+        else "nothing is done for it until it is fixed"
+    )
+    return f"the MariaDBDatabase cannot be read: {detail}; {then} {_NEWER_VERSION}"
 
 
 def describe_location(cluster: str) -> str:
