@@ -13,12 +13,14 @@ What the suite proves, one fault per test, with orders in flight when the fault 
 
 After each fault the test asserts what a user would notice: every order converges (Ready, or
 gone when it was deleted), no order is lost, and no two passes of one order wrote at once. The
-last is read from the devstack API servers' audit log: every request a pass makes carries the
+last is read from the API servers' audit logs: every request a pass makes carries the
 User-Agent ``tenantdb/<version> (pass <12 hex>; <order key>)``, so tenantdb's writes group by
-order and pass; each pass spans [first write, last write], and two spans of one order that
-overlap are two concurrent writers. Each test's figures (time to converge, passes, lost orders,
-concurrent writers) are printed in a table at the end of the session; "unnamed" counts the writes
-naming no pass, which are the test's own (it creates and edits orders through tenantdb's client).
+order and pass; each writing pass spans [first request, last successful write] (the first request
+is usually a read, so a stale pass whose only write lands late still spans the newer pass), and
+two spans of one order that overlap are two concurrent writers. Each test's figures (time to
+converge, passes, lost orders, concurrent writers) are printed in a table at the end of the
+session; "unnamed" counts the writes naming no pass, which are the test's own (it creates and
+edits orders through tenantdb's client).
 
 Every test gets its own platform, its own ``redis-server`` on a free port (``--save ""
 --appendonly no``, so a restart loses everything; the shared Redis on 6379 is never touched) and
