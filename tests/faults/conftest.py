@@ -5,6 +5,8 @@ What the suite proves, one fault per test, with orders in flight when the fault 
 - a worker killed with SIGKILL in the middle of a chain, twenty times in a row;
 - Redis restarted empty (every queue, mark, lease and timetable lost), and Redis frozen for longer
   than an order's lease;
+- Redis gone silent without a RST (``tests.faults.proxy``) for every process, and for one worker
+  while the rest keep it;
 - OpenBao unreachable for a while: delivered Secrets stay as they are and a deletion is held;
 - the API servers' watches cut and expired (410) during a storm of edits to the orders;
 - a lease running out under a frozen step, a step message delivered twice, the watcher leader
@@ -53,6 +55,7 @@ from tenantdb.adapters.kube import MARIADB_DATABASE
 from tenantdb.adapters.workqueue import pass_name
 from tenantdb.core.keys import OrderKey
 from tests.e2e.conftest import Stack, _drop_leftovers, _root, free_port, wait_for
+from tests.faults.proxy import SilentProxy
 
 ALL_QUEUES = "reconcile,provision,delivery,teardown"
 CHAIN_QUEUES = ("provision", "delivery", "teardown")
@@ -308,13 +311,20 @@ class Faults:
     """Passes counted by worker processes killed since."""
     log_offsets: dict[str, int] = field(default_factory=dict)
     """Where each process's current life starts in its log."""
+    proxy: SilentProxy | None = None
+    """The proxy between Redis and the processes ``proxied`` names (the fixture's option)."""
+    proxied: frozenset[str] = frozenset()
+    """The processes that reach Redis through ``proxy`` (and nothing else)."""
 
     # -- processes --------------------------------------------------------------------------------
 
     def start(self, name: str, *args: str) -> None:
         path = self.stack.logs / f"{name}.log"
         self.log_offsets[name] = path.stat().st_size if path.exists() else 0
-        self.stack.start(name, *args)
+        env = None
+        if self.proxy is not None and name in self.proxied:
+            env = {"TENANTDB_REDIS_URL": self.proxy.url}
+        self.stack.start(name, *args, env=env)
 
     def start_worker(self, name: str, queues: str = ALL_QUEUES) -> None:
         self.start(
@@ -571,11 +581,13 @@ def faults(
 
     Parametrize indirectly to change the processes: ``{"watchers": 2}`` runs two watchers
     (``watcher-1`` and ``watcher-2``), ``{"queues": "reconcile,provision"}`` starts the two
-    workers on those queues only.
+    workers on those queues only, ``{"proxied": ("worker-1",)}`` has those processes reach
+    Redis through a ``SilentProxy`` (``Faults.proxy``).
     """
     options: dict[str, Any] = dict(getattr(request, "param", {}))
     server = RedisServer(tmp_path / "redis")
     server.start()
+    proxy = SilentProxy(server.port).__enter__() if options.get("proxied") else None
     client = redis.Redis.from_url(server.url, socket_timeout=5)
     platform = start_platform(
         tmp_path / "devstack", clusters=("management", "edge-1"), api_server=api_server
@@ -592,7 +604,14 @@ def faults(
     with _root() as conn, conn.cursor() as cur:
         cur.execute("SHOW DATABASES")
         before = {row[0] for row in cur.fetchall()}
-    running = Faults(stack, server, client, clusters)
+    running = Faults(
+        stack,
+        server,
+        client,
+        clusters,
+        proxy=proxy,
+        proxied=frozenset(options.get("proxied", ())),
+    )
     try:
         watchers = int(options.get("watchers", 1))
         for n in range(watchers):
@@ -610,6 +629,8 @@ def faults(
         platform.stop()
         _drop_leftovers(before, stack.suffix)
         client.close()
+        if proxy is not None:
+            proxy.close()
         server.stop()
 
 
