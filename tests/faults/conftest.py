@@ -9,8 +9,9 @@ What the suite proves, one fault per test, with orders in flight when the fault 
   while the rest keep it;
 - OpenBao unreachable for a while: delivered Secrets stay as they are and a deletion is held;
 - the API servers' watches cut and expired (410) during a storm of edits to the orders;
-- a lease running out under a frozen step, a step message delivered twice, the watcher leader
-  killed while a standby waits;
+- a lease running out under a frozen step, a step message delivered twice, a delivery backlog
+  longer than a lease with separate worker pools, the watcher leader killed while a standby
+  waits;
 - beat killed in the middle of a sweep of due come-backs.
 
 After each fault the test asserts what a user would notice: every order converges (Ready, or

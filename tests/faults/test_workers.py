@@ -177,3 +177,43 @@ def _step_endings(log: Path, key: str) -> list[str]:
         for match in ending.finditer(log.read_text(errors="replace"))
         if match.group(1) == key
     ]
+
+
+BACKLOG = 8
+_ORPHANED = re.compile(r"beat enqueued \d+ due, \d+ refreshes, (\d+) orphaned")
+
+
+@pytest.mark.real_server
+@pytest.mark.parametrize("faults", [{"queues": "reconcile,provision,teardown"}], indirect=True)
+@pytest.mark.timeout(180)
+def test_a_delivery_backlog_longer_than_a_lease_is_waited_out_not_taken_for_lost(
+    faults: Faults,
+) -> None:
+    # Separate pools: the two workers serve the entry and provision queues, and the delivery
+    # pool is down, so every new order's pass ends up waiting in the delivery queue, behind the
+    # others, for longer than a lease. A wait whose message is still queued is not lost: no
+    # pass is ended and started again for it, and each delivery step runs once.
+    names = [faults.create(f"backlog{n}") for n in range(BACKLOG)]
+    queue = f"{faults.stack.prefix}delivery"
+    wait_for(lambda: faults.client.llen(queue) == BACKLOG, 60, "every delivery step queued")
+    queued_at = time.monotonic()
+    hold(15.0)  # longer than the 10 s lease
+    waited = time.monotonic() - queued_at
+    faults.start_worker("worker-3", "delivery")
+    ended = time.monotonic()
+    wait_for(lambda: all(faults.ready(n) for n in names), 60, "every order Ready")
+    figures = faults.settle(
+        "delivery backlog past a lease, separate pools",
+        ended,
+        30,
+        note=f"{BACKLOG} deliveries queued {waited:.0f} s with no delivery worker",
+    )
+    orphaned = sum(int(m[1]) for line in faults.log_lines("beat") if (m := _ORPHANED.search(line)))
+    assert orphaned == 0, f"beat took {orphaned} waiting passes for lost ({figures})"
+    endings = [
+        e
+        for n in names
+        for e in _step_endings(faults.stack.logs / "worker-3.log", str(faults.key(n)))
+    ]
+    assert endings.count("Duplicate") == 0, f"a delivery step ran twice: {endings}"
+    assert len(endings) == BACKLOG, f"one delivery step per order: {endings}"
