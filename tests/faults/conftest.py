@@ -6,7 +6,7 @@ What the suite proves, one fault per test, with orders in flight when the fault 
 - Redis restarted empty (every queue, mark, lease and timetable lost), and Redis frozen for longer
   than an order's lease;
 - Redis gone silent without a RST (``tests.faults.proxy``) for every process, and for one worker
-  while the rest keep it;
+  while the rest keep it; a real Sentinel failover with the master killed under load;
 - OpenBao unreachable for a while: delivered Secrets stay as they are and a deletion is held;
 - the API servers' watches cut and expired (410) during a storm of edits to the orders;
 - a lease running out under a frozen step, a step message delivered twice, a delivery backlog
@@ -48,6 +48,7 @@ from typing import Any
 
 import pytest
 import redis
+from redis.sentinel import Sentinel
 
 from devstack.kube.api import AuditEntry
 from devstack.kube.cluster import Cluster
@@ -202,10 +203,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 class RedisServer:
     """A ``redis-server`` that keeps nothing on disk, on a port of its own."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, args: Sequence[str] = ()) -> None:
+        """Prepare a server; ``args`` are more of its options (``--replicaof`` for a replica)."""
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
+        self.args = tuple(args)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -220,7 +223,7 @@ class RedisServer:
                 [
                     "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                     "--save", "", "--appendonly", "no", "--dir", str(self.directory),
-                    "--daemonize", "no",
+                    "--daemonize", "no", *self.args,
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -274,6 +277,63 @@ class RedisServer:
         self.proc = None
 
 
+class SentinelServer:
+    """One Redis Sentinel watching ``master_port`` as the master ``MASTER_NAME``, quick to act:
+    a master silent for a second is down, and as the only Sentinel it decides alone."""
+
+    MASTER_NAME = "tenantdb"
+
+    def __init__(self, directory: Path, master_port: int) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.config = directory / "sentinel.conf"
+        # Sentinel rewrites its own configuration file as it learns the group.
+        self.config.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {directory}\n"
+            f"sentinel monitor {self.MASTER_NAME} 127.0.0.1 {master_port} 1\n"
+            f"sentinel down-after-milliseconds {self.MASTER_NAME} 1000\n"
+            f"sentinel failover-timeout {self.MASTER_NAME} 5000\n"
+            f"sentinel parallel-syncs {self.MASTER_NAME} 1\n"
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with (self.directory / "sentinel.log").open("ab") as out:
+            self.proc = subprocess.Popen(
+                ["redis-server", str(self.config), "--sentinel"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+        def answers() -> bool:
+            return self.master_port() is not None
+
+        wait_for(answers, 10, f"redis sentinel on port {self.port}")
+
+    def master_port(self) -> int | None:
+        """The port of the master the Sentinel names now; None when it does not answer."""
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
+        try:
+            found = client.sentinel_get_master_addr_by_name(self.MASTER_NAME)
+        except redis.RedisError:
+            return None
+        finally:
+            client.close()
+        return int(found[1]) if isinstance(found, tuple) else None
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
 # -- the stack under fault ------------------------------------------------------------------------
 
 
@@ -316,6 +376,10 @@ class Faults:
     """The proxy between Redis and the processes ``proxied`` names (the fixture's option)."""
     proxied: frozenset[str] = frozenset()
     """The processes that reach Redis through ``proxy`` (and nothing else)."""
+    replica: RedisServer | None = None
+    """With the ``sentinel`` option: the replica of ``redis_server``, the first master."""
+    sentinel: SentinelServer | None = None
+    """With the ``sentinel`` option: the Sentinel every process asks for the master."""
 
     # -- processes --------------------------------------------------------------------------------
 
@@ -583,13 +647,28 @@ def faults(
     Parametrize indirectly to change the processes: ``{"watchers": 2}`` runs two watchers
     (``watcher-1`` and ``watcher-2``), ``{"queues": "reconcile,provision"}`` starts the two
     workers on those queues only, ``{"proxied": ("worker-1",)}`` has those processes reach
-    Redis through a ``SilentProxy`` (``Faults.proxy``).
+    Redis through a ``SilentProxy`` (``Faults.proxy``), ``{"sentinel": True}`` gives Redis a
+    replica and a Sentinel that every process (and the test's client) follows to the master.
     """
     options: dict[str, Any] = dict(getattr(request, "param", {}))
     server = RedisServer(tmp_path / "redis")
     server.start()
     proxy = SilentProxy(server.port).__enter__() if options.get("proxied") else None
-    client = redis.Redis.from_url(server.url, socket_timeout=5)
+    env = {"TENANTDB_REDIS_URL": server.url, "TENANTDB_PENDING_TTL_SECONDS": "30"}
+    replica = sentinel = None
+    if options.get("sentinel"):
+        replica = RedisServer(tmp_path / "replica", ("--replicaof", "127.0.0.1", str(server.port)))
+        replica.start()
+        sentinel = SentinelServer(tmp_path / "sentinel", server.port)
+        sentinel.start()
+        env |= {
+            "TENANTDB_REDIS_SENTINELS": f"127.0.0.1:{sentinel.port}",
+            "TENANTDB_REDIS_SENTINEL_MASTER": SentinelServer.MASTER_NAME,
+        }
+        watching = Sentinel([("127.0.0.1", sentinel.port)], socket_timeout=5)  # type: ignore[no-untyped-call]
+        client: redis.Redis = watching.master_for(SentinelServer.MASTER_NAME, socket_timeout=5)  # type: ignore[no-untyped-call]
+    else:
+        client = redis.Redis.from_url(server.url, socket_timeout=5)
     platform = start_platform(
         tmp_path / "devstack", clusters=("management", "edge-1"), api_server=api_server
     )
@@ -599,8 +678,7 @@ def faults(
     logs = tmp_path / "logs"
     logs.mkdir()
     # A message lost with its publisher blocks its key for one pending TTL (300 s by default):
-    # 30 s here, so that recovery fits in a scenario's window.
-    env = {"TENANTDB_REDIS_URL": server.url, "TENANTDB_PENDING_TTL_SECONDS": "30"}
+    # 30 s here (``env`` above), so that recovery fits in a scenario's window.
     stack = Stack(platform, key_prefix, logs, extra_env=env)
     with _root() as conn, conn.cursor() as cur:
         cur.execute("SHOW DATABASES")
@@ -612,6 +690,8 @@ def faults(
         clusters,
         proxy=proxy,
         proxied=frozenset(options.get("proxied", ())),
+        replica=replica,
+        sentinel=sentinel,
     )
     try:
         watchers = int(options.get("watchers", 1))
@@ -632,6 +712,9 @@ def faults(
         client.close()
         if proxy is not None:
             proxy.close()
+        for extra in (sentinel, replica):
+            if extra is not None:
+                extra.stop()
         server.stop()
 
 
