@@ -268,13 +268,18 @@ class RedisServer:
         if self.proc is None:
             return
         self.proc.send_signal(signal.SIGCONT)
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        _end(self.proc)
         self.proc = None
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, and SIGKILL after 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 class SentinelServer:
@@ -325,12 +330,7 @@ class SentinelServer:
     def stop(self) -> None:
         if self.proc is None:
             return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        _end(self.proc)
         self.proc = None
 
 
