@@ -323,11 +323,11 @@ class MysqlGroup:
         with self.lock:
             self._server(site).stop()
 
-    def start_site(self, site: str) -> None:
+    def start_site(self, site: str, *, general_log: bool = False) -> None:
         """Start a stopped site's server again with its data (a replica comes back read-only
-        and resumes replicating)."""
+        and resumes replicating); with `general_log`, recording every statement it receives."""
         with self.lock:
-            self._server(site).start(read_only=site != self._primary)
+            self._server(site).start(read_only=site != self._primary, general_log=general_log)
 
     def bind(self, hook: Callable[[], None] | None) -> None:
         """Set what `reset` runs once the servers are back (the platform clears the group

@@ -267,7 +267,7 @@ class MariaDBServer:
         """mariadbd's error log (start-up and shutdown notes, never a password)."""
         return self.spec.datadir.parent / "error.log"
 
-    def _command(self, read_only: bool) -> list[str]:
+    def _command(self, read_only: bool, general_log: bool) -> list[str]:
         d = self.spec.datadir
         return [
             str(MARIADBD),
@@ -296,6 +296,7 @@ class MariaDBServer:
             "--sync-binlog=0",
             "--max-connections=200",
             f"--read-only={'ON' if read_only else 'OFF'}",
+            *(["--general-log=ON", "--log-output=TABLE"] if general_log else []),
             *self._tls_args(),
         ]
 
@@ -305,10 +306,14 @@ class MariaDBServer:
             return []
         return [f"--ssl-cert={files.cert}", f"--ssl-key={files.key}", f"--ssl-ca={files.ca}"]
 
-    def start(self, *, read_only: bool = False, timeout: float = START_TIMEOUT) -> None:
+    def start(
+        self, *, read_only: bool = False, general_log: bool = False, timeout: float = START_TIMEOUT
+    ) -> None:
         """Start the server (a no-op while it runs) and wait until it accepts connections.
 
         A replica starts with `read_only` on, so that nothing writes to it before it is fenced.
+        `general_log` records every statement it receives in `mysql.general_log` from its first
+        connection on (a `SET GLOBAL` after the start would miss what comes before it).
 
         Raises:
             ServerError: It exited or did not answer within `timeout` seconds.
@@ -321,15 +326,15 @@ class MariaDBServer:
                 if first:
                     self.port = free_port()
                 try:
-                    self._start_once(read_only, timeout)
+                    self._start_once(read_only, general_log, timeout)
                     return
                 except ServerError:
                     if not first or "already in use" not in self._log_tail():
                         raise
             raise ServerError(f"{self.name}: no free port could be bound")
 
-    def _start_once(self, read_only: bool, timeout: float) -> None:
-        proc = _spawn(self._command(read_only), self.error_log)
+    def _start_once(self, read_only: bool, general_log: bool, timeout: float) -> None:
+        proc = _spawn(self._command(read_only, general_log), self.error_log)
         self._proc = proc
         self._finalizer = weakref.finalize(self, _terminate, proc, STOP_TIMEOUT)
         deadline = time.monotonic() + timeout
