@@ -24,12 +24,13 @@ RUN apt-get update \
 FROM base AS build
 WORKDIR /src
 COPY . .
-RUN pip wheel --no-deps --wheel-dir /wheels .
+RUN pip wheel --no-deps --wheel-dir /wheels . \
+    && cp constraints.txt /wheels/
 
 FROM base AS dev
 WORKDIR /src
 COPY . .
-RUN pip install ".[dev]" \
+RUN pip install -c constraints.txt ".[dev]" \
     && install -d -o 10001 -g 10001 /state
 USER 10001:10001
 ENTRYPOINT ["/usr/bin/tini", "--"]
@@ -37,9 +38,9 @@ CMD ["python", "-m", "devstack", "up", "--state-dir", "/state"]
 
 FROM base AS runtime
 COPY --from=build /wheels /wheels
-# The wheel, without extras: pip resolves only the runtime dependencies. The build fails if the
-# devstack came along (it must not ship in this image).
-RUN pip install /wheels/tenantdb-*.whl \
+# The wheel, without extras: pip resolves only the runtime dependencies, at the versions of
+# constraints.txt. The build fails if the devstack came along (it must not ship in this image).
+RUN pip install -c /wheels/constraints.txt /wheels/tenantdb-*.whl \
     && rm -rf /wheels \
     && python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('devstack') is not None)" \
     && tenantdb --help >/dev/null

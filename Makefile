@@ -14,14 +14,25 @@ API_SERVER ?= devstack
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 .PHONY: install
 install: $(STAMP) ## Create .venv and install tenantdb with its dev extra
+
+.PHONY: lock
+lock: ## Re-resolve every dependency to its newest allowed version into constraints.txt
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --upgrade pip
+	.lock-venv/bin/pip install --quiet -e '.[dev]'
+	{ sed -n '/^#/p' constraints.txt; .lock-venv/bin/pip freeze --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf .lock-venv
+	@echo "constraints.txt re-resolved: run make install test before committing it"
 
 .PHONY: lint
 lint: $(STAMP) ## ruff, ruff format --check, mypy --strict, import-linter

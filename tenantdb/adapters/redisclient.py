@@ -54,9 +54,10 @@ def build_redis(settings: Settings) -> redis.Redis:
         return redis.Redis.from_url(settings.redis_url, **options)
     parts = urlsplit(settings.redis_url)
     db = int(parts.path.strip("/") or 0)
-    # redis-py leaves Sentinel unannotated; master_for returns a Redis client.
-    sentinel = Sentinel(hosts, socket_timeout=5.0, password=parts.password)  # type: ignore[no-untyped-call]
-    master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+    # redis-py before 8.2 leaves Sentinel unannotated (hence ignores that may go unused);
+    # master_for returns a Redis client.
+    sentinel = Sentinel(hosts, socket_timeout=5.0, password=parts.password)  # type: ignore[no-untyped-call, unused-ignore]
+    master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call, unused-ignore]
         settings.redis_sentinel_master, db=db, password=parts.password, **options
     )
     return master

@@ -665,8 +665,8 @@ def faults(
             "TENANTDB_REDIS_SENTINELS": f"127.0.0.1:{sentinel.port}",
             "TENANTDB_REDIS_SENTINEL_MASTER": SentinelServer.MASTER_NAME,
         }
-        watching = Sentinel([("127.0.0.1", sentinel.port)], socket_timeout=5)  # type: ignore[no-untyped-call]
-        client: redis.Redis = watching.master_for(SentinelServer.MASTER_NAME, socket_timeout=5)  # type: ignore[no-untyped-call]
+        watching = Sentinel([("127.0.0.1", sentinel.port)], socket_timeout=5)  # type: ignore[no-untyped-call, unused-ignore]
+        client: redis.Redis = watching.master_for(SentinelServer.MASTER_NAME, socket_timeout=5)  # type: ignore[no-untyped-call, unused-ignore]
     else:
         client = redis.Redis.from_url(server.url, socket_timeout=5)
     platform = start_platform(

@@ -81,6 +81,7 @@ def test_runtime_installs_the_wheel_without_extras(stages: list[Stage], runtime:
     for run in installs:
         assert "[" not in run, f"an extra is installed: {run}"
         assert "/wheels/tenantdb-" in run
+        assert "-c /wheels/constraints.txt" in run, f"the wheel is installed off the lock: {run}"
     build = next(s for s in stages if s.name == "build")
     assert any("pip wheel --no-deps" in run for run in build.all("RUN"))
     assert "--from=build /wheels /wheels" in runtime.all("COPY")
@@ -99,7 +100,7 @@ def test_runtime_runs_as_a_non_root_user(runtime: Stage) -> None:
 
 def test_dev_stage_runs_the_devstack(stages: list[Stage]) -> None:
     dev = next(s for s in stages if s.name == "dev")
-    assert any('pip install ".[dev]"' in run for run in dev.all("RUN"))
+    assert any('pip install -c constraints.txt ".[dev]"' in run for run in dev.all("RUN"))
     assert json.loads(dev.last("CMD"))[:3] == ["python", "-m", "devstack"]
 
 
