@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from tasks.chain import RetryStepError, StepContext, StepResult
 from tasks.reconcile import PassContext, PassOutcome
-from tasks.runtime import PerRegistry, note_ready
+from tasks.runtime import PerRegistry, note_ready, workqueue
 from tasks.scaffold import (
     Admission,
     KindSpec,
@@ -44,6 +44,7 @@ from tasks.scaffold import (
     remember_write,
     save_note,
 )
+from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import KubeError
 from tenantdb.adapters.mariadb_orders import (
     ActionError,
@@ -54,6 +55,7 @@ from tenantdb.adapters.mariadb_orders import (
     describe_validation,
 )
 from tenantdb.adapters.metrics import RECONCILE_ERRORS, observe_leg, observe_leg_since
+from tenantdb.adapters.schemaindex import SchemaIndex
 from tenantdb.core.actions import ApplyObject, EnsureRole
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mariadbdatabase.conditions import compute_unreadable_status
@@ -114,7 +116,14 @@ PROVISION = "MariaDBDatabaseProvision"
 DELIVERY = "MariaDBDatabaseDelivery"
 """The reconcile-duration and error metrics' sub_reconciler labels of the two legs."""
 
-orders = PerRegistry(lambda registry: MariaDBOrders(registry, load_settings()))
+
+def _build_orders(registry: ClusterRegistry) -> MariaDBOrders:
+    settings = load_settings()
+    schemas = SchemaIndex(workqueue().redis, settings.key_prefix)
+    return MariaDBOrders(registry, settings, schemas=schemas)
+
+
+orders = PerRegistry(_build_orders)
 """The I/O of this worker process, rebuilt when the cluster configuration files change."""
 
 
@@ -488,6 +497,7 @@ def teardown(ctx: PassContext, fetched: FetchedOrder) -> Plan:
         )
     except UnreadableError as exc:
         return Plan((), local=plan_unreadable_teardown(exc.context, exc.message))
+    io.release_schema(fetched.order, scope)
     planned = plan_teardown(observation)
     steps = plan_teardown_steps(planned.actions)
     if steps == (FINALIZE_STEP,):

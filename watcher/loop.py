@@ -228,6 +228,7 @@ class WatchLoop:
         progressed = False
         events = stream.events()
         try:
+            self.dispatcher.following()
             for event in events:
                 if self._stopping.is_set():
                     break
@@ -235,6 +236,7 @@ class WatchLoop:
                 self._version = event.resource_version or self._version
                 progressed = True
         finally:
+            self.dispatcher.interrupted()
             with self._lock:
                 self._stream = None
             events.close()

@@ -1,12 +1,14 @@
 """The watches of the MariaDBDatabase kind, and how each of their events names orders.
 
 After the MariaDBDatabase reconciler's watches: orders, labelled Secrets and mariadb-operator
-Database CRs on every engaged cluster; ExternalSecrets, VaultDynamicSecrets and ControlPlanes on
-the management cluster only, and there too the shared OpenBao client certificate, so orders
-waiting for cert-manager go on when it is issued. On a target cluster that grants them per
-namespace, orders and delivered Secrets are watched in each namespace the ControlPlanes assign
-there, and Database CRs in each namespace where one places Keystone. The decisions are core's
-(``tenantdb.core.mariadbdatabase.mappers``); this module binds them to the kinds and the index.
+Database CRs on every engaged cluster (every Database CR, whoever wrote it: the same watch keeps
+the schema index the collision guard reads, ``tenantdb.adapters.schemaindex``); ExternalSecrets,
+VaultDynamicSecrets and ControlPlanes on the management cluster only, and there too the shared
+OpenBao client certificate, so orders waiting for cert-manager go on when it is issued. On a
+target cluster that grants them per namespace, orders and delivered Secrets are watched in each
+namespace the ControlPlanes assign there, and Database CRs in each namespace where one places
+Keystone. The decisions are core's (``tenantdb.core.mariadbdatabase.mappers``); this module
+binds them to the kinds and the index.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from tenantdb.adapters.kube import (
     EXTERNAL_SECRET,
     SECRET,
     VAULT_DYNAMIC_SECRET,
+    Object,
 )
+from tenantdb.adapters.schemaindex import SchemaIndex, Slot
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mariadbdatabase.controlplane import (
     compute_assigned_namespaces,
@@ -41,12 +45,13 @@ from tenantdb.core.mariadbdatabase.naming import (
     LABEL_NAME,
     MANAGEMENT_CLUSTER,
 )
+from tenantdb.core.mariadbdatabase.provision import compute_database_slot
 from tenantdb.core.watching import (
     compute_child_fingerprint,
     compute_control_plane_fingerprint,
 )
-from watcher.index import SharedIndex, object_name
-from watcher.routes import Route, order_route, register_routes
+from watcher.index import ObjectName, SharedIndex, object_name
+from watcher.routes import PublishTo, Route, order_route, register_routes
 
 # Only objects carrying the order's name label can map to an order; the selector keeps every
 # unrelated Secret of a cluster off the wire.
@@ -65,6 +70,75 @@ class _ControlPlaneTracker:
         self.put = index.put_control_plane
         self.drop = index.drop_control_plane
         self.replace = index.replace_control_planes
+
+
+class _SchemaPublisher:
+    """Keeps the schema index of one Database CR watch (``tenantdb.adapters.schemaindex``).
+
+    Remembers each CR's (MariaDB, schema) so an update or a delete rewrites only the fields it
+    leaves and enters; every CR is indexed, tenantdb's own and anyone else's.
+    """
+
+    def __init__(self, to: PublishTo) -> None:
+        self.index = SchemaIndex(to.redis, to.prefix)
+        self.cluster, self.scope, self.term = to.cluster, to.namespace or "", to.term
+        self._slots: dict[ObjectName, Slot] = {}
+        self._holders: dict[tuple[str, Slot], set[str]] = {}
+
+    def _forget(self, name: ObjectName) -> tuple[str, Slot] | None:
+        slot = self._slots.pop(name, None)
+        if slot is None:
+            return None
+        field = (name[0], slot)
+        names = self._holders.get(field, set())
+        names.discard(name[1])
+        if not names:
+            self._holders.pop(field, None)
+        return field
+
+    def _write(self, field: tuple[str, Slot]) -> None:
+        namespace, slot = field
+        self.index.write(self.cluster, namespace, slot, self._holders.get(field, ()))
+
+    def put(self, obj: Mapping[str, Any]) -> None:
+        name = object_name(obj)
+        slot = compute_database_slot(obj)
+        if self._slots.get(name) == slot:
+            return
+        left = self._forget(name)
+        if left is not None:
+            self._write(left)
+        if slot is not None:
+            self._slots[name] = slot
+            self._holders.setdefault((name[0], slot), set()).add(name[1])
+            self._write((name[0], slot))
+
+    def drop(self, name: ObjectName) -> None:
+        left = self._forget(name)
+        if left is not None:
+            self._write(left)
+
+    def replace(self, objs: list[Object]) -> None:
+        namespaces = {namespace for namespace, _ in self._slots}
+        if self.scope:
+            namespaces.add(self.scope)
+        self._slots.clear()
+        self._holders.clear()
+        fields: dict[str, dict[Slot, set[str]]] = {}
+        for obj in objs:
+            name, slot = object_name(obj), compute_database_slot(obj)
+            if slot is None:
+                continue
+            self._slots[name] = slot
+            self._holders.setdefault((name[0], slot), set()).add(name[1])
+            fields.setdefault(name[0], {}).setdefault(slot, set()).add(name[1])
+        self.index.replace(self.cluster, namespaces, fields)
+
+    def following(self) -> None:
+        self.index.mark_synced(self.cluster, self.scope, self.term)
+
+    def interrupted(self) -> None:
+        self.index.mark_unsynced(self.cluster, self.scope)
 
 
 def _map_secret(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
@@ -148,15 +222,18 @@ ROUTES: tuple[Route, ...] = (
         name="ClientCertificate",
         waits_for=lambda index: index.orders_synced,
     ),
+    # Every Database CR, not only tenantdb's: the collision guard asks the schema index which
+    # CRs carry a schema, whoever wrote them. Only labelled ones map to an order.
     Route(
         DATABASE,
-        ORDER_LABELLED,
+        None,
         False,
         compute_child_fingerprint,
         should_enqueue_child_update,
         _map_database,
         waits_for=lambda index: index.control_planes_synced,
         namespaces=_placed,
+        publisher=_SchemaPublisher,
     ),
 )
 

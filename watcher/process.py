@@ -51,7 +51,14 @@ from tenantdb.core.keys import MANAGEMENT_CLUSTER, OrderKey
 from tenantdb.settings import Settings
 from watcher.index import SharedIndex
 from watcher.loop import LoopTiming, WatchLoop
-from watcher.routes import Dispatcher, Route, cluster_label, load_routes, routes_for
+from watcher.routes import (
+    Dispatcher,
+    PublishTo,
+    Route,
+    cluster_label,
+    load_routes,
+    routes_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -343,6 +350,9 @@ class Watcher:
             sync_wait=self.config.sync_wait,
             is_own_write=self._is_own_write,
             namespace=namespace,
+            publish_to=PublishTo(
+                self.queue.redis, self.settings.key_prefix, self.lease.token, cluster, namespace
+            ),
         )
         loop = WatchLoop(client, dispatcher, stopping, self.config.timing)
         self._loops[loop_id] = loop

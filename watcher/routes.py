@@ -52,6 +52,37 @@ ROUTE_MODULES = ("watcher.mariadbdatabase", "watcher.mysqldatabase")
 """The modules declaring the routes of tenantdb's own kinds."""
 
 
+class Publisher(Protocol):
+    """Keeps an index of one watch in Redis, for passes to read; trusted only while whole."""
+
+    def put(self, obj: Mapping[str, Any]) -> None:
+        """An object was added or changed."""
+
+    def drop(self, name: ObjectName) -> None:
+        """An object was deleted."""
+
+    def replace(self, objs: list[Object]) -> None:
+        """A relist (or a kind the cluster does not serve: no objects) replaces all."""
+
+    def following(self) -> None:
+        """A stream is open from where the last one ended: the index is whole again."""
+
+    def interrupted(self) -> None:
+        """The stream ended: events may be missed until the next one is open."""
+
+
+@dataclass(frozen=True, slots=True)
+class PublishTo:
+    """Where a watch's publisher writes: the Redis of the work queue, under the key prefix,
+    for one leadership term, one cluster and one namespace (None: the whole cluster)."""
+
+    redis: Any
+    prefix: str
+    term: str
+    cluster: str
+    namespace: str | None
+
+
 class Tracker(Protocol):
     """Keeps a shared index in step with one watch."""
 
@@ -85,6 +116,8 @@ class Route:
     namespaces: Callable[[SharedIndex, str], set[str]] | None = None
     """Where the kind is watched on a target cluster that grants it per namespace: given the
     index and the cluster, the namespaces to watch; None watches it cluster-wide everywhere."""
+    publisher: Callable[[PublishTo], Publisher] | None = None
+    """Keeps an index of this watch in Redis for the passes (every cluster, every namespace)."""
 
     @property
     def kind(self) -> str:
@@ -164,6 +197,7 @@ class Dispatcher:
         sync_wait: float = 10.0,
         is_own_write: Callable[[str, Mapping[str, Any]], bool] | None = None,
         namespace: str | None = None,
+        publish_to: PublishTo | None = None,
     ) -> None:
         """Bind a route to a cluster, the term's shared index and the guarded enqueue.
 
@@ -177,6 +211,7 @@ class Dispatcher:
             is_own_write: tells the event of one of tenantdb's own writes, which wakes no
                 order (the pass that wrote it saw it through); it answers False when unsure.
             namespace: the one namespace watched; None watches the whole cluster.
+            publish_to: where the route's publisher writes; None publishes nothing.
         """
         self.route = route
         self.cluster = cluster
@@ -190,6 +225,11 @@ class Dispatcher:
         self._tracker = (
             route.tracker(index)
             if route.tracker is not None and cluster == MANAGEMENT_CLUSTER
+            else None
+        )
+        self._publisher = (
+            route.publisher(publish_to)
+            if route.publisher is not None and publish_to is not None
             else None
         )
         self._label = cluster_label(cluster)
@@ -212,6 +252,8 @@ class Dispatcher:
         self._wait_for_index()
         if self._tracker is not None:
             self._tracker.replace(objs)
+        if self._publisher is not None:
+            self._publisher.replace(objs)
         fresh: dict[ObjectName, Seen] = {}
         for obj in objs:
             keys = tuple(self.route.map_keys(obj, self.cluster, self.index))
@@ -227,7 +269,29 @@ class Dispatcher:
         """The cluster does not serve the kind: nothing is known of it."""
         if self._tracker is not None:
             self._tracker.replace([])
+        if self._publisher is not None:
+            self._publisher.replace([])
+            self._publisher.following()
         self._seen = {}
+
+    def following(self) -> None:
+        """A stream is open, from the relist or from where the last one ended."""
+        if self._publisher is not None:
+            self._publisher.following()
+
+    def interrupted(self) -> None:
+        """The stream ended; until the next one is open, events wait or are lost (a 410)."""
+        if self._publisher is None:
+            return
+        try:
+            self._publisher.interrupted()
+        except Exception as exc:  # the loop goes on; the next open stream marks it again
+            log.warning(
+                "watch of %s on %s: could not mark its index interrupted (%s)",
+                self.route.kind,
+                self.where,
+                type(exc).__name__,
+            )
 
     def handle(self, event: WatchEvent) -> None:
         """Map one watch event and enqueue its keys when it passes."""
@@ -239,10 +303,14 @@ class Dispatcher:
             self._seen.pop(name, None)
             if self._tracker is not None:
                 self._tracker.drop(name)
+            if self._publisher is not None:
+                self._publisher.drop(name)
             self._send(self.route.map_keys(event.obj, self.cluster, self.index))
             return
         if self._tracker is not None:
             self._tracker.put(event.obj)
+        if self._publisher is not None:
+            self._publisher.put(event.obj)
         fingerprint = self.route.fingerprint(event.obj)
         keys = tuple(self.route.map_keys(event.obj, self.cluster, self.index))
         before = self._seen.get(name)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from redis import RedisError
 
 from tenantdb.adapters.clusters import MANAGEMENT, ClusterRegistry, ClusterUnavailableError
 from tenantdb.adapters.kube import (
@@ -43,6 +44,7 @@ from tenantdb.adapters.kube import (
     resource_for,
 )
 from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
+from tenantdb.adapters.schemaindex import SchemaIndex
 from tenantdb.core.actions import (
     Action,
     ApplyObject,
@@ -172,10 +174,13 @@ class MariaDBOrders:
         clusters: ClusterRegistry,
         settings: Settings,
         read_jwt: Callable[[], str] | None = None,
+        schemas: SchemaIndex | None = None,
     ) -> None:
-        """Bind to the clusters and the OpenBao login settings."""
+        """Bind to the clusters, the OpenBao login settings and the schema index (without one,
+        the collision guard lists Keystone's namespace and takes no claims)."""
         self.clusters = clusters
         self.settings = settings
+        self.schemas = schemas
         self.read_jwt = read_jwt or (
             lambda: Path(settings.service_account_token_file).read_text(encoding="utf-8")
         )
@@ -221,7 +226,7 @@ class MariaDBOrders:
         management = self.clusters.get(MANAGEMENT)
         ns, cp_ns, names = scope.keystone_namespace, scope.cp_namespace, scope.names
         mariadb = _get(keystone, MARIADB, ns, scope.cluster_ref) if scope.cluster_ref else None
-        databases = [d for d in _list(keystone, DATABASE, ns) if is_relevant_database(d, scope)]
+        databases = self._relevant_databases(keystone, scope)
         vds = _get(management, VAULT_DYNAMIC_SECRET, cp_ns, names.credentials)
         es = _get(management, EXTERNAL_SECRET, cp_ns, names.credentials)
         live = {
@@ -237,17 +242,73 @@ class MariaDBOrders:
             _ref(MANAGEMENT, VAULT_DYNAMIC_SECRET, cp_ns, names.credentials): vds,
             _ref(MANAGEMENT, EXTERNAL_SECRET, cp_ns, names.credentials): es,
         }
+        own = live[_ref(scope.keystone_cluster, DATABASE, ns, names.database_cr)]
         return ProvisionObservation(
             order=order,
             scope=scope,
             connection=connection,
             mariadb=_model(MariaDB, mariadb),
             databases=parse_databases(databases, names.database_cr),
+            claimed_by=self._claim_schema(order, scope) if own is None else None,
             client_certificate=_model(Secret, _get(management, SECRET, cp_ns, CLIENT_CERTIFICATE)),
             vault_dynamic_secret=_model(KubeObject, vds),
             external_secret=_model(ExternalSecret, es),
             materialised_secret=_model(Secret, _get(management, SECRET, cp_ns, names.credentials)),
             live=live,
+        )
+
+    def _relevant_databases(self, keystone: KubeClient, scope: OrderScope) -> list[dict[str, Any]]:
+        """The Database CRs of Keystone's namespace that can matter to the collision guard.
+
+        The schema index names the CRs carrying the order's schema on its MariaDB; each is read
+        again here, with the child, so the guard decides on what the API server holds now. Where
+        the index is not to be trusted (no watch has it whole, Redis cannot say), the namespace
+        is listed instead.
+        """
+        ns, own = scope.keystone_namespace, scope.names.database_cr
+        holders = self._holders(scope)
+        if holders is None:
+            return [d for d in _list(keystone, DATABASE, ns) if is_relevant_database(d, scope)]
+        names = [own, *(name for name in holders if name != own)]
+        found = [_get(keystone, DATABASE, ns, name) for name in names]
+        return [d for d in found if d is not None and is_relevant_database(d, scope)]
+
+    def _holders(self, scope: OrderScope) -> list[str] | None:
+        if self.schemas is None or not scope.cluster_ref:
+            return None
+        try:
+            return self.schemas.holders(
+                scope.keystone_cluster, scope.keystone_namespace, (scope.cluster_ref, scope.schema)
+            )
+        except RedisError as exc:
+            log.warning("schema index unreadable (%s); listing Database CRs", type(exc).__name__)
+            return None
+
+    def _claim_schema(self, order: MariaDBDatabase, scope: OrderScope) -> str | None:
+        """Claim the order's schema before it may create its Database CR; the Database CR name
+        of another order's claim, which the guard refuses on as on the CR itself."""
+        if self.schemas is None or not scope.cluster_ref:
+            return None
+        meta = order.metadata
+        return self.schemas.claim(
+            scope.keystone_cluster,
+            scope.keystone_namespace,
+            (scope.cluster_ref, scope.schema),
+            schema_holder(scope.cluster, meta.namespace, meta.name, meta.uid),
+            scope.names.database_cr,
+        )
+
+    def release_schema(self, order: MariaDBDatabase, scope: OrderScope) -> None:
+        """Drop the order's claim of its schema, if it holds one: it is being deleted, and its
+        Database CR (while it exists) is what keeps the schema from another order."""
+        if self.schemas is None or not scope.cluster_ref:
+            return
+        meta = order.metadata
+        self.schemas.release(
+            scope.keystone_cluster,
+            scope.keystone_namespace,
+            (scope.cluster_ref, scope.schema),
+            schema_holder(scope.cluster, meta.namespace, meta.name, meta.uid),
         )
 
     def observe_role(
@@ -523,6 +584,12 @@ _RESOURCES = {
     (r.api_version, r.kind): r
     for r in (SECRET, DATABASE, EXTERNAL_SECRET, VAULT_DYNAMIC_SECRET, MARIADB_DATABASE)
 }
+
+
+def schema_holder(cluster: str, namespace: str, name: str, uid: str) -> str:
+    """How a schema claim names the order that holds it: its place and its uid, so an order
+    deleted and created again under the same name is another holder."""
+    return f"{cluster}/{namespace}/{name}/{uid}"
 
 
 def _client_certificate(secret: Secret) -> ClientCertificate:

@@ -296,6 +296,8 @@ class World:
     """The order's SecretStore as stored, read through the adapter's parsing (None: defaults)."""
     order_raw: dict[str, Any] | None = None
     """The order as stored, read through the kind's parsing instead of ``order``."""
+    claimed_by: str | None = None
+    """The Database CR of another order that claimed the schema first (None: no such claim)."""
 
 
 def target_world(

@@ -79,6 +79,8 @@ class WorldIO:
     notes: NoteLog = field(default_factory=lambda: NoteLog())
     ready: list[tuple[OrderKey, dict[str, Any]]] = field(default_factory=list)
     """The orders as ``note_ready`` received them (Redis, in a real worker)."""
+    schema_releases: list[str] = field(default_factory=list)
+    """The schemas whose claim a teardown let go of (Redis, in a real worker)."""
 
     def note_ready(self, key: OrderKey, order: dict[str, Any]) -> None:
         self.ready.append((key, order))
@@ -126,7 +128,11 @@ class WorldIO:
             vault_dynamic_secret=world.vault_dynamic_secret,
             external_secret=world.external_secret,
             materialised_secret=world.materialised,
+            claimed_by=world.claimed_by,
         )
+
+    def release_schema(self, order: MariaDBDatabase, scope: OrderScope) -> None:
+        self.schema_releases.append(scope.schema)
 
     def observe_role(
         self, observation: ProvisionObservation, role: EnsureRole

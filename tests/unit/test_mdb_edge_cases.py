@@ -79,6 +79,25 @@ def test_collision_logs_the_other_cr_but_status_names_only_the_schema() -> None:
     assert ("takenBy", "someone-elses") in log.fields
 
 
+def test_another_orders_claim_refuses_before_any_write() -> None:
+    # Two orders for one schema at once: the one that claimed it first creates; this one is
+    # refused before its role or Database CR exist, as it would be on the other's CR.
+    world = World(databases=(), claimed_by="someone-elses-database")
+    sim = run_pass(world)
+    got = sim.condition("DatabaseReady")
+    assert got is not None
+    assert got[1] == "DatabaseCollision"
+    assert got[2].startswith('database "app_db" is already in use')
+    assert _kinds(world) == []
+    (log,) = sim.record.logs
+    assert ("takenBy", "someone-elses-database") in log.fields
+
+
+def test_a_deleted_order_lets_go_of_its_schema_claim() -> None:
+    sim = run_pass(World(order=make_order(deleting=True)))
+    assert sim.io.schema_releases == ["app_db"]
+
+
 @pytest.mark.parametrize(
     "database_name",
     [

@@ -89,6 +89,10 @@ class ProvisionObservation:
     Keystone's cluster that can matter (`is_relevant_database`: the child's name, or the
     schema on the order's MariaDB), the child included when it exists. Objects absent are None.
 
+    `claimed_by` names the Database CR of another order that claimed the schema on the same
+    MariaDB before this order's child exists (the claim closes the race of two orders creating
+    at once, before either CR is seen); the guard refuses on it as on the CR.
+
     `live` holds the children the pass read, raw, by reference; an apply whose object is there
     and already as desired is left out of the plan, and one whose child was not read stays in.
     `role` is the OpenBao role's data when `role_observed` (None: no such role); without an
@@ -108,6 +112,7 @@ class ProvisionObservation:
     live: LiveObjects = field(default_factory=dict)
     role: Mapping[str, Any] | None = None
     role_observed: bool = False
+    claimed_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -191,10 +196,24 @@ def is_relevant_database(raw: Mapping[str, Any], scope: OrderScope) -> bool:
     meta = raw.get("metadata") or {}
     if meta.get("name") == scope.names.database_cr:
         return True
-    spec = raw.get("spec") or {}
-    ref = spec.get("mariaDbRef") or {}
+    return compute_database_slot(raw) == (scope.cluster_ref, scope.schema)
+
+
+def compute_database_slot(raw: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The (MariaDB name, schema name) a raw Database CR carries; None without a MariaDB.
+
+    The schema is ``spec.name``, or the CR's own name without one, as mariadb-operator reads it.
+    """
+    meta = raw.get("metadata")
+    spec = raw.get("spec")
+    meta = meta if isinstance(meta, Mapping) else {}
+    spec = spec if isinstance(spec, Mapping) else {}
+    ref = spec.get("mariaDbRef")
+    mariadb = ref.get("name") if isinstance(ref, Mapping) else None
     schema = spec.get("name") or meta.get("name")
-    return bool(ref.get("name") == scope.cluster_ref and schema == scope.schema)
+    if not isinstance(mariadb, str) or not mariadb or not isinstance(schema, str):
+        return None
+    return mariadb, schema
 
 
 def _check_prerequisites(obs: ProvisionObservation) -> StepOutcome | None:
@@ -208,7 +227,8 @@ def _check_prerequisites(obs: ProvisionObservation) -> StepOutcome | None:
     refusal = classify_database_name(scope.schema)
     if refusal is not None:
         return _refused(refusal.reason, refusal.message, requeue=False)
-    taken = _find_collision(obs)
+    collision = _find_collision(obs)
+    taken = collision.metadata.name if collision is not None else obs.claimed_by
     if taken is not None:
         order = obs.order.metadata
         log = LogEvent(
@@ -218,7 +238,7 @@ def _check_prerequisites(obs: ProvisionObservation) -> StepOutcome | None:
                 ("cluster", scope.cluster),
                 ("database", scope.schema),
                 ("mariadb", scope.cluster_ref),
-                ("takenBy", taken.metadata.name),
+                ("takenBy", taken),
             ),
         )
         message = msg_database_collision(scope.schema)
