@@ -51,12 +51,16 @@ class Profile:
     refresh_cycle: int
     dead_orders: int
     dead_window: float
+    growth_sizes: tuple[int, ...]
+    """How many Database CRs no order owns stand beside the measured ones, in turn."""
 
 
 PROFILES = {
-    "full": Profile(3, 10, (100, 1000), 300.0, 1000, 500, 10_000, 600, 100, 120.0),
-    "quick": Profile(3, 2, (5,), 120.0, 50, 5, 1_000, 60, 20, 30.0),
-    "tiny": Profile(1, 1, (2,), 120.0, 5, 2, 200, 20, 3, 8.0),
+    "full": Profile(
+        3, 10, (100, 1000), 300.0, 1000, 500, 10_000, 600, 100, 120.0, (0, 1000, 10_000)
+    ),
+    "quick": Profile(3, 2, (5,), 120.0, 50, 5, 1_000, 60, 20, 30.0, (0, 1000)),
+    "tiny": Profile(1, 1, (2,), 120.0, 5, 2, 200, 20, 3, 8.0, (0, 20)),
 }
 
 MANY = 1000
@@ -187,6 +191,28 @@ def run_warm(profile: Profile) -> Figures:
     return _with_stack(2, body)
 
 
+def run_growth(profile: Profile) -> Figures:
+    """A converged pass and a new order beside more and more Database CRs, on one stack."""
+
+    def body(stack: Stack) -> Figures:
+        out: Figures = {}
+        for size in profile.growth_sizes:
+            _say(f"bench: beside {size} Database CRs")
+            try:
+                forced = scenarios.converged_beside(stack, size, profile.runs, timeout=300.0)
+                new = [
+                    scenarios.new_orders_warm(stack, profile.warm_orders, timeout=300.0)
+                    for _ in range(profile.runs)
+                ]
+            except BenchError as error:  # a size that does not finish is a result too
+                out[str(size)] = {"failed": str(error)}
+                break
+            out[str(size)] = {"converged_forced": summarize(forced), "new_order": summarize(new)}
+        return out
+
+    return _with_stack(2, body)
+
+
 def run_servers(profile: Profile) -> Figures:
     """A new order and a converged pass on the devstack's API servers and on real ones, each
     on a warm stack of its own: tenantdb must make the same requests on both."""
@@ -297,6 +323,7 @@ def run(profile_name: str, save: Callable[[Figures], None] = lambda report: None
         ("refresh", run_refresh),
         ("dead_group", run_dead_group),
         ("servers", run_servers),
+        ("growth", run_growth),
     ):
         report[group] = function(profile)
         report["bench_seconds"] = time.monotonic() - started

@@ -29,6 +29,7 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from prometheus_client.parser import text_string_to_metric_families
 
-from devstack.platform import role_env
+from devstack.platform import CP_NAMESPACE as KEYSTONE_NAMESPACE
+from devstack.platform import MARIADB_NAME, role_env
 from tenantdb.adapters.celeryapp import build_celery_app
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.ops import build_workqueue
@@ -280,6 +282,8 @@ class Stack:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     metrics_ports: dict[str, int] = field(default_factory=dict)
     apis: dict[str, k8s.CustomObjectsApi] = field(default_factory=dict)
+    fillers: int = 0
+    """Database CRs no order owns that ``fill_databases`` created in Keystone's namespace."""
     _redis: redis.Redis | None = None
     _celery: Any = None
 
@@ -419,6 +423,32 @@ class Stack:
             "spec": {"controlPlaneRef": {"name": "cp", "namespace": "openstack"}},
         }
         self.apis[cluster].create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, body)
+
+    def fill_databases(self, total: int, threads: int = 8) -> int:
+        """Bring the Database CRs in Keystone's namespace that no order owns up to ``total``.
+
+        Each carries a schema of its own on the shared MariaDB, as another order's would; the
+        name is not a plain identifier, so the mariadb-operator stand-in marks it Failed once
+        and creates nothing. Returns how many there are now.
+        """
+        api = self.apis["management"]
+        missing = range(self.fillers, total)
+
+        def create(i: int) -> None:
+            body = {
+                "apiVersion": "k8s.mariadb.com/v1alpha1",
+                "kind": "Database",
+                "metadata": {"name": f"bench-filler-{i}", "namespace": KEYSTONE_NAMESPACE},
+                "spec": {"mariaDbRef": {"name": MARIADB_NAME}, "name": f"filler-{i}"},
+            }
+            api.create_namespaced_custom_object(
+                "k8s.mariadb.com", "v1alpha1", KEYSTONE_NAMESPACE, "databases", body
+            )
+
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(create, missing))
+        self.fillers = max(self.fillers, total)
+        return self.fillers
 
     def create_mysql_order(self, name: str, group: str = MYSQL_GROUP_NAME) -> None:
         """Create one MysqlDatabase order and its owner Secret, as a caller and ESO would."""
@@ -638,27 +668,38 @@ class ReadyWatch:
     def _run(self) -> None:
         from kubernetes import watch
 
-        listed = self._api.list_namespaced_custom_object(*self._kind.api)
-        now = time.monotonic()
-        for obj in listed["items"]:
-            if _ready(obj):
-                self.ready_at.setdefault(obj["metadata"]["name"], now)
-        version = listed["metadata"]["resourceVersion"]
+        version = self._list()
         self._started.set()
         while not self._stop.is_set():
             stream = watch.Watch().stream(
                 self._api.list_namespaced_custom_object, *self._kind.api,
                 resource_version=version, timeout_seconds=1, allow_watch_bookmarks=True,
             )  # fmt: skip
-            for event in stream:
-                obj = event["object"]
-                version = obj["metadata"]["resourceVersion"]
-                if event["type"] in ("ADDED", "MODIFIED") and _ready(obj):
-                    with self._changed:
-                        self.ready_at.setdefault(obj["metadata"]["name"], time.monotonic())
-                        self._changed.notify_all()
-                if self._stop.is_set():
-                    break
+            try:
+                for event in stream:
+                    obj = event["object"]
+                    version = obj["metadata"]["resourceVersion"]
+                    if event["type"] in ("ADDED", "MODIFIED") and _ready(obj):
+                        self._note(obj["metadata"]["name"])
+                    if self._stop.is_set():
+                        break
+            except k8s.ApiException as error:
+                if error.status != 410:
+                    raise
+                # Other kinds' writes moved the server's history past this quiet watch.
+                version = self._list()
+
+    def _list(self) -> str:
+        listed = self._api.list_namespaced_custom_object(*self._kind.api)
+        for obj in listed["items"]:
+            if _ready(obj):
+                self._note(obj["metadata"]["name"])
+        return str(listed["metadata"]["resourceVersion"])
+
+    def _note(self, name: str) -> None:
+        with self._changed:
+            self.ready_at.setdefault(name, time.monotonic())
+            self._changed.notify_all()
 
     def wait(self, names: set[str], seconds: float) -> bool:
         """Wait until every name in ``names`` was seen Ready; False at the deadline."""

@@ -213,6 +213,38 @@ def _dead_group(dead: Figures | None) -> list[str]:
     return [*lines, ""]
 
 
+def _growth(growth: Figures | None) -> list[str]:
+    if not growth:  # a report from before the scenario existed
+        return []
+    lines = [
+        "## Growth: beside more and more Database CRs",
+        "",
+        "One stack with 2 worker processes; Database CRs that no order owns are added to",
+        "Keystone's namespace, each carrying a schema of its own on the shared MariaDB, as other",
+        "orders' would. At each size: forced re-reconciles of one Ready order (`pass` is from the",
+        "enqueue until the pass recorded its end), then new orders created one after another.",
+        "",
+        "| Database CRs beside | converged: Kubernetes requests | converged: LISTs"
+        " | converged: pass (s) | converged: tenantdb CPU (s) | new order: create-to-Ready p50 (s)"
+        " | new order: Kubernetes requests | new order: tenantdb CPU (s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for size, figures in growth.items():
+        if "failed" in figures:
+            lines.append(f"| {_num(float(size))} | did not finish: {figures['failed']} |")
+            continue
+        forced, new = figures["converged_forced"], figures["new_order"]
+        by_request = forced.get("kube_by_request") or {}
+        lists = sum(n for request, n in by_request.items() if request.startswith("list "))
+        lines.append(
+            f"| {_num(float(size))} | {cell(forced['kube_requests'])} | {lists}"
+            f" | {cell(forced['pass_s'])} | {cell(forced['tenantdb_cpu_s'])}"
+            f" | {cell(new['ready_p50_s'])} | {cell(new['kube_requests'])}"
+            f" | {cell(new['tenantdb_cpu_s'])} |"
+        )
+    return [*lines, ""]
+
+
 def _cold(cold: Figures) -> list[str]:
     lines = [
         "## Cold: many new orders at once",
@@ -413,4 +445,5 @@ def render_markdown(report: Figures, baseline: Figures | None = None) -> str:
     lines += _refresh(report["refresh"])
     lines += _dead_group(report.get("dead_group"))
     lines += _servers(report.get("servers"))
+    lines += _growth(report.get("growth"))
     return "\n".join(lines)

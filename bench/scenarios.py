@@ -121,6 +121,37 @@ def converged_forced(stack: Stack, *, kind: OrderKind = MARIADB, timeout: float 
     return _converged_figures(stack.read().since(before))
 
 
+def converged_beside(
+    stack: Stack, existing: int, runs: int, *, timeout: float = 120.0
+) -> list[Figures]:
+    """Forced re-reconciles of one Ready order beside ``existing`` other Database CRs in
+    Keystone's namespace: what a converged pass costs as the fleet around it grows.
+
+    Figures per run: those of a converged pass, and ``pass_s``, from the enqueue until the pass
+    recorded its end.
+    """
+    stack.fill_databases(existing)
+    name = _ready_order(stack, "management", timeout)
+    key = _parse(stack.order_key(name))
+    queue = stack.workqueue()
+    found = []
+    for _ in range(runs):
+        stack.wait_idle()
+        last = queue.last_pass(key)
+        before = stack.read()
+        start = time.monotonic()
+        queue.enqueue(key, force=True)
+        deadline = start + timeout
+        while queue.last_pass(key) == last:
+            if time.monotonic() > deadline:
+                raise BenchError(f"the forced pass of {key} did not end within {timeout:g} s")
+            time.sleep(0.005)
+        took = time.monotonic() - start
+        stack.wait_idle()
+        found.append({**_converged_figures(stack.read().since(before)), "pass_s": took})
+    return found
+
+
 def converged_refresh(stack: Stack, *, timeout: float = 120.0) -> Figures:
     """One periodic refresh of a Ready order on a target cluster, swept by beat when due."""
     from tenantdb.core.schedule import Timetable

@@ -88,10 +88,6 @@ log = logging.getLogger(__name__)
 Model = TypeVar("Model", bound=BaseModel)
 
 
-def _unchecked() -> None:
-    """The lease check of a caller that holds no lease (tests, the CLI)."""
-
-
 def _with_version(manifest: dict[str, Any], version: str) -> dict[str, Any]:
     """``manifest`` with the resourceVersion its apply is conditional on."""
     return {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": version}}
@@ -442,7 +438,7 @@ class MariaDBOrders:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def run(self, action: Action, check: Callable[[], None] = _unchecked) -> dict[str, Any] | None:
+    def run(self, action: Action, check: Callable[[], None]) -> dict[str, Any] | None:
         """Perform one action; return the object the server answered with, if any.
 
         ``check`` raises when the pass has lost its lease. It is called where an action writes

@@ -94,6 +94,18 @@ def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
     assert real["kube_by_request"] == devstack["kube_by_request"]
     assert "## The devstack and a real kube-apiserver" in doc.read_text()
 
+    # Beside more Database CRs, a converged pass asks the same questions and lists nothing.
+    growth = report["growth"]
+    assert not [size for size, figures in growth.items() if "failed" in figures], growth
+    alone = growth["0"]["converged_forced"]["kube_by_request"]
+    assert alone, "no request of a converged pass counted"
+    assert not [r for r in alone if r.startswith("list ")], alone
+    for size, figures in growth.items():
+        assert figures["converged_forced"]["kube_by_request"] == alone, size
+        assert _median(figures["converged_forced"]["pass_s"]) > 0, size
+        assert _median(figures["new_order"]["ready_p50_s"]) > 0, size
+    assert "## Growth: beside more and more Database CRs" in doc.read_text()
+
     markdown = doc.read_text()
     for heading in (
         "## A new order, warm workers", "## A converged pass",
