@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -204,11 +205,25 @@ class Stack:
             check=False,
         )
 
-    def metrics(self, name: str) -> str:
-        """The /metrics text one process serves."""
+    def metrics(self, name: str, seconds: float = 30) -> str:
+        """The /metrics text one process serves; a process still starting is waited for (it
+        serves once it has imported and forked, which a loaded machine can take seconds to do),
+        one that has exited fails the test."""
         url = f"http://127.0.0.1:{self.metrics_ports[name]}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return str(answer.read().decode())
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as answer:
+                    return str(answer.read().decode())
+            except urllib.error.URLError as error:
+                if not isinstance(error.reason, ConnectionRefusedError):
+                    raise
+                process = self.procs.get(name)
+                if process is not None and process.poll() is not None:
+                    pytest.fail(f"{name} exited with {process.returncode} before serving metrics")
+                if time.monotonic() > deadline:
+                    raise
+            threading.Event().wait(0.2)
 
     def counter(self, name: str, metric: str, **labels: str) -> float:
         """The sum of a counter's samples with these labels, across the named processes."""
