@@ -113,6 +113,39 @@ def free_port() -> int:
     raise RuntimeError("no free port below the ephemeral range")
 
 
+def at_once(calls: list[Callable[[], Any]]) -> None:
+    """Run ``calls`` from a thread each, released together; fail if any raised."""
+    start = threading.Barrier(len(calls))
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[], Any]) -> None:
+        start.wait()
+        try:
+            call()
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not errors, errors
+
+
+def wait_settled(
+    reason_of: Callable[[str], str], names: list[str], outcomes: tuple[str, ...], seconds: float
+) -> dict[str, str]:
+    """Wait until every order's reason is one of ``outcomes``; return the reasons by name."""
+
+    def settled() -> dict[str, str] | None:
+        reasons = {name: reason_of(name) for name in names}
+        return reasons if all(r in outcomes for r in reasons.values()) else None
+
+    found: dict[str, str] = wait_for(settled, seconds, f"every order to reach one of {outcomes}")
+    return found
+
+
 def wait_for(
     condition: Callable[[], Any],
     seconds: float,

@@ -8,11 +8,11 @@ the passes run side by side on both worker processes.
 
 from __future__ import annotations
 
-import threading
+from functools import partial
 
 import pytest
 
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import at_once, wait_settled
 from tests.e2e.mysql_tenants import Tenants, platform_options, tenants
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
@@ -34,29 +34,13 @@ def test_of_orders_created_at_once_for_one_database_exactly_one_gets_it(
     names = [f"race-{n}" for n in range(ORDERS)]
     for n in range(ORDERS):
         tenants.owner_secret(f"race-owner-{n}", tenants.name(f"racer{n}"), "pw")
-    start = threading.Barrier(ORDERS)
-    errors: list[BaseException] = []
-
-    def create(n: int) -> None:
-        start.wait()
-        try:
-            tenants.order(names[n], database, f"race-owner-{n}")
-        except BaseException as exc:  # reported below, in the test's thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=create, args=(n,)) for n in range(ORDERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert not errors, errors
-
-    def settled() -> dict[str, str] | None:
-        reasons = {name: _reason(tenants, name) for name in names}
-        done = all(r in ("DatabaseReconciled", "DatabaseNameConflict") for r in reasons.values())
-        return reasons if done else None
-
-    reasons: dict[str, str] = wait_for(settled, 60, "every order to get or be refused")
+    at_once([partial(tenants.order, names[n], database, f"race-owner-{n}") for n in range(ORDERS)])
+    reasons = wait_settled(
+        lambda name: _reason(tenants, name),
+        names,
+        ("DatabaseReconciled", "DatabaseNameConflict"),
+        60,
+    )
     winners = [name for name, reason in reasons.items() if reason == "DatabaseReconciled"]
     assert len(winners) == 1, reasons
     assert tenants.schema_exists(database)

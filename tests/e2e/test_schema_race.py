@@ -8,14 +8,14 @@ or a Database CR, and gets the schema once the holder is deleted.
 
 from __future__ import annotations
 
-import threading
+from functools import partial
 
 import pytest
 
 from tenantdb.adapters.kube import DATABASE, MARIADB_DATABASE
 from tenantdb.core.mariadbdatabase.naming import compute_order_names
 from tenantdb.core.mariadbdatabase.provision import compute_database_slot
-from tests.e2e.conftest import Stack, schema_exists, wait_for
+from tests.e2e.conftest import Stack, at_once, schema_exists, wait_for, wait_settled
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 
@@ -33,37 +33,14 @@ def _carriers(stack: Stack, schema: str) -> list[str]:
     return sorted(name for name, slot in slots.items() if slot is not None and slot[1] == schema)
 
 
-def _create_at_once(stack: Stack, names: list[str], schema: str) -> None:
-    stack.kube()  # the client is built once, before the threads share it
-    start = threading.Barrier(len(names))
-    errors: list[BaseException] = []
-
-    def create(name: str) -> None:
-        start.wait()
-        try:
-            stack.apply_order(name, databaseName=schema)
-        except BaseException as exc:  # reported below, in the test's thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=create, args=(name,)) for name in names]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert not errors, errors
-
-
 def test_of_orders_created_at_once_for_one_schema_exactly_one_gets_it(stack: Stack) -> None:
     schema = f"race_{stack.suffix}"
     names = [stack.name(f"race-{n}") for n in range(ORDERS_PER_SCHEMA)]
-    _create_at_once(stack, names, schema)
-
-    def settled() -> dict[str, str] | None:
-        reasons = {name: _reason(stack, name) for name in names}
-        done = all(r in ("DatabaseProvisioned", "DatabaseCollision") for r in reasons.values())
-        return reasons if done else None
-
-    reasons: dict[str, str] = wait_for(settled, 60, "every order to get or be refused the schema")
+    stack.kube()  # the client is built once, before the threads share it
+    at_once([partial(stack.apply_order, name, databaseName=schema) for name in names])
+    reasons = wait_settled(
+        lambda name: _reason(stack, name), names, ("DatabaseProvisioned", "DatabaseCollision"), 60
+    )
     winners = [name for name, reason in reasons.items() if reason == "DatabaseProvisioned"]
     assert len(winners) == 1, reasons
     (winner,) = winners
