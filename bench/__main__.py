@@ -31,7 +31,7 @@ from typing import Any
 import redis
 
 from bench import refresh_spread, scenarios
-from bench.harness import MYSQL, REPO, BenchError, Stack, temp_state
+from bench.harness import MARIADB, MYSQL, REPO, BenchError, OrderKind, Stack, temp_state
 from bench.report import render_markdown
 
 Figures = dict[str, Any]
@@ -53,14 +53,27 @@ class Profile:
     dead_window: float
     growth_sizes: tuple[int, ...]
     """How many Database CRs no order owns stand beside the measured ones, in turn."""
+    mysql_growth_sizes: tuple[int, ...]
+    """How many Ready MysqlDatabases on the same group stand beside the measured ones, in turn."""
 
 
 PROFILES = {
     "full": Profile(
-        3, 10, (100, 1000), 300.0, 1000, 500, 10_000, 600, 100, 120.0, (0, 1000, 10_000)
+        3,
+        10,
+        (100, 1000),
+        300.0,
+        1000,
+        500,
+        10_000,
+        600,
+        100,
+        120.0,
+        (0, 1000, 10_000),
+        (0, 100, 1000),
     ),
-    "quick": Profile(3, 2, (5,), 120.0, 50, 5, 1_000, 60, 20, 30.0, (0, 1000)),
-    "tiny": Profile(1, 1, (2,), 120.0, 5, 2, 200, 20, 3, 8.0, (0, 20)),
+    "quick": Profile(3, 2, (5,), 120.0, 50, 5, 1_000, 60, 20, 30.0, (0, 1000), (0, 100)),
+    "tiny": Profile(1, 1, (2,), 120.0, 5, 2, 200, 20, 3, 8.0, (0, 20), (0, 10)),
 }
 
 MANY = 1000
@@ -191,17 +204,19 @@ def run_warm(profile: Profile) -> Figures:
     return _with_stack(2, body)
 
 
-def run_growth(profile: Profile) -> Figures:
-    """A converged pass and a new order beside more and more Database CRs, on one stack."""
+def _growth_of(kind: OrderKind, sizes: tuple[int, ...], profile: Profile) -> Figures:
+    """A converged pass and a new order of ``kind`` beside more and more others, on one stack."""
 
     def body(stack: Stack) -> Figures:
         out: Figures = {}
-        for size in profile.growth_sizes:
-            _say(f"bench: beside {size} Database CRs")
+        for size in sizes:
+            _say(f"bench: {kind.key_kind} beside {size} others")
             try:
-                forced = scenarios.converged_beside(stack, size, profile.runs, timeout=300.0)
+                forced = scenarios.converged_beside(
+                    stack, size, profile.runs, kind=kind, timeout=300.0
+                )
                 new = [
-                    scenarios.new_orders_warm(stack, profile.warm_orders, timeout=300.0)
+                    scenarios.new_orders_warm(stack, profile.warm_orders, timeout=300.0, kind=kind)
                     for _ in range(profile.runs)
                 ]
             except BenchError as error:  # a size that does not finish is a result too
@@ -211,6 +226,16 @@ def run_growth(profile: Profile) -> Figures:
         return out
 
     return _with_stack(2, body)
+
+
+def run_growth(profile: Profile) -> Figures:
+    """A MariaDBDatabase beside more and more Database CRs in Keystone's namespace."""
+    return _growth_of(MARIADB, profile.growth_sizes, profile)
+
+
+def run_mysql_growth(profile: Profile) -> Figures:
+    """A MysqlDatabase beside more and more Ready MysqlDatabases on its group."""
+    return _growth_of(MYSQL, profile.mysql_growth_sizes, profile)
 
 
 def run_servers(profile: Profile) -> Figures:
@@ -324,6 +349,7 @@ def run(profile_name: str, save: Callable[[Figures], None] = lambda report: None
         ("dead_group", run_dead_group),
         ("servers", run_servers),
         ("growth", run_growth),
+        ("mysql_growth", run_mysql_growth),
     ):
         report[group] = function(profile)
         report["bench_seconds"] = time.monotonic() - started

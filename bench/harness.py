@@ -284,6 +284,8 @@ class Stack:
     apis: dict[str, k8s.CustomObjectsApi] = field(default_factory=dict)
     fillers: int = 0
     """Database CRs no order owns that ``fill_databases`` created in Keystone's namespace."""
+    mysql_fillers: int = 0
+    """Ready MysqlDatabase orders ``fill_mysql_orders`` created beside the measured ones."""
     _redis: redis.Redis | None = None
     _celery: Any = None
 
@@ -449,6 +451,19 @@ class Stack:
             list(pool.map(create, missing))
         self.fillers = max(self.fillers, total)
         return self.fillers
+
+    def fill_mysql_orders(self, total: int, *, threads: int = 8, timeout: float = 900.0) -> int:
+        """Bring the Ready MysqlDatabase orders on the group that no scenario measures up to
+        ``total``, each with a schema and an owner of its own. Returns how many there are now."""
+        missing = [f"bench-peer-{i}" for i in range(self.mysql_fillers, total)]
+        if missing:
+            with self.watch_ready(kind=MYSQL) as watch, ThreadPoolExecutor(threads) as pool:
+                list(pool.map(self.create_mysql_order, missing))
+                if not watch.wait(set(missing), timeout):
+                    late = len(set(missing) - watch.ready_at.keys())
+                    raise BenchError(f"{late} of {len(missing)} peer MysqlDatabases not Ready")
+        self.mysql_fillers = max(self.mysql_fillers, total)
+        return self.mysql_fillers
 
     def create_mysql_order(self, name: str, group: str = MYSQL_GROUP_NAME) -> None:
         """Create one MysqlDatabase order and its owner Secret, as a caller and ESO would."""

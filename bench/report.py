@@ -213,18 +213,32 @@ def _dead_group(dead: Figures | None) -> list[str]:
     return [*lines, ""]
 
 
-def _growth(growth: Figures | None) -> list[str]:
-    if not growth:  # a report from before the scenario existed
-        return []
-    lines = [
+_GROWTH_INTRO = {
+    "Database CRs": [
         "## Growth: beside more and more Database CRs",
         "",
         "One stack with 2 worker processes; Database CRs that no order owns are added to",
         "Keystone's namespace, each carrying a schema of its own on the shared MariaDB, as other",
         "orders' would. At each size: forced re-reconciles of one Ready order (`pass` is from the",
         "enqueue until the pass recorded its end), then new orders created one after another.",
+    ],
+    "MysqlDatabases": [
+        "## Growth: MysqlDatabase beside more and more orders on its group",
         "",
-        "| Database CRs beside | converged: Kubernetes requests | converged: LISTs"
+        "One stack with 2 worker processes; MysqlDatabase orders, each with a schema and an owner",
+        "of its own, are added on the same failover group and left Ready. At each size: forced",
+        "re-reconciles of one Ready MysqlDatabase, then new ones created one after another.",
+    ],
+}
+
+
+def _growth(growth: Figures | None, beside: str = "Database CRs") -> list[str]:
+    if not growth:  # a report from before the scenario existed
+        return []
+    lines = [
+        *_GROWTH_INTRO[beside],
+        "",
+        f"| {beside} beside | converged: Kubernetes requests | converged: LISTs"
         " | converged: pass (s) | converged: tenantdb CPU (s) | new order: create-to-Ready p50 (s)"
         " | new order: Kubernetes requests | new order: tenantdb CPU (s) |",
         "|---|---|---|---|---|---|---|---|",
@@ -446,4 +460,5 @@ def render_markdown(report: Figures, baseline: Figures | None = None) -> str:
     lines += _dead_group(report.get("dead_group"))
     lines += _servers(report.get("servers"))
     lines += _growth(report.get("growth"))
+    lines += _growth(report.get("mysql_growth"), "MysqlDatabases")
     return "\n".join(lines)

@@ -122,17 +122,21 @@ def converged_forced(stack: Stack, *, kind: OrderKind = MARIADB, timeout: float 
 
 
 def converged_beside(
-    stack: Stack, existing: int, runs: int, *, timeout: float = 120.0
+    stack: Stack, existing: int, runs: int, *, kind: OrderKind = MARIADB, timeout: float = 120.0
 ) -> list[Figures]:
-    """Forced re-reconciles of one Ready order beside ``existing`` other Database CRs in
-    Keystone's namespace: what a converged pass costs as the fleet around it grows.
+    """Forced re-reconciles of one Ready order beside ``existing`` others: for MariaDBDatabase
+    Database CRs in Keystone's namespace, for MysqlDatabase Ready orders on the same group.
+    What a converged pass costs as the fleet around it grows.
 
     Figures per run: those of a converged pass, and ``pass_s``, from the enqueue until the pass
     recorded its end.
     """
-    stack.fill_databases(existing)
-    name = _ready_order(stack, "management", timeout)
-    key = _parse(stack.order_key(name))
+    if kind is MYSQL:
+        stack.fill_mysql_orders(existing, timeout=max(timeout, 900.0))
+    else:
+        stack.fill_databases(existing)
+    name = _ready_order(stack, "management", timeout, kind)
+    key = _parse(stack.order_key(name, kind=kind))
     queue = stack.workqueue()
     found = []
     for _ in range(runs):

@@ -38,6 +38,7 @@ from tasks.scaffold import (
     note_order,
     remember_write,
 )
+from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.mysql_orders import CredentialError, MysqlOrders, SecretData
 from tenantdb.adapters.mysqladmin import (
     AdminError,
@@ -46,6 +47,7 @@ from tenantdb.adapters.mysqladmin import (
     TLSRequiredError,
     admin_pool,
 )
+from tenantdb.adapters.watchindex import WatchIndex
 from tenantdb.adapters.workqueue import LeaseLostError
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase import sql
@@ -80,7 +82,7 @@ from tenantdb.core.mysqldatabase.gates import (
     plan_gates,
 )
 from tenantdb.core.mysqldatabase.group import compute_active_site
-from tenantdb.core.mysqldatabase.naming import IDENTITY
+from tenantdb.core.mysqldatabase.naming import CLAIM_INDEX, IDENTITY
 from tenantdb.core.mysqldatabase.principals import (
     GroupSecretInvalidError,
     GroupSecretUnreadableError,
@@ -98,8 +100,6 @@ from tenantdb.core.mysqldatabase.reading import (
     needs_secret_username,
     needs_sibling_username,
     owner_secret_name,
-    peers_on_group,
-    peers_to_wake,
     sibling_claims,
     sibling_of,
 )
@@ -118,7 +118,13 @@ from tenantdb.settings import load_settings
 
 log = logging.getLogger(__name__)
 
-orders = PerRegistry(MysqlOrders)
+
+def _build_orders(registry: ClusterRegistry) -> MysqlOrders:
+    claims = WatchIndex(workqueue().redis, load_settings().key_prefix, CLAIM_INDEX)
+    return MysqlOrders(registry, claims=claims)
+
+
+orders = PerRegistry(_build_orders)
 """The MysqlDatabase reads and writes of this worker process."""
 
 VERIFY = "mysql-verify"
@@ -142,6 +148,8 @@ class Gate:
     owner_version: str = ""
     peer_users: Mapping[str, str] = field(default_factory=dict)
     """The usernames the owner Secrets of peers without a recorded owner name, by peer."""
+    waiting: tuple[str, ...] = ()
+    """The peers on the group that are not Ready: an apply of the order wakes them."""
 
 
 @dataclass(frozen=True)
@@ -300,7 +308,8 @@ def admit(ctx: PassContext, order: dict[str, Any], previous: Gate | None) -> Adm
     if first.reason in EARLY_REASONS or group is None:
         return Admission(Verdict(True, False), Gate(first, group))
     group_secrets = kube.group_secrets(key, group_secret_names(group))
-    peers = tuple(peers_on_group(kube.orders(key), order))
+    found = kube.peers(key, order, owner.username if owner else None)
+    peers = found.orders
     me = claim_of(order, owner.username if owner else None)
     peer_users = _peer_users(
         key,
@@ -316,7 +325,7 @@ def admit(ctx: PassContext, order: dict[str, Any], previous: Gate | None) -> Adm
     except (GroupSecretUnreadableError, GroupSecretInvalidError):
         reserved = frozenset()
     version = owner.resource_version if owner else ""
-    gate = Gate(decision, group, reserved, peers, version, peer_users)
+    gate = Gate(decision, group, reserved, peers, version, peer_users, found.waiting)
     return Admission(Verdict(True, decision.phase is None), gate)
 
 
@@ -351,7 +360,7 @@ def plan(ctx: PassContext, order: dict[str, Any], gate: Gate) -> Plan:
         owner_version=gate.owner_version,
         reserved=tuple(sorted(gate.reserved)),
         siblings=sibling_claims(siblings),
-        peers=peers_to_wake(gate.peers, order),
+        peers=gate.waiting,
         repair=repair,
         reassert=reassert,
     )
@@ -510,6 +519,7 @@ def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan:
     group = kube.group(key, group_name(order)) if needs_group_for_deletion(order) else None
     reserved: frozenset[str] | None = None
     peers: tuple[dict[str, Any], ...] = ()
+    peer_names: tuple[str, ...] = ()
     if group is not None:
         try:
             reserved = compute_reserved_usernames(
@@ -517,10 +527,10 @@ def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan:
             )
         except (GroupSecretUnreadableError, GroupSecretInvalidError):
             reserved = None
-        peers = tuple(peers_on_group(kube.orders(key), order))
+        found = kube.peers(key, order, None)
+        peers, peer_names = found.orders, found.waiting
     peer_users = _peer_users(key, peers, needs_sibling_username)
     decided = plan_deletion(compute_deletion_observation(order, group, reserved, peers, peer_users))
-    peer_names = peers_to_wake(peers, order)
     if decided.step is not DeletionStep.DROP:
         return Plan((), local=(decided, peer_names))
     note = DropNote(

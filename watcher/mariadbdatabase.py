@@ -22,7 +22,6 @@ from tenantdb.adapters.kube import (
     EXTERNAL_SECRET,
     SECRET,
     VAULT_DYNAMIC_SECRET,
-    Object,
 )
 from tenantdb.adapters.schemaindex import SchemaIndex, Slot
 from tenantdb.core.keys import OrderKey
@@ -50,7 +49,8 @@ from tenantdb.core.watching import (
     compute_child_fingerprint,
     compute_control_plane_fingerprint,
 )
-from watcher.index import ObjectName, SharedIndex, object_name
+from watcher.index import SharedIndex, object_name
+from watcher.publishing import IndexPublisher
 from watcher.routes import PublishTo, Route, order_route, register_routes
 
 # Only objects carrying the order's name label can map to an order; the selector keeps every
@@ -72,73 +72,15 @@ class _ControlPlaneTracker:
         self.replace = index.replace_control_planes
 
 
-class _SchemaPublisher:
-    """Keeps the schema index of one Database CR watch (``tenantdb.adapters.schemaindex``).
+def _database_slots(obj: Mapping[str, Any]) -> tuple[Slot, ...]:
+    """The (MariaDB, schema) a Database CR carries, tenantdb's own or anyone else's."""
+    slot = compute_database_slot(obj)
+    return () if slot is None else (slot,)
 
-    Remembers each CR's (MariaDB, schema) so an update or a delete rewrites only the fields it
-    leaves and enters; every CR is indexed, tenantdb's own and anyone else's.
-    """
 
-    def __init__(self, to: PublishTo) -> None:
-        self.index = SchemaIndex(to.redis, to.prefix)
-        self.cluster, self.scope, self.term = to.cluster, to.namespace or "", to.term
-        self._slots: dict[ObjectName, Slot] = {}
-        self._holders: dict[tuple[str, Slot], set[str]] = {}
-
-    def _forget(self, name: ObjectName) -> tuple[str, Slot] | None:
-        slot = self._slots.pop(name, None)
-        if slot is None:
-            return None
-        field = (name[0], slot)
-        names = self._holders.get(field, set())
-        names.discard(name[1])
-        if not names:
-            self._holders.pop(field, None)
-        return field
-
-    def _write(self, field: tuple[str, Slot]) -> None:
-        namespace, slot = field
-        self.index.write(self.cluster, namespace, slot, self._holders.get(field, ()))
-
-    def put(self, obj: Mapping[str, Any]) -> None:
-        name = object_name(obj)
-        slot = compute_database_slot(obj)
-        if self._slots.get(name) == slot:
-            return
-        left = self._forget(name)
-        if left is not None:
-            self._write(left)
-        if slot is not None:
-            self._slots[name] = slot
-            self._holders.setdefault((name[0], slot), set()).add(name[1])
-            self._write((name[0], slot))
-
-    def drop(self, name: ObjectName) -> None:
-        left = self._forget(name)
-        if left is not None:
-            self._write(left)
-
-    def replace(self, objs: list[Object]) -> None:
-        namespaces = {namespace for namespace, _ in self._slots}
-        if self.scope:
-            namespaces.add(self.scope)
-        self._slots.clear()
-        self._holders.clear()
-        fields: dict[str, dict[Slot, set[str]]] = {}
-        for obj in objs:
-            name, slot = object_name(obj), compute_database_slot(obj)
-            if slot is None:
-                continue
-            self._slots[name] = slot
-            self._holders.setdefault((name[0], slot), set()).add(name[1])
-            fields.setdefault(name[0], {}).setdefault(slot, set()).add(name[1])
-        self.index.replace(self.cluster, namespaces, fields)
-
-    def following(self) -> None:
-        self.index.mark_synced(self.cluster, self.scope, self.term)
-
-    def interrupted(self) -> None:
-        self.index.mark_unsynced(self.cluster, self.scope)
+def _schema_publisher(to: PublishTo) -> IndexPublisher:
+    """Keeps the schema index of one Database CR watch (``tenantdb.adapters.schemaindex``)."""
+    return IndexPublisher(SchemaIndex(to.redis, to.prefix), to, _database_slots)
 
 
 def _map_secret(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
@@ -233,7 +175,7 @@ ROUTES: tuple[Route, ...] = (
         _map_database,
         waits_for=lambda index: index.control_planes_synced,
         namespaces=_placed,
-        publisher=_SchemaPublisher,
+        publisher=_schema_publisher,
     ),
 )
 

@@ -3,8 +3,10 @@
 MysqlDatabases, MysqlFailoverGroups and Secrets on the management cluster, where the kind is
 served: an order event names the order; a group event names the orders of its namespace on
 the group; a Secret event names the orders whose owner Secret it is. The index of which order
-names which group and Secret is kept from the order watch. Peer orders are not woken from here:
-the pass that changes what its peers are checked against wakes them. The decisions are core's
+names which group and Secret is kept from the order watch, and so is the claim index in Redis
+(which orders carry which schema, owner and users on which group) that a pass reads its peers
+from instead of listing the namespace. Peer orders are not woken from here: the pass that
+changes what its peers are checked against wakes them. The decisions are core's
 (``tenantdb.core.mysqldatabase.mappers``); this module binds them to the kinds and the index.
 """
 
@@ -16,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from tenantdb.adapters.kube import MYSQL_FAILOVER_GROUP, SECRET
+from tenantdb.adapters.watchindex import WatchIndex
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase.mappers import (
     compute_group_fingerprint,
@@ -23,9 +26,11 @@ from tenantdb.core.mysqldatabase.mappers import (
     compute_secret_fingerprint,
     should_enqueue_digest_update,
 )
-from tenantdb.core.mysqldatabase.naming import IDENTITY
+from tenantdb.core.mysqldatabase.naming import CLAIM_INDEX, IDENTITY
+from tenantdb.core.mysqldatabase.reading import compute_claim_slots
 from watcher.index import ObjectName, SharedIndex, object_name
-from watcher.routes import Route, order_route, register_routes
+from watcher.publishing import IndexPublisher
+from watcher.routes import PublishTo, Route, order_route, register_routes
 
 
 class MysqlIndex:
@@ -80,8 +85,16 @@ def _map_secret(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> lis
     return mysql_index(index).naming(namespace, secret=name)
 
 
+def _claim_publisher(to: PublishTo) -> IndexPublisher:
+    """Keeps the claim index of the order watch (``compute_claim_slots``)."""
+    return IndexPublisher(WatchIndex(to.redis, to.prefix, CLAIM_INDEX), to, compute_claim_slots)
+
+
 ROUTES: tuple[Route, ...] = (
-    replace(order_route(IDENTITY, tracker=mysql_index), management_only=True),
+    replace(
+        order_route(IDENTITY, tracker=mysql_index, publisher=_claim_publisher),
+        management_only=True,
+    ),
     Route(
         MYSQL_FAILOVER_GROUP,
         None,

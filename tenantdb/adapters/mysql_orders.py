@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import redis
 
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.events import record_event
@@ -27,14 +30,22 @@ from tenantdb.adapters.kube import (
     NotFoundError,
 )
 from tenantdb.adapters.mysqladmin import AdminLogin, Target, site_address, site_server_name
+from tenantdb.adapters.watchindex import WatchIndex
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase.deletion import Event
 from tenantdb.core.mysqldatabase.gates import OwnerSecret
 from tenantdb.core.mysqldatabase.reading import (
+    compute_peer_reads,
+    compute_peer_slots,
     compute_status_patch,
     operator_secret_name,
+    peers_on_group,
+    peers_to_wake,
     tls_secret_name,
+    waiting_slot,
 )
+
+log = logging.getLogger(__name__)
 
 _DSN = re.compile(r"^(?P<user>[^:@/]*)(?::(?P<password>[^@]*))?@")
 
@@ -64,12 +75,23 @@ def decode(secret: Mapping[str, Any]) -> SecretData:
     return SecretData(str(meta.get("uid", "")), str(meta.get("resourceVersion", "")), values)
 
 
+@dataclass(frozen=True)
+class Peers:
+    """The other orders on an order's group a pass may be checked against, read live and in
+    name order, and the names of those not Ready (an apply or a release may unblock them)."""
+
+    orders: tuple[dict[str, Any], ...]
+    waiting: tuple[str, ...]
+
+
 class MysqlOrders:
     """The Kubernetes side of MysqlDatabase passes, on every registered cluster."""
 
-    def __init__(self, clusters: ClusterRegistry) -> None:
-        """Bind to the clusters orders live on."""
+    def __init__(self, clusters: ClusterRegistry, *, claims: WatchIndex | None = None) -> None:
+        """Bind to the clusters orders live on, and the claim index the watcher keeps of them
+        (without one, every pass lists its namespace)."""
         self.clusters = clusters
+        self.claims = claims
 
     def client(self, key: OrderKey) -> KubeClient:
         """The client of the order's cluster."""
@@ -111,9 +133,42 @@ class MysqlOrders:
             found[name] = None if data is None else data.values
         return found
 
-    def orders(self, key: OrderKey) -> list[dict[str, Any]]:
-        """Every MysqlDatabase of the order's namespace."""
-        return self.client(key).list_objects(MYSQL_DATABASE, key.namespace)
+    def peers(self, key: OrderKey, order: Mapping[str, Any], owner_username: str | None) -> Peers:
+        """The order's peers on its group that share a name with it (``compute_peer_slots``).
+
+        Answered from the claim index when it is trusted and names few: each named order is
+        read from the API server, so a stale entry costs a GET and never a wrong decision.
+        Otherwise, and whenever Redis cannot answer, the namespace is listed.
+        """
+        indexed = self._indexed_peers(key, order, owner_username)
+        if indexed is not None:
+            return indexed
+        listed = self.client(key).list_objects(MYSQL_DATABASE, key.namespace)
+        peers = tuple(peers_on_group(listed, order))
+        return Peers(peers, peers_to_wake(peers, order))
+
+    def _indexed_peers(
+        self, key: OrderKey, order: Mapping[str, Any], owner_username: str | None
+    ) -> Peers | None:
+        if self.claims is None:
+            return None
+        slots = compute_peer_slots(order, owner_username)
+        waiting = waiting_slot(order)
+        try:
+            found = self.claims.lookup(key.cluster, key.namespace, (*slots, waiting))
+        except redis.RedisError as error:
+            log.info("claim index unreadable (%s); listing the namespace", type(error).__name__)
+            return None
+        if found is None:
+            return None
+        names = compute_peer_reads(order, slots, found)
+        if names is None:
+            return None
+        client = self.client(key)
+        read = (client.get_or_none(MYSQL_DATABASE, key.namespace, name) for name in names)
+        peers = tuple(peers_on_group((o for o in read if o is not None), order))
+        me = str((order.get("metadata") or {}).get("name", ""))
+        return Peers(peers, tuple(n for n in found[waiting] if n != me))
 
     def admin(
         self, key: OrderKey, group: Mapping[str, Any], site: str

@@ -8,11 +8,8 @@ ControlPlane places Keystone, keeps one hash per (cluster, namespace) here: a fi
 (MariaDB, schema) whose value lists the names of the CRs that carry it. A pass reads one field
 and re-reads the CRs it names from the API server before it refuses on them.
 
-The index is trusted only while the watch that keeps it is known to be whole: each watch loop
-marks its (cluster, namespace) synced with the watcher's leader token once it has listed, and
-unmarks it when its stream ends, so a pass trusts a field only while the mark names the current
-leader. After a gap (a new leader, a 410, a loop that stopped) the mark is gone or names a token
-that no longer leads, and the pass lists the namespace as before until the relist is written.
+The index is a ``WatchIndex`` of its own family: trusted only while the watch that keeps it is
+known to be whole, so after a gap the pass lists the namespace as before.
 
 A field lags its CRs by the watch's latency, so two orders asking for one schema at the same
 moment would both find it free. A claim closes that race: before an order creates its Database
@@ -25,10 +22,9 @@ Nothing here holds an object's body: names, schema names and order keys only.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
-
 import redis
+
+from tenantdb.adapters.watchindex import WatchIndex, slot_field
 
 Slot = tuple[str, str]
 """A (MariaDB name, schema name) a Database CR carries."""
@@ -54,74 +50,17 @@ return 0
 """
 
 
-def _field(slot: Slot) -> str:
-    return json.dumps(list(slot), separators=(",", ":"))
-
-
-class SchemaIndex:
-    """The index and the claims under one key prefix."""
+class SchemaIndex(WatchIndex):
+    """The schema index and the claims under one key prefix."""
 
     def __init__(self, client: redis.Redis, prefix: str, *, leader_key: str = "") -> None:
         """Bind to Redis, the installation's key prefix and the watcher's leader key."""
-        self.redis = client
-        self.prefix = f"{prefix}schemas:"
-        self.leader_key = leader_key or f"{prefix}leader:watcher"
+        super().__init__(client, prefix, "schemas", leader_key=leader_key)
         self._claim_script = client.register_script(_CLAIM)
         self._release_script = client.register_script(_RELEASE)
 
-    def _hash(self, cluster: str, namespace: str) -> str:
-        return f"{self.prefix}{cluster}/{namespace}"
-
-    def _synced(self, cluster: str, scope: str) -> str:
-        return f"{self.prefix}synced:{cluster}/{scope}"
-
     def _claim(self, cluster: str, namespace: str, slot: Slot) -> str:
-        return f"{self.prefix}claim:{cluster}/{namespace}/{_field(slot)}"
-
-    # -- the watcher's side ----------------------------------------------------------------------
-
-    def write(self, cluster: str, namespace: str, slot: Slot, names: Iterable[str]) -> None:
-        """Set the CRs carrying ``slot`` in a namespace; none removes the field."""
-        listed = sorted(names)
-        if listed:
-            self.redis.hset(self._hash(cluster, namespace), _field(slot), json.dumps(listed))
-        else:
-            self.redis.hdel(self._hash(cluster, namespace), _field(slot))
-
-    def replace(
-        self,
-        cluster: str,
-        namespaces: Iterable[str],
-        fields: Mapping[str, Mapping[Slot, Iterable[str]]],
-    ) -> None:
-        """Replace what is known of ``namespaces`` (and of every namespace in ``fields``)."""
-        pipe = self.redis.pipeline(transaction=True)
-        for namespace in set(namespaces) | set(fields):
-            pipe.delete(self._hash(cluster, namespace))
-        for namespace, slots in fields.items():
-            for slot, names in slots.items():
-                pipe.hset(self._hash(cluster, namespace), _field(slot), json.dumps(sorted(names)))
-        pipe.execute()
-
-    def mark_synced(self, cluster: str, scope: str, term: str) -> None:
-        """The watch of ``scope`` (a namespace, "" for the whole cluster) is whole in ``term``."""
-        self.redis.set(self._synced(cluster, scope), term)
-
-    def mark_unsynced(self, cluster: str, scope: str) -> None:
-        """The watch of ``scope`` may miss events from now until it lists again."""
-        self.redis.delete(self._synced(cluster, scope))
-
-    # -- a pass's side ---------------------------------------------------------------------------
-
-    def holders(self, cluster: str, namespace: str, slot: Slot) -> list[str] | None:
-        """The names of the CRs carrying ``slot`` in a namespace; None when not to be trusted."""
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.mget(self._synced(cluster, namespace), self._synced(cluster, ""), self.leader_key)
-        pipe.hget(self._hash(cluster, namespace), _field(slot))
-        (in_namespace, cluster_wide, leader), found = pipe.execute()
-        if leader is None or leader not in (in_namespace, cluster_wide):
-            return None
-        return [] if found is None else [str(n) for n in json.loads(found)]
+        return f"{self.prefix}claim:{cluster}/{namespace}/{slot_field(slot)}"
 
     def claim(
         self, cluster: str, namespace: str, slot: Slot, holder: str, database_cr: str

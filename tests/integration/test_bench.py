@@ -105,6 +105,16 @@ def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
         assert _median(figures["converged_forced"]["pass_s"]) > 0, size
         assert _median(figures["new_order"]["ready_p50_s"]) > 0, size
     assert "## Growth: beside more and more Database CRs" in doc.read_text()
+    # Beside more MysqlDatabases on its group, the same holds for the other kind.
+    mysql_growth = report["mysql_growth"]
+    assert not [size for size, figures in mysql_growth.items() if "failed" in figures]
+    alone = mysql_growth["0"]["converged_forced"]["kube_by_request"]
+    assert alone, "no request of a converged MysqlDatabase pass counted"
+    for size, figures in mysql_growth.items():
+        by_request = figures["converged_forced"]["kube_by_request"]
+        assert by_request == alone, size
+        assert not [r for r in by_request if r.startswith("list ")], (size, by_request)
+    assert "## Growth: MysqlDatabase beside more and more orders on its group" in doc.read_text()
 
     markdown = doc.read_text()
     for heading in (

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
+from tenantdb.core.mysqldatabase.conflicts import find_conflict
 from tenantdb.core.mysqldatabase.mappers import (
     compute_group_fingerprint,
     compute_secret_fingerprint,
     should_enqueue_digest_update,
 )
 from tenantdb.core.mysqldatabase.reading import (
+    PEER_READ_LIMIT,
     check_active_site,
     claim_of,
+    compute_claim_slots,
+    compute_peer_reads,
+    compute_peer_slots,
     compute_status_patch,
     group_moved,
     group_secret_names,
@@ -22,6 +28,7 @@ from tenantdb.core.mysqldatabase.reading import (
     sibling_claims,
     sibling_of,
     tls_secret_name,
+    waiting_slot,
 )
 
 
@@ -171,3 +178,57 @@ def test_a_plan_is_stale_once_its_group_is_gone_recreated_moved_or_fenced() -> N
     assert group_moved(group(), "u-0", "dc1")
     assert group_moved(group(activeSite="dc2"), "u-1", "dc1")
     assert group_moved(group(plannedFailover={"phase": "Promoting"}), "u-1", "dc1")
+
+
+def _variant(name: str, created: str, db: str, secret: str, owner: str, pending: str,
+             grant: str, ready: bool, deleting: bool) -> dict[str, Any]:  # fmt: skip
+    o = order(name, created, databaseName=db, owner={"secretName": secret})
+    if grant:
+        o["spec"]["grants"] = [{"username": grant, "privileges": ["SELECT"]}]
+    status: dict[str, Any] = {"ownerUser": owner, "pendingOwnerUser": pending}
+    state = "True" if ready else "False"
+    status["conditions"] = [{"type": "Ready", "status": state, "reason": "X"}]
+    o["status"] = {k: v for k, v in status.items() if v}
+    if deleting:
+        o["metadata"]["deletionTimestamp"] = "2026-02-01T00:00:00Z"
+    return o
+
+
+def test_every_peer_a_decision_rests_on_is_named_by_the_index_fields_the_pass_reads() -> None:
+    """Over every combination of shared and distinct names: when the conflict check, a drop or
+    the retirement of an owner would look at a peer, a field the pass reads names that peer."""
+    me = _variant("me", "2026-01-02T00:00:00Z", "app", "s1", "u1", "u2", "", True, False)
+    my_slots = set(compute_peer_slots(me, "u1"))
+    choices = itertools.product(
+        ("2026-01-01T00:00:00Z", "2026-01-03T00:00:00Z"), ("app", "other"), ("s1", "s9"),
+        ("u1", "u2", "u9", ""), ("u1", "u2", ""), ("u1", "u2", "g9", ""), (True, False),
+    )  # fmt: skip
+    checked = 0
+    for created, db, secret, owner, pending, grant, ready in choices:
+        peer = _variant("peer", created, db, secret, owner, pending, grant, ready, False)
+        named = my_slots & set(compute_claim_slots(peer))
+        sibling = sibling_of(peer, "u9" if not owner else None)
+        relevant = (
+            find_conflict(claim_of(me, "u1"), [claim_of(peer, None)]) is not None
+            or db == "app"
+            or secret == "s1"
+            or bool({"u1", "u2"} & set(sibling_claims([sibling])))
+        )
+        if relevant:
+            checked += 1
+            assert named, (created, db, secret, owner, pending, grant)
+        if not ready:
+            assert waiting_slot(me) in compute_claim_slots(peer)
+    assert checked > 100
+
+
+def test_an_index_that_has_not_seen_the_order_or_names_many_peers_is_not_read() -> None:
+    me = order("me", "2026-01-02T00:00:00Z")
+    own = compute_claim_slots(me)[0]
+    slots = compute_peer_slots(me, "me_app")
+    assert own == ("database", "main", "me_db")
+    assert compute_peer_reads(me, slots, {own: ["me", "b"], slots[2]: ["a", "me"]}) == ("a", "b")
+    assert compute_peer_reads(me, slots, {own: ["b"]}) is None, "the order itself is not indexed"
+    crowd = [f"p{i}" for i in range(PEER_READ_LIMIT + 1)]
+    assert compute_peer_reads(me, slots, {own: ["me"], slots[2]: crowd}) is None
+    assert compute_claim_slots({"spec": {}}) == (), "an order without a group claims nothing"

@@ -17,3 +17,7 @@ IDENTITY = KindIdentity(
     categories=("bloodraven", "mysql"),
 )
 """The MysqlDatabase kind (seed 004)."""
+
+CLAIM_INDEX = "mysqlclaims"
+"""The family of the claim index the watcher keeps of the kind's orders in Redis: per
+(cluster, namespace), which orders carry which schema, owner and users on which group."""

@@ -167,6 +167,83 @@ def peers_to_wake(orders: Iterable[dict[str, Any]], me: Mapping[str, Any]) -> tu
     )
 
 
+Slot = tuple[str, ...]
+"""A value an order carries on its group, as the watcher's claim index spells it."""
+
+PEER_READ_LIMIT = 16
+"""At most this many peers are read one by one from what the claim index names; a pass that
+would read more (a group where many new orders wait at once) lists the namespace instead."""
+
+
+def compute_claim_slots(order: Mapping[str, Any]) -> tuple[Slot, ...]:
+    """What an order carries on its group, for the watcher's claim index: its schema, its owner
+    Secret, the owner users it records (current and rotation target), its grants[] users,
+    ``unowned`` until it records an owner (the one its Secret names must then be read), and
+    ``waiting`` while it is not Ready (an apply or a release of a peer may unblock it)."""
+    group = group_name(order)
+    if not group:
+        return ()
+    status = _map(order.get("status"))
+    slots: list[Slot] = [("database", group, _text(_map(order.get("spec")).get("databaseName")))]
+    slots.append(("secret", group, owner_secret_name(order)))
+    owners = (_text(status.get("ownerUser")), _text(status.get("pendingOwnerUser")))
+    slots += [("user", group, user) for user in owners if user]
+    slots += [("grant", group, user) for user in sorted(_grant_users(order))]
+    if not owners[0]:
+        slots.append(("unowned", group))
+    if not compute_ready_state(order).ready:
+        slots.append(("waiting", group))
+    return tuple(dict.fromkeys(slots))
+
+
+def _grant_users(order: Mapping[str, Any]) -> set[str]:
+    grants = _map(order.get("spec")).get("grants") or ()
+    return {u for g in grants if (u := _text(_map(g).get("username")))}
+
+
+def compute_peer_slots(order: Mapping[str, Any], owner_username: str | None) -> tuple[Slot, ...]:
+    """The index fields that name every peer a pass of the order may be checked against.
+
+    The conflict check compares the schema, the owner Secret and the owner user (a peer that
+    has recorded none is ``unowned`` and its Secret is read); an apply that retires a previous
+    owner, and a drop, respect each peer that owns, rotates to or grants to one of the order's
+    own owner users.
+    """
+    group = group_name(order)
+    status = _map(order.get("status"))
+    users = {owner_username or "", _text(status.get("ownerUser"))}
+    users.add(_text(status.get("pendingOwnerUser")))
+    slots: list[Slot] = [
+        ("database", group, _text(_map(order.get("spec")).get("databaseName"))),
+        ("secret", group, owner_secret_name(order)),
+        ("unowned", group),
+    ]
+    for user in sorted(u for u in users if u):
+        slots += [("user", group, user), ("grant", group, user)]
+    return tuple(slots)
+
+
+def waiting_slot(order: Mapping[str, Any]) -> Slot:
+    """The index field naming the orders on the order's group that are not Ready."""
+    return ("waiting", group_name(order))
+
+
+def compute_peer_reads(
+    order: Mapping[str, Any], slots: Iterable[Slot], found: Mapping[Slot, Iterable[str]]
+) -> tuple[str, ...] | None:
+    """The peers to read one by one, by name, from what the index names in ``slots``; None
+    when the index cannot answer: it has not yet seen the order itself (so it may not have
+    seen a peer created before it either), or it names more than ``PEER_READ_LIMIT``."""
+    me = _text(_map(order.get("metadata")).get("name"))
+    own = compute_claim_slots(order)
+    if not own or me not in found.get(own[0], ()):
+        return None
+    names = {name for slot in slots for name in found.get(slot, ()) if name != me}
+    if len(names) > PEER_READ_LIMIT:
+        return None
+    return tuple(sorted(names))
+
+
 def sibling_claims(siblings: Iterable[Sibling]) -> dict[str, str]:
     """Every username a live sibling claims (its owner, its rotation target, the owner its
     Secret names before it recorded one, its grants), to the sibling's name."""

@@ -8,6 +8,7 @@ factory that runs a ``Watcher`` in a thread with timings short enough for tests.
 from __future__ import annotations
 
 import base64
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -238,6 +239,25 @@ def start_watcher(
     for _, thread in running:
         thread.join(10)
         assert not thread.is_alive(), "a watcher did not stop"
+
+
+@contextlib.contextmanager
+def watching(
+    kubeconfig_file: Path, real_redis: redis.Redis, key_prefix: str, published: Published
+) -> Iterator[Watcher]:
+    """Run one watcher in a thread for the block; at its end, stop it and check it stopped."""
+    queue = WorkQueue(real_redis, published, prefix=key_prefix)
+    lease = LeaderLease(real_redis, "watcher", prefix=key_prefix, ttl=10.0, retry=0.1)
+    watcher = Watcher(settings_for(kubeconfig_file, key_prefix), queue, lease, FAST)
+    stop = threading.Event()
+    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield watcher
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive(), "the watcher did not stop"
 
 
 def poll_until(check: Callable[[], bool], message: str, timeout: float = 10.0) -> None:

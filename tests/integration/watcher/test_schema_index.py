@@ -4,25 +4,20 @@ watcher that keeps it stops."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
 import redis
 
 from devstack.kube.server import ClusterServer
-from tenantdb.adapters.leader import LeaderLease
 from tenantdb.adapters.schemaindex import SchemaIndex
-from tenantdb.adapters.workqueue import WorkQueue
 from tests.integration.watcher.conftest import (
-    FAST,
     Published,
     StartWatcher,
     labels_of,
     poll_until,
-    settings_for,
+    watching,
 )
-from watcher.process import Watcher
 
 DATABASES = "databases.k8s.mariadb.com"
 CONTROL_PLANES = "controlplanes.c5c3.io"
@@ -106,17 +101,7 @@ def test_a_stopped_watcher_leaves_an_index_no_pass_trusts(
     management.create(CONTROL_PLANES, _placing("cp"), "cp-ns")
     management.create(DATABASES, _database("foreign", "app_db"), "keystone")
     index = SchemaIndex(real_redis, key_prefix)
-    queue = WorkQueue(real_redis, published, prefix=key_prefix)
-    lease = LeaderLease(real_redis, "watcher", prefix=key_prefix, ttl=10.0, retry=0.1)
-    watcher = Watcher(settings_for(kubeconfig_file, key_prefix), queue, lease, FAST)
-    stop = threading.Event()
-    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with watching(kubeconfig_file, real_redis, key_prefix, published):
         _holds(index, "", "app_db", ["foreign"])
-    finally:
-        stop.set()
-        thread.join(10)
-    assert not thread.is_alive()
     # The loops were told to stop: their marks are gone, and so is the leader's lease.
     assert index.holders("", "keystone", ("mariadb", "app_db")) is None

@@ -1,0 +1,119 @@
+"""Indexes the watcher keeps in Redis from its watches, for passes to read instead of a list.
+
+A pass that must know which objects of a namespace carry some value (a schema on a MariaDB, a
+username on a failover group) would otherwise list the namespace, and so cost as much as there
+are objects. Instead the watch of those objects keeps one hash per (cluster, namespace) under a
+family of its own: a field per value (a ``Slot``, a tuple of names) whose value lists the names
+of the objects that carry it. A pass reads the fields it needs and re-reads the objects they
+name from the API server before it decides on them, so a stale entry costs a GET, never a wrong
+decision.
+
+An index is trusted only while the watch that keeps it is known to be whole: each watch loop
+marks its (cluster, namespace), or the whole cluster, synced with the watcher's leader token
+once it has listed, and unmarks it when its stream ends. A pass trusts a field only while a
+mark names the current leader. After a gap (a new leader, a 410, a loop that stopped, Redis
+unreadable) the mark is gone or names a token that no longer leads, and the pass lists as
+before until the relist is written.
+
+Nothing here holds an object's body: object names and the names they carry only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+
+import redis
+
+Slot = tuple[str, ...]
+"""One value objects carry, as the names that spell it (e.g. a MariaDB and a schema)."""
+
+
+def slot_field(slot: Slot) -> str:
+    """A slot as its hash field."""
+    return json.dumps(list(slot), separators=(",", ":"))
+
+
+class WatchIndex:
+    """One family of index hashes and their synced marks under a key prefix."""
+
+    def __init__(
+        self, client: redis.Redis, prefix: str, family: str, *, leader_key: str = ""
+    ) -> None:
+        """Bind to Redis, the installation's key prefix, the family and the watcher's leader key."""
+        self.redis = client
+        self.prefix = f"{prefix}{family}:"
+        self.leader_key = leader_key or f"{prefix}leader:watcher"
+
+    def _hash(self, cluster: str, namespace: str) -> str:
+        return f"{self.prefix}{cluster}/{namespace}"
+
+    def _synced(self, cluster: str, scope: str) -> str:
+        return f"{self.prefix}synced:{cluster}/{scope}"
+
+    # -- the watcher's side ----------------------------------------------------------------------
+
+    def write(self, cluster: str, namespace: str, slot: Slot, names: Iterable[str]) -> None:
+        """Set the objects carrying ``slot`` in a namespace; none removes the field."""
+        self.write_many(cluster, namespace, {slot: names})
+
+    def write_many(self, cluster: str, namespace: str, slots: Mapping[Slot, Iterable[str]]) -> None:
+        """Set the objects carrying each slot in one round trip; none removes its field."""
+        pipe = self.redis.pipeline(transaction=False)
+        for slot, names in slots.items():
+            listed = sorted(names)
+            if listed:
+                pipe.hset(self._hash(cluster, namespace), slot_field(slot), json.dumps(listed))
+            else:
+                pipe.hdel(self._hash(cluster, namespace), slot_field(slot))
+        pipe.execute()
+
+    def replace(
+        self,
+        cluster: str,
+        namespaces: Iterable[str],
+        fields: Mapping[str, Mapping[Slot, Iterable[str]]],
+    ) -> None:
+        """Replace what is known of ``namespaces`` (and of every namespace in ``fields``)."""
+        pipe = self.redis.pipeline(transaction=True)
+        for namespace in set(namespaces) | set(fields):
+            pipe.delete(self._hash(cluster, namespace))
+        for namespace, slots in fields.items():
+            for slot, names in slots.items():
+                pipe.hset(
+                    self._hash(cluster, namespace), slot_field(slot), json.dumps(sorted(names))
+                )
+        pipe.execute()
+
+    def mark_synced(self, cluster: str, scope: str, term: str) -> None:
+        """The watch of ``scope`` (a namespace, "" for the whole cluster) is whole in ``term``."""
+        self.redis.set(self._synced(cluster, scope), term)
+
+    def mark_unsynced(self, cluster: str, scope: str) -> None:
+        """The watch of ``scope`` may miss events from now until it lists again."""
+        self.redis.delete(self._synced(cluster, scope))
+
+    # -- a pass's side ---------------------------------------------------------------------------
+
+    def holders(self, cluster: str, namespace: str, slot: Slot) -> list[str] | None:
+        """The names of the objects carrying ``slot`` in a namespace; None when not trusted."""
+        found = self.lookup(cluster, namespace, (slot,))
+        return None if found is None else found[slot]
+
+    def lookup(
+        self, cluster: str, namespace: str, slots: Sequence[Slot]
+    ) -> dict[Slot, list[str]] | None:
+        """The names carrying each slot, in one round trip; None when the index is not trusted."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.mget(self._synced(cluster, namespace), self._synced(cluster, ""), self.leader_key)
+        if slots:
+            pipe.hmget(self._hash(cluster, namespace), [slot_field(s) for s in slots])
+        answers = pipe.execute()
+        in_namespace, cluster_wide, leader = answers[0]
+        if leader is None or leader not in (in_namespace, cluster_wide):
+            return None
+        values = answers[1] if slots else []
+        return {
+            slot: [] if value is None else [str(n) for n in json.loads(value)]
+            for slot, value in zip(slots, values, strict=True)
+        }

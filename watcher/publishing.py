@@ -1,0 +1,79 @@
+"""The publisher that keeps a ``WatchIndex`` in step with one watch.
+
+Each watched object carries some slots (``slots_of``); the publisher remembers them, so an
+update or a delete rewrites only the fields the object leaves and enters, in one round trip,
+and a relist replaces the namespaces it covers. The loop marks the index synced once a stream
+is open after its list, and unsynced when the stream ends (``watcher.routes.Publisher``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from tenantdb.adapters.kube import Object
+from tenantdb.adapters.watchindex import Slot, WatchIndex
+from watcher.index import ObjectName, object_name
+from watcher.routes import PublishTo
+
+SlotsOf = Callable[[Mapping[str, Any]], Iterable[Slot]]
+
+
+class IndexPublisher:
+    """Writes the slots of one watch's objects into ``index``."""
+
+    def __init__(self, index: WatchIndex, to: PublishTo, slots_of: SlotsOf) -> None:
+        self.index = index
+        self.cluster, self.scope, self.term = to.cluster, to.namespace or "", to.term
+        self._slots_of = slots_of
+        self._slots: dict[ObjectName, frozenset[Slot]] = {}
+        self._holders: dict[tuple[str, Slot], set[str]] = {}
+
+    def _move(self, name: ObjectName, slots: frozenset[Slot]) -> None:
+        namespace, object_ = name
+        before = self._slots.pop(name, frozenset())
+        if slots:
+            self._slots[name] = slots
+        changed: dict[Slot, set[str]] = {}
+        for slot in before - slots:
+            holders = self._holders.get((namespace, slot), set())
+            holders.discard(object_)
+            if not holders:
+                self._holders.pop((namespace, slot), None)
+            changed[slot] = holders
+        for slot in slots - before:
+            holders = self._holders.setdefault((namespace, slot), set())
+            holders.add(object_)
+            changed[slot] = holders
+        if changed:
+            self.index.write_many(self.cluster, namespace, changed)
+
+    def put(self, obj: Mapping[str, Any]) -> None:
+        self._move(object_name(obj), frozenset(self._slots_of(obj)))
+
+    def drop(self, name: ObjectName) -> None:
+        self._move(name, frozenset())
+
+    def replace(self, objs: list[Object]) -> None:
+        namespaces = {namespace for namespace, _ in self._slots}
+        if self.scope:
+            namespaces.add(self.scope)
+        self._slots.clear()
+        self._holders.clear()
+        fields: dict[str, dict[Slot, set[str]]] = {}
+        for obj in objs:
+            name = object_name(obj)
+            slots = frozenset(self._slots_of(obj))
+            if not slots:
+                continue
+            self._slots[name] = slots
+            for slot in slots:
+                self._holders.setdefault((name[0], slot), set()).add(name[1])
+                fields.setdefault(name[0], {}).setdefault(slot, set()).add(name[1])
+        self.index.replace(self.cluster, namespaces, fields)
+
+    def following(self) -> None:
+        self.index.mark_synced(self.cluster, self.scope, self.term)
+
+    def interrupted(self) -> None:
+        self.index.mark_unsynced(self.cluster, self.scope)
