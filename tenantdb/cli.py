@@ -35,6 +35,14 @@ EXIT_OK = 0
 EXIT_NOT_READY = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
+EXIT_UNREADABLE = 4
+
+EXIT_CODES = """exit codes:
+  0  done (for --wait: the order is Ready)
+  1  the order is not Ready, or was not found
+  2  bad input or settings: one line says which
+  3  Redis or the broker cannot be reached
+  4  a cluster cannot be read: one line per cluster says why"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,7 +54,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tenantdb", description="Tenant databases on Kubernetes.")
+    parser = _Parser(
+        prog="tenantdb",
+        description=(
+            "Tenant databases on Kubernetes: MariaDBDatabase and MysqlDatabase orders, served by"
+            " a watcher, Celery workers and beat; reconcile and status are the operator's shell."
+        ),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"tenantdb {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     worker = sub.add_parser(
@@ -66,7 +83,18 @@ def _build_parser() -> argparse.ArgumentParser:
         help="run without credentials, bound to 127.0.0.1 only",
     )
 
-    reconcile = sub.add_parser("reconcile", help="enqueue a reconcile of one order")
+    reconcile = sub.add_parser(
+        "reconcile",
+        help="enqueue a reconcile of one order",
+        description="Enqueue a pass of one order, deduplicated as the watcher's are.",
+        epilog=(
+            "examples:\n"
+            "  tenantdb reconcile mariadbdatabase/tenant-a/app\n"
+            "  tenantdb reconcile mysqldatabase/bloodraven/orders --force --wait 60\n"
+            "  tenantdb reconcile mariadbdatabase/tenant-a/app@edge-1 --wait 30\n\n" + EXIT_CODES
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     reconcile.add_argument("key", help="KIND/NAMESPACE/NAME or KIND/NAMESPACE/NAME@CLUSTER")
     reconcile.add_argument(
         "--force", action="store_true", help="publish even when a pass is already pending"
@@ -78,7 +106,22 @@ def _build_parser() -> argparse.ArgumentParser:
         help="wait for the pass to finish, print the conditions; exit 0 when Ready, 1 when not",
     )
 
-    status = sub.add_parser("status", help="show orders: conditions, last pass, next due time")
+    status = sub.add_parser(
+        "status",
+        help="show orders: conditions, last pass, next due time",
+        description=(
+            "Show each order's Ready state and reason, why it is not Ready, its last pass and"
+            " what happens next. The clusters come from TENANTDB_KUBECONFIG, else $KUBECONFIG,"
+            " else ~/.kube/config, else the pod's ServiceAccount."
+        ),
+        epilog=(
+            "examples:\n"
+            "  tenantdb status\n"
+            "  tenantdb status mysqldatabase/bloodraven/orders\n"
+            "  tenantdb status --json\n\n" + EXIT_CODES
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     status.add_argument("key", nargs="?", help="one order; all orders when left out")
     status.add_argument("--json", action="store_true", help="print JSON")
 
@@ -260,14 +303,15 @@ def _flower(port: int, address: str, *, local: bool) -> int:
 def _reconcile(text: str, *, force: bool, wait: float | None) -> int:
     from redis import RedisError
 
-    from tenantdb.adapters.clusters import ClusterUnavailableError, load_cluster_config
-    from tenantdb.adapters.kube import KubeError
-    from tenantdb.ops import is_ready, read_order, wait_for_pass
+    from tenantdb.adapters.clusters import load_cluster_config
+    from tenantdb.ops import UNREADABLE_ERRORS, is_ready, read_order, wait_for_pass
 
     settings = _settings()
     key = _served_key(text, settings)
     if wait is not None and wait <= 0:
         raise _UsageError("--wait takes a number of seconds above 0")
+    if wait is not None:
+        _check_cluster_configured(settings)
     queue = _workqueue(settings)
     try:
         published = queue.enqueue(key, force=force)
@@ -281,9 +325,9 @@ def _reconcile(text: str, *, force: bool, wait: float | None) -> int:
     registry = load_cluster_config(settings).registry
     try:
         outcome = wait_for_pass(queue, key, events, wait, lambda: read_order(registry, key))
-    except (KubeError, ClusterUnavailableError) as exc:
+    except UNREADABLE_ERRORS as exc:
         sys.stderr.write(f"tenantdb: cannot read the order: {exc}\n")
-        return EXIT_UNAVAILABLE
+        return EXIT_UNREADABLE
     if outcome.order is None:
         print(f"{key}: not found on its cluster")
         return EXIT_NOT_READY
@@ -298,29 +342,55 @@ def _reconcile(text: str, *, force: bool, wait: float | None) -> int:
     return EXIT_OK if is_ready(outcome.order) else EXIT_NOT_READY
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tenantdb")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+def _check_cluster_configured(settings: Settings) -> None:
+    """Refuse in one line when no kubeconfig was found and this is not a pod; otherwise let
+    an unreachable cluster be said once, by the command, not by each of the client's retries."""
+    # The Kubernetes client resets the "urllib3" logger's level whenever it builds a client.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+    if not settings.kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        raise _UsageError(
+            "no cluster configured: set TENANTDB_KUBECONFIG or KUBECONFIG, or create"
+            " ~/.kube/config (in a pod, its ServiceAccount is used)"
+        )
+
+
 def _status(text: str | None, *, as_json: bool) -> int:
     from redis import RedisError
 
     from tenantdb.adapters.clusters import load_cluster_config
+    from tenantdb.core.keys import MANAGEMENT_CLUSTER
     from tenantdb.ops import gather_status
 
     settings = _settings()
     keys = [_served_key(text, settings)] if text else None
     if keys is None:
         _served_kinds(settings)
+    _check_cluster_configured(settings)
     try:
         registry = load_cluster_config(settings).registry
-        rows = gather_status(registry, _workqueue(settings), keys)
+        report = gather_status(registry, _workqueue(settings), keys)
     except (RedisError, OSError) as exc:
         sys.stderr.write(f"tenantdb: cannot reach Redis: {type(exc).__name__}\n")
         return EXIT_UNAVAILABLE
     for problem in sorted(registry.skipped.values()):
         sys.stderr.write(f"tenantdb: skipped cluster {problem}\n")
     if as_json:
-        print(json.dumps([asdict(row) for row in rows], indent=2))
+        print(json.dumps([asdict(row) for row in report.rows], indent=2))
     else:
-        _print_table(rows)
-    return EXIT_OK
+        _print_table(report.rows)
+    for cluster, problem in sorted(report.unreadable.items()):
+        label = cluster if cluster != MANAGEMENT_CLUSTER else "management"
+        sys.stderr.write(f"tenantdb: cluster {label} cannot be read: {problem}\n")
+    return EXIT_UNREADABLE if report.unreadable else EXIT_OK
 
 
 def _print_table(rows: list[OrderReport]) -> None:

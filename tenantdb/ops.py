@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes import config as k8s_config
+
 from tenantdb.adapters.celeryapp import build_celery_app, make_publisher
 from tenantdb.adapters.clusters import ClusterRegistry, ClusterUnavailableError
 from tenantdb.adapters.kube import KindNotServedError, KubeError, resource_of
@@ -22,7 +24,12 @@ from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.kinds import identity_for, register_identity, registered_identities
-from tenantdb.core.report import OrderReport, QueueView, build_report
+from tenantdb.core.report import (
+    OrderReport,
+    QueueView,
+    build_report,
+    build_unreadable_report,
+)
 from tenantdb.core.schedule import Timetable
 from tenantdb.core.served import SERVED_KINDS
 from tenantdb.settings import Settings
@@ -100,13 +107,31 @@ def is_ready(order: dict[str, Any] | None) -> bool:
     )
 
 
-def list_order_keys(registry: ClusterRegistry) -> Iterator[OrderKey]:
-    """Every order of every registered kind, on every registered cluster that serves it."""
+UNREADABLE_ERRORS: tuple[type[Exception], ...] = (
+    KubeError,
+    ClusterUnavailableError,
+    k8s_config.ConfigException,
+)
+"""What reading a cluster raises when it cannot be read: no answer, a refusal, a context or a
+ServiceAccount that does not load. The message names the cluster, never a credential."""
+
+
+def list_order_keys(
+    registry: ClusterRegistry, unreadable: dict[str, str] | None = None
+) -> Iterator[OrderKey]:
+    """Every order of every registered kind, on every registered cluster that serves it; a
+    cluster that cannot be read is noted in ``unreadable`` (cluster: why), once."""
     for identity in registered_identities():
         for cluster in registry.names():
+            if unreadable is not None and cluster in unreadable:
+                continue
             try:
                 items = registry.get(cluster).list_objects(resource_of(identity))
-            except (KindNotServedError, ClusterUnavailableError):
+            except KindNotServedError:
+                continue
+            except UNREADABLE_ERRORS as exc:
+                if unreadable is not None:
+                    unreadable[cluster] = str(exc)
                 continue
             for item in items:
                 meta = item.get("metadata") or {}
@@ -126,16 +151,29 @@ def queue_view(queue: WorkQueue, key: OrderKey) -> QueueView:
     )
 
 
+@dataclass(frozen=True)
+class StatusReport:
+    """The rows of ``tenantdb status``, and the clusters that could not be read (cluster: why):
+    an outage is said, never shown as orders that do not exist."""
+
+    rows: list[OrderReport]
+    unreadable: dict[str, str]
+
+
 def gather_status(
     registry: ClusterRegistry, queue: WorkQueue, keys: list[OrderKey] | None = None
-) -> list[OrderReport]:
+) -> StatusReport:
     """The status rows of the given orders, or of every order tenantdb can see."""
     now = time.time()
+    unreadable: dict[str, str] = {}
     rows = []
-    for key in keys if keys is not None else sorted(list_order_keys(registry)):
+    for key in keys if keys is not None else sorted(list_order_keys(registry, unreadable)):
+        view = queue_view(queue, key)
         try:
             order = read_order(registry, key)
-        except (KubeError, ClusterUnavailableError):
-            order = None
-        rows.append(build_report(key, order, queue_view(queue, key), now))
-    return rows
+        except UNREADABLE_ERRORS as exc:
+            unreadable.setdefault(key.cluster, str(exc))
+            rows.append(build_unreadable_report(key, str(exc), view, now))
+            continue
+        rows.append(build_report(key, order, view, now))
+    return StatusReport(rows, unreadable)

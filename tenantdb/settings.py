@@ -7,7 +7,10 @@ read from files or Secrets at the moment they are used.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from functools import lru_cache
+from pathlib import Path
 from typing import Literal, Self
 
 from pydantic import Field, model_validator
@@ -114,7 +117,8 @@ class Settings(BaseSettings):
         default="",
         description=(
             "Kubeconfig with the management cluster and the target clusters; empty means the"
-            " management cluster is the one the pod runs in."
+            " first existing file of $KUBECONFIG, else ~/.kube/config when it exists, else the"
+            " cluster the pod runs in (its ServiceAccount)."
         ),
     )
     management_context: str = Field(
@@ -266,7 +270,23 @@ class Settings(BaseSettings):
         return self.broker_url or self.redis_url
 
 
+def discover_kubeconfig(environ: Mapping[str, str], home: Path) -> str:
+    """The kubeconfig kubectl would read when ``TENANTDB_KUBECONFIG`` names none: the first
+    file of ``$KUBECONFIG`` that exists, else ``~/.kube/config`` when it exists; empty (the
+    cluster the pod runs in) otherwise. Unlike kubectl, several files are not merged."""
+    for path in environ.get("KUBECONFIG", "").split(os.pathsep):
+        if path and Path(path).expanduser().is_file():
+            return str(Path(path).expanduser())
+    default = home / ".kube" / "config"
+    return str(default) if default.is_file() else ""
+
+
 @lru_cache(maxsize=1)
 def load_settings() -> Settings:
-    """Read the settings from the environment once per process."""
-    return Settings()
+    """Read the settings from the environment once per process; the kubeconfig is found as
+    kubectl finds it when no setting names one (``discover_kubeconfig``)."""
+    settings = Settings()
+    if settings.kubeconfig:
+        return settings
+    found = discover_kubeconfig(os.environ, Path.home())
+    return settings.model_copy(update={"kubeconfig": found}) if found else settings

@@ -78,6 +78,29 @@ def compute_next(view: QueueView, now: float) -> str:
     return "waits for an event: a change to the order, its children or its ControlPlane"
 
 
+UNREADABLE = "ClusterUnreadable"
+"""The reason of a row whose order could not be read: its cluster did not answer, or refused."""
+
+
+def build_unreadable_report(
+    key: OrderKey, problem: str, view: QueueView, now: float
+) -> OrderReport:
+    """The status row of an order whose cluster could not be read: not known, never NotFound."""
+    return OrderReport(
+        key=str(key),
+        ready="",
+        reason=UNREADABLE,
+        database="",
+        refreshed="",
+        last_pass=_time(view.last_pass_at),
+        last_result=view.last_result,
+        why=f"its cluster cannot be read: {problem}",
+        next=compute_next(view, now),
+        pending=view.pending,
+        locked=view.locked,
+    )
+
+
 def build_report(
     key: OrderKey, order: dict[str, Any] | None, view: QueueView, now: float
 ) -> OrderReport:
