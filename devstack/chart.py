@@ -42,8 +42,16 @@ def render_chart(
         rendered = chart.render(dict(values), name=release, namespace=namespace)
     finally:
         chart.close()
+    return manifests(rendered)
+
+
+def manifests(rendered: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The objects of rendered templates (by path), in template order; the release notes,
+    which are text for the installer, are left out as Helm leaves them out of a release."""
     objects: list[dict[str, Any]] = []
     for path in sorted(rendered):
+        if path.endswith("NOTES.txt"):
+            continue
         objects.extend(doc for doc in yaml.safe_load_all(rendered[path]) if doc)
     return objects
 

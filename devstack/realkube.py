@@ -561,7 +561,13 @@ def _apiserver_argv(
 
 
 def _controller_manager_argv(
-    binary: Path, kubeconfig: Path, pki: Pki, port: int, sa_key: Path, cert_dir: Path
+    binary: Path,
+    kubeconfig: Path,
+    pki: Pki,
+    port: int,
+    sa_key: Path,
+    cert_dir: Path,
+    controllers: Sequence[str] = CONTROLLERS,
 ) -> list[str]:
     return [
         str(binary),
@@ -572,7 +578,7 @@ def _controller_manager_argv(
         f"--tls-cert-file={pki.serving_cert}",
         f"--tls-private-key-file={pki.serving_key}",
         "--leader-elect=false",
-        f"--controllers={','.join(CONTROLLERS)}",
+        f"--controllers={','.join(controllers)}",
         f"--service-account-private-key-file={sa_key}",
         f"--root-ca-file={pki.ca_cert}",
         "--profiling=false",
@@ -597,11 +603,14 @@ def start_real_clusters(
     names: Sequence[str],
     *,
     controller_manager: bool = False,
+    extra_controllers: Sequence[str] = (),
     bin_dir: Path = BIN_DIR,
     timeout: float = START_TIMEOUT,
 ) -> RealKube:
     """Start one etcd and one kube-apiserver per name (with a kube-controller-manager each when
-    `controller_manager`), wait until every one is ready, and return them running.
+    `controller_manager`, running `CONTROLLERS` and `extra_controllers`, e.g. the deployment and
+    replicaset controllers that turn a Deployment into Pods), wait until every one is ready, and
+    return them running.
 
     `workdir` receives the PKI, etcd's data, the kubeconfigs and the logs; it should be fresh.
     On any failure everything started is stopped again and `RealKubeError` is raised with the
@@ -641,7 +650,9 @@ def start_real_clusters(
             _wait_ready(proc, tls, deadline)
 
         if controller_manager:
-            clusters = _start_controller_managers(clusters, pki, bin_dir, env, manager_tier)
+            clusters = _start_controller_managers(
+                clusters, pki, bin_dir, env, manager_tier, (*CONTROLLERS, *extra_controllers)
+            )
             anonymous = ssl.create_default_context(cafile=str(pki.ca_cert))
             for proc in manager_tier:
                 _wait_ready(proc, anonymous, deadline)
@@ -707,6 +718,7 @@ def _start_controller_managers(
     bin_dir: Path,
     env: Mapping[str, str],
     tier: list[_Process],
+    controllers: Sequence[str],
 ) -> dict[str, RealCluster]:
     """Spawn one kube-controller-manager per cluster; returns the clusters naming its log."""
     started: dict[str, RealCluster] = {}
@@ -720,6 +732,7 @@ def _start_controller_managers(
             port,
             cluster.service_account_key,
             cluster.kubeconfig.parent / "certs",
+            controllers,
         )
         popen = _SPAWNER.popen(argv, log, env)
         ready = f"https://{HOST}:{port}/healthz"

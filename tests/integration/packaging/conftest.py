@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from helm_python import Chart
 
+from devstack.chart import manifests
 from tenantdb.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -34,11 +34,7 @@ def chart() -> Iterator[Chart]:
 
 def render(chart: Chart, values: Mapping[str, Any] | None = None) -> list[Manifest]:
     """Render the chart's templates and return every object, in template order."""
-    rendered = chart.render(dict(values or {}), name=RELEASE, namespace=NAMESPACE)
-    objects: list[Manifest] = []
-    for path in sorted(rendered):
-        objects.extend(doc for doc in yaml.safe_load_all(rendered[path]) if doc)
-    return objects
+    return manifests(chart.render(dict(values or {}), name=RELEASE, namespace=NAMESPACE))
 
 
 def by_kind(objects: list[Manifest], kind: str) -> list[Manifest]:

@@ -50,6 +50,7 @@ ALL_ON: dict[str, Any] = {
         "targetContexts": ["edge-1", "edge-2"],
     },
     "openbao": {"role": "tenantdb", "tokenAudience": "openbao"},
+    "flower": {"enabled": True},
     "config": {"TENANTDB_TASK_TIME_LIMIT_SECONDS": 100, "TENANTDB_RESYNC_SECONDS": "0"},
     "worker": {"concurrency": 8, "queues": ["provision", "teardown"], "extraArgs": ["-O", "fair"]},
     "networkPolicy": {
@@ -196,8 +197,10 @@ def test_defaults_render_the_management_install(default_objects: list[Manifest])
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
     ]
+    # Flower stays off until its credentials Secret exists: a default install mounts nothing
+    # the chart does not create.
     assert sorted(d["metadata"]["name"] for d in by_kind(default_objects, "Deployment")) == [
-        f"{FULL}-{role}" for role in ("beat", "flower", "watcher", "worker")
+        f"{FULL}-{role}" for role in ("beat", "watcher", "worker")
     ]
 
 
@@ -266,8 +269,7 @@ def test_replicas_and_rollout_per_role(default_objects: list[Manifest]) -> None:
     spec = {d["metadata"]["name"]: d["spec"] for d in by_kind(default_objects, "Deployment")}
     assert spec[f"{FULL}-watcher"]["replicas"] == 2
     assert spec[f"{FULL}-worker"]["replicas"] == 2
-    assert spec[f"{FULL}-beat"]["replicas"] == 1
-    assert spec[f"{FULL}-beat"]["strategy"] == {"type": "Recreate"}
+    assert spec[f"{FULL}-beat"]["replicas"] == 2, "beat elects a leader: a standby waits"
     pdb = named(default_objects, "PodDisruptionBudget", f"{FULL}-worker")["spec"]
     worker_labels = spec[f"{FULL}-worker"]["template"]["metadata"]["labels"]
     assert pdb["selector"]["matchLabels"].items() <= worker_labels.items()
@@ -290,8 +292,8 @@ def test_probes_hit_ports_the_container_declares(all_on: list[Manifest]) -> None
     assert beat["livenessProbe"]["httpGet"]["path"] == "/livez", "beat's probe sees a stalled sweep"
 
 
-def test_flower_reads_basic_auth_from_a_mounted_secret(default_objects: list[Manifest]) -> None:
-    pod = named(default_objects, "Deployment", f"{FULL}-flower")["spec"]["template"]["spec"]
+def test_flower_reads_basic_auth_from_a_mounted_secret(all_on: list[Manifest]) -> None:
+    pod = named(all_on, "Deployment", f"{FULL}-flower")["spec"]["template"]["spec"]
     container = pod["containers"][0]
     env = {e["name"]: e.get("value") for e in container["env"]}
     auth_file = env["TENANTDB_FLOWER_BASIC_AUTH_FILE"]
@@ -303,9 +305,11 @@ def test_flower_reads_basic_auth_from_a_mounted_secret(default_objects: list[Man
     assert not any("basic" in str(arg).lower() for arg in container["args"])
 
 
-def test_services_select_pods_that_serve_their_ports(default_objects: list[Manifest]) -> None:
-    deployments = by_kind(default_objects, "Deployment")
-    for service in by_kind(default_objects, "Service"):
+@pytest.mark.parametrize("values", [{}, ALL_ON], ids=["defaults", "all-on"])
+def test_services_select_pods_that_serve_their_ports(chart: Chart, values: dict[str, Any]) -> None:
+    objects = render(chart, values)
+    deployments = by_kind(objects, "Deployment")
+    for service in by_kind(objects, "Service"):
         selector = service["spec"]["selector"].items()
         pods = [
             d["spec"]["template"]
@@ -317,7 +321,7 @@ def test_services_select_pods_that_serve_their_ports(default_objects: list[Manif
             for pod in pods:
                 declared = {p["name"] for p in pod["spec"]["containers"][0].get("ports", [])}
                 assert port["targetPort"] in declared, service["metadata"]["name"]
-    metrics = named(default_objects, "Service", f"{FULL}-metrics")
+    metrics = named(objects, "Service", f"{FULL}-metrics")
     selected = [
         d["metadata"]["name"]
         for d in deployments
@@ -374,8 +378,9 @@ def test_management_rbac_splits_reading_from_writing(default_objects: list[Manif
 
 
 def test_each_role_runs_as_its_own_account_and_only_api_clients_mount_a_token(
-    default_objects: list[Manifest],
+    chart: Chart,
 ) -> None:
+    default_objects = render(chart, {"flower": {"enabled": True}})
     accounts = {a["metadata"]["name"]: a for a in by_kind(default_objects, "ServiceAccount")}
     assert sorted(accounts) == [f"{FULL}-{r}" for r in ("beat", "flower", "watcher", "worker")]
     for role in ("watcher", "worker", "beat", "flower"):
@@ -516,7 +521,8 @@ def test_network_policy_opens_only_the_serving_ports(all_on: list[Manifest]) -> 
 
 
 def test_network_policy_admits_only_the_selected_peers_by_default(chart: Chart) -> None:
-    policies = {p["metadata"]["name"]: p["spec"] for p in by_kind(render(chart), "NetworkPolicy")}
+    flower_on = render(chart, {"flower": {"enabled": True}})
+    policies = {p["metadata"]["name"]: p["spec"] for p in by_kind(flower_on, "NetworkPolicy")}
     [metrics] = policies[f"{FULL}-engine"]["ingress"]
     assert metrics["from"] == [
         {
@@ -529,7 +535,9 @@ def test_network_policy_admits_only_the_selected_peers_by_default(chart: Chart) 
         {"podSelector": {"matchLabels": {"tenantdb.c5c3.io/flower-client": "true"}}}
     ]
     # An empty list admits no one (an ingress rule without `from` would admit everyone).
-    closed = render(chart, {"networkPolicy": {"metricsFrom": [], "flowerFrom": []}})
+    closed = render(
+        chart, {"flower": {"enabled": True}, "networkPolicy": {"metricsFrom": [], "flowerFrom": []}}
+    )
     for policy in by_kind(closed, "NetworkPolicy"):
         assert policy["spec"]["ingress"] == [], policy["metadata"]["name"]
 

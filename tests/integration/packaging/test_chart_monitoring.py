@@ -36,6 +36,7 @@ SCHEMAS = Path(__file__).resolve().parent / "schemas"
 RUNBOOKS = "https://git.example.com/platform/tenantdb/blob/v0.1.0/docs/operations.md"
 
 MONITORING: dict[str, Any] = {
+    "flower": {"enabled": True},
     "metrics": {
         "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}, "interval": "15s"},
         "prometheusRule": {
@@ -44,7 +45,7 @@ MONITORING: dict[str, Any] = {
             "runbookUrl": RUNBOOKS,
         },
         "dashboard": {"enabled": True, "annotations": {"grafana_folder": "Databases"}},
-    }
+    },
 }
 
 
