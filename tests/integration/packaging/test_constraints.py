@@ -4,6 +4,9 @@ lock that drifted from pyproject fails here rather than in an image build."""
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
+import sys
 import tomllib
 
 from packaging.requirements import Requirement
@@ -45,3 +48,38 @@ def test_every_declared_dependency_is_pinned_inside_its_range() -> None:
 
 def test_the_package_itself_is_not_pinned() -> None:
     assert "tenantdb" not in _pins()
+
+
+PRODUCT = ("tenantdb", "tasks", "workers", "watcher")
+"""The packages an image installs; devstack, bench and tests are not among them."""
+
+
+def _imported_modules() -> dict[str, str]:
+    """Every top-level module the product imports, to a file importing it."""
+    found: dict[str, str] = {}
+    for package in PRODUCT:
+        for path in sorted((REPO_ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    found.setdefault(name.partition(".")[0], str(path.relative_to(REPO_ROOT)))
+    return found
+
+
+def test_every_third_party_module_the_product_imports_is_a_declared_dependency() -> None:
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    declared = {canonicalize_name(Requirement(line).name) for line in project["dependencies"]}
+    distributions = importlib.metadata.packages_distributions()
+    undeclared = []
+    for module, where in sorted(_imported_modules().items()):
+        if module in sys.stdlib_module_names or module in PRODUCT or module == "__future__":
+            continue
+        owners = {canonicalize_name(d) for d in distributions.get(module, ())}
+        if not owners & declared:
+            undeclared.append(f"{module} (imported in {where}, from {sorted(owners) or '?'})")
+    assert undeclared == []
