@@ -118,12 +118,25 @@ def _build_parser() -> argparse.ArgumentParser:
             "examples:\n"
             "  tenantdb status\n"
             "  tenantdb status mysqldatabase/bloodraven/orders\n"
-            "  tenantdb status --json\n\n" + EXIT_CODES
+            "  tenantdb status --not-ready --namespace tenant-a\n"
+            "  tenantdb status --kind mariadbdatabase --cluster edge-1 --json\n\n" + EXIT_CODES
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     status.add_argument("key", nargs="?", help="one order; all orders when left out")
-    status.add_argument("--json", action="store_true", help="print JSON")
+    status.add_argument("--kind", help="only orders of this kind, e.g. mysqldatabase")
+    status.add_argument("-n", "--namespace", help="only orders in this namespace")
+    status.add_argument(
+        "--cluster", help="only orders on this cluster (management for the management cluster)"
+    )
+    status.add_argument(
+        "--not-ready", action="store_true", help="only orders that are not Ready (or unreadable)"
+    )
+    status.add_argument(
+        "--json",
+        action="store_true",
+        help=f"print one JSON object: schemaVersion {STATUS_SCHEMA_VERSION}, orders, unreadable",
+    )
 
     demo = sub.add_parser("demo", help="run the whole stack locally with three example orders")
     demo.add_argument(
@@ -161,7 +174,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "beat": _beat,
         "flower": lambda: _flower(args.port, args.address, local=args.unauthenticated_local),
         "reconcile": lambda: _reconcile(args.key, force=args.force, wait=args.wait),
-        "status": lambda: _status(args.key, as_json=args.json),
+        "status": lambda: _status(
+            args.key,
+            as_json=args.json,
+            filters=(args.kind, args.namespace, args.cluster, args.not_ready),
+        ),
         "demo": lambda: _demo(
             Path(args.state_dir), until_ready=args.until_ready, timeout=args.timeout
         ),
@@ -363,34 +380,72 @@ def _check_cluster_configured(settings: Settings) -> None:
         )
 
 
-def _status(text: str | None, *, as_json: bool) -> int:
+def _cluster_label(cluster: str) -> str:
+    return cluster or "management"
+
+
+def _status(
+    text: str | None,
+    *,
+    as_json: bool,
+    filters: tuple[str | None, str | None, str | None, bool] = (None, None, None, False),
+) -> int:
     from redis import RedisError
 
     from tenantdb.adapters.clusters import load_cluster_config
-    from tenantdb.core.keys import MANAGEMENT_CLUSTER
-    from tenantdb.ops import gather_status
+    from tenantdb.ops import StatusFilter, gather_status
 
     settings = _settings()
     keys = [_served_key(text, settings)] if text else None
     if keys is None:
         _served_kinds(settings)
+    kind, namespace, cluster, not_ready = filters
+    where = StatusFilter(
+        kind.lower() if kind else None,
+        namespace,
+        None if cluster is None else ("" if cluster == "management" else cluster),
+        not_ready,
+    )
     _check_cluster_configured(settings)
     try:
         registry = load_cluster_config(settings).registry
-        report = gather_status(registry, _workqueue(settings), keys)
+        report = gather_status(registry, _workqueue(settings), keys, where)
     except (RedisError, OSError) as exc:
         sys.stderr.write(f"tenantdb: cannot reach Redis: {type(exc).__name__}\n")
         return EXIT_UNAVAILABLE
     for problem in sorted(registry.skipped.values()):
         sys.stderr.write(f"tenantdb: skipped cluster {problem}\n")
     if as_json:
-        print(json.dumps([asdict(row) for row in report.rows], indent=2))
+        print(json.dumps(_status_document(report.rows, report.unreadable), indent=2))
     else:
         _print_table(report.rows)
-    for cluster, problem in sorted(report.unreadable.items()):
-        label = cluster if cluster != MANAGEMENT_CLUSTER else "management"
-        sys.stderr.write(f"tenantdb: cluster {label} cannot be read: {problem}\n")
+    for name, problem in sorted(report.unreadable.items()):
+        sys.stderr.write(f"tenantdb: cluster {_cluster_label(name)} cannot be read: {problem}\n")
     return EXIT_UNREADABLE if report.unreadable else EXIT_OK
+
+
+STATUS_SCHEMA_VERSION = 1
+"""The version of ``tenantdb status --json``'s document; a field removed or changed raises it."""
+
+
+def _status_document(rows: list[OrderReport], unreadable: dict[str, str]) -> dict[str, object]:
+    from tenantdb.core.keys import OrderKey
+
+    orders = []
+    for row in rows:
+        key = OrderKey.parse(row.key)
+        parts = {
+            "kind": key.kind,
+            "namespace": key.namespace,
+            "name": key.name,
+            "cluster": _cluster_label(key.cluster),
+        }
+        orders.append({**parts, **asdict(row)})
+    return {
+        "schemaVersion": STATUS_SCHEMA_VERSION,
+        "orders": orders,
+        "unreadable": {_cluster_label(c): why for c, why in sorted(unreadable.items())},
+    }
 
 
 def _print_table(rows: list[OrderReport]) -> None:

@@ -152,6 +152,25 @@ def queue_view(queue: WorkQueue, key: OrderKey) -> QueueView:
 
 
 @dataclass(frozen=True)
+class StatusFilter:
+    """Which orders ``tenantdb status`` shows; None matches any."""
+
+    kind: str | None = None
+    namespace: str | None = None
+    cluster: str | None = None
+    """A cluster's name; "" is the management cluster."""
+    not_ready: bool = False
+
+    def admits(self, key: OrderKey) -> bool:
+        """Whether the key's parts pass the filter (readiness is judged on the row)."""
+        return (
+            (self.kind is None or key.kind == self.kind)
+            and (self.namespace is None or key.namespace == self.namespace)
+            and (self.cluster is None or key.cluster == self.cluster)
+        )
+
+
+@dataclass(frozen=True)
 class StatusReport:
     """The rows of ``tenantdb status``, and the clusters that could not be read (cluster: why):
     an outage is said, never shown as orders that do not exist."""
@@ -161,13 +180,20 @@ class StatusReport:
 
 
 def gather_status(
-    registry: ClusterRegistry, queue: WorkQueue, keys: list[OrderKey] | None = None
+    registry: ClusterRegistry,
+    queue: WorkQueue,
+    keys: list[OrderKey] | None = None,
+    where: StatusFilter | None = None,
 ) -> StatusReport:
-    """The status rows of the given orders, or of every order tenantdb can see."""
+    """The status rows of the given orders, or of every order tenantdb can see, that pass
+    ``where``; an order whose cluster cannot be read passes a not-Ready filter."""
+    where = where or StatusFilter()
     now = time.time()
     unreadable: dict[str, str] = {}
     rows = []
     for key in keys if keys is not None else sorted(list_order_keys(registry, unreadable)):
+        if not where.admits(key):
+            continue
         view = queue_view(queue, key)
         try:
             order = read_order(registry, key)
@@ -175,5 +201,7 @@ def gather_status(
             unreadable.setdefault(key.cluster, str(exc))
             rows.append(build_unreadable_report(key, str(exc), view, now))
             continue
-        rows.append(build_report(key, order, view, now))
+        row = build_report(key, order, view, now)
+        if not (where.not_ready and row.ready == "True"):
+            rows.append(row)
     return StatusReport(rows, unreadable)

@@ -3,11 +3,13 @@ outage said as one line and its own exit code, never shown as orders that do not
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -121,3 +123,47 @@ def test_a_cluster_that_cannot_be_read_is_one_line_and_exit_4_never_not_found(
     assert "ClusterUnreadable" in one.stdout
     assert "NotFound" not in one.stdout
     assert "its cluster cannot be read" in one.stdout
+
+
+def test_status_filters_and_its_json_document(
+    tmp_path: Path, key_prefix: str, real_redis: redis.Redis, server: ClusterServer
+) -> None:
+    server.cluster.create("namespaces", {"metadata": {"name": "tenant-b"}})
+    server.cluster.create(ORDERS, order("other", namespace="tenant-b"), "tenant-b")
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "AllReady",
+        "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    server.cluster.patch(
+        ORDERS, "app", {"status": {"conditions": [ready]}}, "tenant-a", subresource="status"
+    )
+    kubeconfig = tmp_path / "kubeconfig"
+    write_kubeconfig(kubeconfig, {"management": server})
+    env = {"TENANTDB_KUBECONFIG": str(kubeconfig)}
+
+    def listed(*args: str) -> dict[str, Any]:
+        done = _status(tmp_path, key_prefix, "--json", *args, **env)
+        assert done.returncode == EXIT_OK, done.stderr
+        document: dict[str, Any] = json.loads(done.stdout)
+        return document
+
+    everything = listed()
+    assert everything["schemaVersion"] == 1
+    assert everything["unreadable"] == {}
+    assert [o["key"] for o in everything["orders"]] == [KEY, "mariadbdatabase/tenant-b/other"]
+    first = everything["orders"][0]
+    assert (first["kind"], first["namespace"], first["name"], first["cluster"]) == (
+        "mariadbdatabase",
+        "tenant-a",
+        "app",
+        "management",
+    )
+    assert first["ready"] == "True"
+    assert [o["name"] for o in listed("--namespace", "tenant-b")["orders"]] == ["other"]
+    assert [o["name"] for o in listed("--not-ready")["orders"]] == ["other"]
+    assert listed("--kind", "mysqldatabase")["orders"] == []
+    assert listed("--cluster", "edge-1")["orders"] == []
+    assert len(listed("--cluster", "management")["orders"]) == 2

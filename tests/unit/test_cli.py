@@ -91,3 +91,24 @@ def test_a_worker_runs_celery_without_gossip_and_mingle_and_keeps_the_callers_op
     assert "--without-mingle" in celery
     assert celery[-4:] == ["-c", "4", "-Q", "provision"]
     assert any(a.startswith("--loglevel=") for a in celery)
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"tenantdb {version('tenantdb')}"
+
+
+@pytest.mark.parametrize("command", ["status", "reconcile"])
+def test_the_help_shows_examples_and_exit_codes(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    shown = capsys.readouterr().out
+    assert "examples:" in shown
+    assert f"tenantdb {command} " in shown
+    assert "4  a cluster cannot be read" in shown
