@@ -335,6 +335,7 @@ def record(
         check()
         stored = orders().write_status(key, fetched, rec.status, check)
         note_ready(key, stored)
+        orders().record_events(key, stored, rec.events)
         if written is not None:
             written(stored)
     return rec

@@ -49,6 +49,7 @@ from tenantdb.adapters.mysqladmin import (
 )
 from tenantdb.adapters.watchindex import WatchIndex
 from tenantdb.adapters.workqueue import LeaseLostError
+from tenantdb.core.events import Event, EventType
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase import sql
 from tenantdb.core.mysqldatabase.apply import (
@@ -67,8 +68,6 @@ from tenantdb.core.mysqldatabase.apply import (
 from tenantdb.core.mysqldatabase.deletion import (
     DeletionPlan,
     DeletionStep,
-    Event,
-    EventType,
     plan_after_drop,
     plan_deletion,
 )

@@ -14,7 +14,7 @@ credential) and ``ReadError`` (a read other than NotFound failed).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from redis import RedisError
 
 from tenantdb.adapters.clusters import MANAGEMENT, ClusterRegistry, ClusterUnavailableError
+from tenantdb.adapters.events import record_event
 from tenantdb.adapters.kube import (
     CERTIFICATE,
     CLUSTER_SECRET_STORE,
@@ -58,6 +59,7 @@ from tenantdb.core.actions import (
     read_version,
 )
 from tenantdb.core.applied import is_applied
+from tenantdb.core.events import Event
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mariadbdatabase.conditions import build_status_body
 from tenantdb.core.mariadbdatabase.delivery import DeliveryObservation
@@ -549,6 +551,14 @@ class MariaDBOrders:
         return self.clusters.get(key.cluster).write_status(
             MARIADB_DATABASE, fetched.raw, lambda _stored: body, check
         )
+
+    def record_events(
+        self, key: OrderKey, order: Mapping[str, Any], events: Iterable[Event]
+    ) -> None:
+        """Record Events on the order as stored; a failed write is logged, never raised."""
+        client = self.clusters.get(key.cluster)
+        for event in events:
+            record_event(client, order, event.type.value, event.reason, event.message)
 
     def write_unreadable_status(
         self,

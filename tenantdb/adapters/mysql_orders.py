@@ -31,8 +31,8 @@ from tenantdb.adapters.kube import (
 )
 from tenantdb.adapters.mysqladmin import AdminLogin, Target, site_address, site_server_name
 from tenantdb.adapters.watchindex import WatchIndex
+from tenantdb.core.events import Event
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.mysqldatabase.deletion import Event
 from tenantdb.core.mysqldatabase.gates import OwnerSecret
 from tenantdb.core.mysqldatabase.reading import (
     compute_peer_reads,

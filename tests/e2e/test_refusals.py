@@ -21,6 +21,7 @@ import yaml
 from tenantdb.adapters.kube import (
     CUSTOM_RESOURCE_DEFINITION,
     DATABASE,
+    EVENT,
     EXTERNAL_SECRET,
     MARIADB_DATABASE,
     NAMESPACE,
@@ -29,6 +30,7 @@ from tenantdb.adapters.kube import (
     InvalidError,
 )
 from tenantdb.core.mariadbdatabase.naming import FINALIZER, compute_order_names
+from tenantdb.core.mariadbdatabase.passes import WARNING_REASONS
 from tests.e2e.conftest import Stack, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
@@ -253,6 +255,10 @@ def test_a_refusal_is_reported_and_leaves_nothing_half_done(stack: Stack, case: 
     )
     assert reasons().get("Ready") == "NotAllReady"
     assert (FINALIZER in (order() or {})["metadata"].get("finalizers", [])) is case.finalizer
+    if case.reason in WARNING_REASONS:  # what `kubectl describe` shows on-call
+        wait_for(
+            lambda: _warned(stack, case, name), 20, f"a Warning Event {case.reason} on the order"
+        )
 
     present = _children(stack, case, name)
     for step in (ROLE, DATABASE_CR, ESO, DELIVERED):
@@ -268,6 +274,17 @@ def test_a_refusal_is_reported_and_leaves_nothing_half_done(stack: Stack, case: 
     if case.id == "delivery-refused":
         assert stack.secret(f"{name}-credentials") == {"mine": "yes"}
     assert stack.kube(case.cluster).get_or_none(NAMESPACE, None, case.namespace)
+
+
+def _warned(stack: Stack, case: Refusal, name: str) -> bool:
+    events = stack.kube(case.cluster).list_objects(EVENT, case.namespace)
+    return any(
+        e.get("type") == "Warning"
+        and e.get("reason") == case.reason
+        and (e.get("involvedObject") or {}).get("name") == name
+        and (e.get("involvedObject") or {}).get("kind") == "MariaDBDatabase"
+        for e in events
+    )
 
 
 LONG_CLUSTER = "edge-" + "x" * 59  # 64 characters: one more than a label value carries

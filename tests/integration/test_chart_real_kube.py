@@ -462,6 +462,7 @@ TARGET_ASSIGNED_CAN = EVERYONE | {
     ("mariadbdatabases.c5c3.io/status", "", "get update patch"),
     ("mariadbdatabases.c5c3.io/finalizers", "", "update"),
     ("secrets", "", "get list watch create update patch delete"),
+    ("events", "", "get create patch"),
 }
 TARGET_PLACED_CAN = EVERYONE | {("mariadbdatabases.c5c3.io", "", "get list watch")}
 

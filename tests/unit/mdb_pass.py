@@ -12,7 +12,7 @@ product's own functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -32,6 +32,7 @@ from tenantdb.adapters.mariadb_orders import (
 )
 from tenantdb.adapters.workqueue import Lease
 from tenantdb.core.actions import Action, ApplyObject, EnsureRole
+from tenantdb.core.events import Event
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mariadbdatabase.conditions import build_status_body
 from tenantdb.core.mariadbdatabase.delivery import DeliveryObservation, DeliveryPlan, plan_delivery
@@ -81,6 +82,8 @@ class WorldIO:
     """The orders as ``note_ready`` received them (Redis, in a real worker)."""
     schema_releases: list[str] = field(default_factory=list)
     """The schemas whose claim a teardown let go of (Redis, in a real worker)."""
+    events: list[Event] = field(default_factory=list)
+    """The Events the status writes recorded on the order."""
 
     def note_ready(self, key: OrderKey, order: dict[str, Any]) -> None:
         self.ready.append((key, order))
@@ -220,6 +223,11 @@ class WorldIO:
     ) -> dict[str, Any]:
         self.statuses.append(status)
         return {**fetched.raw, "status": build_status_body(status)}
+
+    def record_events(
+        self, key: OrderKey, order: Mapping[str, Any], events: Iterable[Event]
+    ) -> None:
+        self.events.extend(events)
 
 
 @dataclass

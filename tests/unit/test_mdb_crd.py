@@ -161,8 +161,12 @@ def test_crd_shape() -> None:
     assert crd["metadata"]["name"] == "mariadbdatabases.c5c3.io"
     assert crd["spec"]["scope"] == "Namespaced"
     assert version["subresources"] == {"status": {}}
+    assert crd["spec"]["names"]["shortNames"] == ["mdbd"]
+    # Why an order is not Ready shows in `kubectl get`: each leg's reason.
     assert [c["name"] for c in version["additionalPrinterColumns"]] == [
         "Ready",
+        "Provision",
+        "Delivery",
         "ControlPlane",
         "Database",
         "Refreshed",

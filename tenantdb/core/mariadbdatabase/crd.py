@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenantdb.core.mariadbdatabase.naming import GROUP, KIND, LIST_KIND, PLURAL, SINGULAR, VERSION
+from tenantdb.core.mariadbdatabase.naming import (
+    GROUP,
+    IDENTITY,
+    KIND,
+    LIST_KIND,
+    PLURAL,
+    SINGULAR,
+    VERSION,
+)
 from tenantdb.core.mariadbdatabase.validation import (
     CONDITION_MESSAGE_MAX_LENGTH,
     CONTROL_PLANE_REF_RULES,
@@ -166,6 +174,18 @@ def _printer_columns() -> list[dict[str, str]]:
             "type": "string",
             "jsonPath": ".status.conditions[?(@.type=='Ready')].status",
         },
+        {
+            "name": "Provision",
+            "type": "string",
+            "description": "Why the database is or is not provisioned (DatabaseReady's reason).",
+            "jsonPath": ".status.conditions[?(@.type=='DatabaseReady')].reason",
+        },
+        {
+            "name": "Delivery",
+            "type": "string",
+            "description": "Why the credential is or is not delivered (DeliveryReady's reason).",
+            "jsonPath": ".status.conditions[?(@.type=='DeliveryReady')].reason",
+        },
         {"name": "ControlPlane", "type": "string", "jsonPath": ".spec.controlPlaneRef.name"},
         {"name": "Database", "type": "string", "jsonPath": ".status.databaseName"},
         {"name": "Refreshed", "type": "date", "jsonPath": ".status.credentialsRefreshedAt"},
@@ -203,6 +223,7 @@ def build_crd() -> dict[str, Any]:
                 "listKind": LIST_KIND,
                 "plural": PLURAL,
                 "singular": SINGULAR,
+                "shortNames": list(IDENTITY.short_names),
             },
             "scope": "Namespaced",
             "versions": [

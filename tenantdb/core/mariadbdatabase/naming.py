@@ -24,6 +24,7 @@ IDENTITY = KindIdentity(
     label_name="c5c3.io/mariadbdatabase-name",
     label_namespace="c5c3.io/mariadbdatabase-namespace",
     label_cluster="c5c3.io/mariadbdatabase-cluster",
+    short_names=("mdbd",),
 )
 """The MariaDBDatabase kind; the names below are read off it."""
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tenantdb.core.actions import LogEvent
+from tenantdb.core.events import Event, EventType
 from tenantdb.core.mariadbdatabase.conditions import (
     ConditionUpdate,
     DeliveredFields,
@@ -24,18 +25,68 @@ from tenantdb.core.mariadbdatabase.delivery import DeliveryResult
 from tenantdb.core.mariadbdatabase.gates import AdmissionDecision
 from tenantdb.core.mariadbdatabase.models import MariaDBDatabase, MariaDBDatabaseStatus
 from tenantdb.core.mariadbdatabase.provision import LegResult
-from tenantdb.core.mariadbdatabase.reasons import ConditionType
+from tenantdb.core.mariadbdatabase.reasons import ConditionType, Reason
 from tenantdb.core.results import PassResult, compute_pass_result
 
 
 @dataclass(frozen=True)
 class PassRecord:
-    """The status to persist (when `write_status`), the pass result, and log events."""
+    """The status to persist (when `write_status`), the pass result, log lines, and the Events
+    the status write records on the order."""
 
     status: MariaDBDatabaseStatus
     write_status: bool
     result: PassResult
     logs: tuple[LogEvent, ...] = ()
+    events: tuple[Event, ...] = ()
+
+
+WARNING_REASONS = frozenset(
+    {
+        Reason.CLUSTER_NAME_TOO_LONG,
+        Reason.CONTROL_PLANE_NOT_FOUND,
+        Reason.NAMESPACE_NOT_ASSIGNED,
+        Reason.DYNAMIC_CREDENTIALS_UNAVAILABLE,
+        Reason.TARGET_CLUSTER_UNAVAILABLE,
+        Reason.DATABASE_NAME_INVALID,
+        Reason.DATABASE_NAME_RESERVED,
+        Reason.DATABASE_COLLISION,
+        Reason.OPENBAO_ERROR,
+        Reason.DEPENDENCY_UNREADABLE,
+        Reason.ORDER_UNREADABLE,
+        Reason.DELIVERY_REFUSED,
+        Reason.DELIVERY_ERROR,
+    }
+)
+"""The sub-condition reasons that are a refusal or a failure: each is a Warning Event. The other
+reasons that are not True say the order waits for something on its way (a certificate, the
+Database CR, the credential) and record no Event."""
+
+
+def compute_pass_events(
+    old: MariaDBDatabaseStatus, new: MariaDBDatabaseStatus
+) -> tuple[Event, ...]:
+    """The Events a status write records: for each sub-condition the write changes (its status,
+    reason or message), a Warning when it is now a refusal or a failure, a Normal when it is now
+    True (the database provisioned, the credential delivered). An unchanged condition records
+    nothing again, so a converged or a still-refused order's pass writes no Event."""
+    before = {c.type: (c.status, c.reason, c.message) for c in old.conditions}
+    events: list[Event] = []
+    for condition_type in (ConditionType.DATABASE_READY, ConditionType.DELIVERY_READY):
+        for condition in new.conditions:
+            if condition.type != condition_type:
+                continue
+            if before.get(condition.type) == (
+                condition.status,
+                condition.reason,
+                condition.message,
+            ):
+                continue
+            if condition.status == "True":
+                events.append(Event(EventType.NORMAL, condition.reason, condition.message))
+            elif condition.reason in WARNING_REASONS:
+                events.append(Event(EventType.WARNING, condition.reason, condition.message))
+    return tuple(events)
 
 
 def compute_pass_record(
@@ -82,11 +133,13 @@ def compute_pass_record(
     else:
         delivery_ready = is_condition_true(status.conditions, ConditionType.DELIVERY_READY)
         result = compute_pass_result(deciding, cluster=cluster, delivery_ready=delivery_ready)
+    write = should_write_status(old, status)
     return PassRecord(
         status=status,
-        write_status=should_write_status(old, status),
+        write_status=write,
         result=result,
         logs=tuple(logs),
+        events=compute_pass_events(old, status) if write else (),
     )
 
 

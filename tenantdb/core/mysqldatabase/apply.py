@@ -29,8 +29,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tenantdb.core.events import Event, EventType
 from tenantdb.core.mysqldatabase import sql
-from tenantdb.core.mysqldatabase.deletion import DeletionPlan, Event, EventType
+from tenantdb.core.mysqldatabase.deletion import DeletionPlan
 from tenantdb.core.mysqldatabase.reasons import Phase, Reason
 from tenantdb.core.mysqldatabase.sql import Dialect, Statement
 from tenantdb.core.mysqldatabase.validation import ALL_PRIVILEGES, ValidSpec

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tenantdb.core.events import Event, EventType
 from tenantdb.core.mysqldatabase.group import Fence
 
 
@@ -28,22 +29,6 @@ class DeletionStep(StrEnum):
     """Keep the finalizer and come back: the drop cannot run now."""
     DROP = "drop"
     """Connect to the primary, run the revokes and drops, then release."""
-
-
-class EventType(StrEnum):
-    """A Kubernetes Event's type."""
-
-    NORMAL = "Normal"
-    WARNING = "Warning"
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One Kubernetes Event the pass emits on the order."""
-
-    type: EventType
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -440,6 +440,7 @@ def test_target_cluster_mode_renders_only_the_access_it_grants(chart: Chart) -> 
             | _grants("c5c3.io", "mariadbdatabases/status", "get,update,patch")
             | _grants("c5c3.io", "mariadbdatabases/finalizers", "update")
             | _grants("", "secrets", "get,list,watch,create,update,patch,delete")
+            | _grants("", "events", "get,create,patch")
         )
     reads = [r for r in by_kind(objects, "Role") if r["metadata"]["name"].endswith("-read")]
     assert [(r["metadata"]["namespace"], _rules(r)) for r in reads] == [
