@@ -47,8 +47,9 @@ fmt: $(STAMP) ## Format and auto-fix what ruff can
 	$(BIN)/ruff check --fix .
 
 .PHONY: gen
-gen: $(STAMP) ## Regenerate the CRDs in charts/tenantdb/crds from tenantdb/core/served.py
+gen: $(STAMP) ## Regenerate the CRDs (charts/tenantdb/crds) and the metrics table (docs/metrics.md)
 	$(BIN)/python tools/gen_crds.py
+	$(BIN)/python tools/gen_metrics_doc.py
 
 .PHONY: kube
 kube: ## Build the real kube-apiserver, etcd and helm into tools/kube/bin (first time: minutes)

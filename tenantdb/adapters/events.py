@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from tenantdb.adapters.kube import EVENT, ConflictError, KubeClient, KubeError, NotFoundError
+from tenantdb.adapters.kube import EVENT, ConflictError, KubeClient, KubeError
 
 log = logging.getLogger(__name__)
 
@@ -44,36 +44,40 @@ def record_event(
     namespace = str(meta.get("namespace") or "default")
     name = event_name(involved, kind, reason, message)
     now = _now()
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": involved.get("apiVersion"),
+            "kind": involved.get("kind"),
+            "name": meta.get("name"),
+            "namespace": namespace,
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "type": kind,
+        "reason": reason,
+        "message": message,
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
     try:
+        # Most Events are new: one create. One that happened before answers 409, and its
+        # count and last time move instead.
+        try:
+            client.create(body)
+            return
+        except ConflictError:
+            pass
         existing = client.get_or_none(EVENT, namespace, name)
         if existing is not None:
             count = int(existing.get("count") or 1) + 1
             client.patch(EVENT, namespace, name, {"count": count, "lastTimestamp": now})
-            return
-        client.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": name, "namespace": namespace},
-                "involvedObject": {
-                    "apiVersion": involved.get("apiVersion"),
-                    "kind": involved.get("kind"),
-                    "name": meta.get("name"),
-                    "namespace": namespace,
-                    "uid": meta.get("uid"),
-                    "resourceVersion": meta.get("resourceVersion"),
-                },
-                "type": kind,
-                "reason": reason,
-                "message": message,
-                "source": {"component": COMPONENT},
-                "reportingComponent": COMPONENT,
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "count": 1,
-            }
-        )
-    except (ConflictError, NotFoundError, KubeError) as error:
+    except KubeError as error:
         log.warning(
             "could not record event %s on %s/%s: %s", reason, namespace, meta.get("name"), error
         )

@@ -20,6 +20,7 @@ stale values beside the leader's.
 from __future__ import annotations
 
 import os
+import platform
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -135,6 +136,25 @@ WATCH_RESTARTS = Counter(
     "Watch streams that ended and were opened again, by cluster, kind and reason.",
     ["cluster", "kind", "reason"],
 )
+BUILD_INFO = Gauge(
+    "tenantdb_build_info",
+    "1, labelled with the tenantdb version and the Python version the process runs.",
+    ["version", "python"],
+    multiprocess_mode="livemax",
+)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tenantdb")
+    except PackageNotFoundError:  # a checkout that was never installed
+        return "unknown"
+
+
+BUILD_INFO.labels(version=_version(), python=platform.python_version()).set(1)
+
 LEADER = Gauge(
     "tenantdb_leader",
     "1 while this replica holds the leader lease of its role, else 0.",
@@ -155,6 +175,18 @@ ORDERS = Gauge(
     "True). Kept by the active beat.",
     ["kind", "status", "reason"],
     multiprocess_mode="livemax",
+)
+MYSQL_STATEMENTS = Counter(
+    "tenantdb_mysql_statements_total",
+    "Statements tenantdb sent to MySQL servers, by kind of statement (queries included).",
+    ["verb"],
+)
+ORDER_READY_SECONDS = Histogram(
+    "tenantdb_order_ready_seconds",
+    "Seconds from an order's creation until tenantdb first saw it Ready, once per order (its "
+    "creationTimestamp has whole seconds, so the first buckets are coarse).",
+    ["kind"],
+    buckets=LAG_BUCKETS,
 )
 ORDERS_NOT_READY = Gauge(
     "tenantdb_orders_not_ready_seconds",

@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import pymysql
-from prometheus_client import Counter
 
 from tenantdb.adapters.groupguard import Entry, GroupGuard
-from tenantdb.adapters.metrics import sql_request
+from tenantdb.adapters.metrics import MYSQL_STATEMENTS, sql_request
 from tenantdb.adapters.redisclient import build_redis
 from tenantdb.core.mysqldatabase.errors import is_transient as _is_transient
 from tenantdb.core.mysqldatabase.errors import may_have_run
@@ -55,12 +54,6 @@ ACCESS_DENIED = 1045
 MAX_CONNECTION_AGE = 300.0
 DIAL_WAIT = 0.2
 """Seconds a pass waits for another's connect to the same site before it comes back later."""
-
-STATEMENTS = Counter(
-    "tenantdb_mysql_statements_total",
-    "Statements tenantdb sent to MySQL servers, by kind of statement (queries included).",
-    ["verb"],
-)
 
 
 class AdminError(Exception):
@@ -266,7 +259,7 @@ class AdminSession:
     def query(self, statement: Statement) -> list[tuple[Any, ...]]:
         """Run a read-only query; its rows."""
         self._within_budget()
-        STATEMENTS.labels(verb="SELECT").inc()
+        MYSQL_STATEMENTS.labels(verb="SELECT").inc()
         try:
             with sql_request("query"), self._pooled.connection.cursor() as cursor:
                 cursor.execute(statement.template, statement.params)
@@ -297,7 +290,7 @@ class AdminSession:
                 check()
             self._within_budget()
             params = tuple(values.get(p, p) for p in statement.params)
-            STATEMENTS.labels(verb=statement.template.split(" ", 1)[0]).inc()
+            MYSQL_STATEMENTS.labels(verb=statement.template.split(" ", 1)[0]).inc()
             try:
                 with sql_request("execute"), self._pooled.connection.cursor() as cursor:
                     cursor.execute(statement.template, params)

@@ -14,12 +14,15 @@ An order deleted while no worker ran keeps its field until its next refresh pass
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
 
+from tenantdb.adapters.metrics import ORDER_READY_SECONDS
 from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
 from tenantdb.core.readiness import compute_ready_state, decode_state, encode_state
 
@@ -45,14 +48,37 @@ class ReadyBook:
         """Bind to a Redis client and the installation's key prefix."""
         self.redis = client
         self.name = f"{prefix}ready"
+        self.seen = f"{prefix}ready-seen"
 
-    def record(self, key: OrderKey, order: Mapping[str, Any]) -> None:
-        """Remember the Ready state of ``order`` (as read, or as a status write left it)."""
-        self.redis.hset(self.name, str(key), encode_state(compute_ready_state(order)))
+    def record(self, key: OrderKey, order: Mapping[str, Any], now: float | None = None) -> None:
+        """Remember the Ready state of ``order`` (as read, or as a status write left it); the
+        first time an order is seen turning Ready, observe how long it took since its creation.
+
+        An order counts once: its key joins a set when it is first seen Ready, so one that
+        falls back and recovers, or that was Ready before this was recorded, is not observed.
+        """
+        state = compute_ready_state(order)
+        field = str(key)
+        if not state.ready:
+            self.redis.hset(self.name, field, encode_state(state))
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hget(self.name, field)
+        pipe.hset(self.name, field, encode_state(state))
+        pipe.sadd(self.seen, field)
+        before, _, first = pipe.execute()
+        was_ready = before is not None and (decode_state(_text(before)) or state).ready
+        created = _created(order)
+        if first and before is not None and not was_ready and created is not None:
+            elapsed = max(0.0, (time.time() if now is None else now) - created)
+            ORDER_READY_SECONDS.labels(kind=key.kind).observe(elapsed)
 
     def forget(self, key: OrderKey) -> None:
         """The order is gone."""
-        self.redis.hdel(self.name, str(key))
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hdel(self.name, str(key))
+        pipe.srem(self.seen, str(key))
+        pipe.execute()
 
     def tally(self, now: float) -> Tally:
         """Count the recorded orders; fields that are not an order key and a state are skipped."""
@@ -72,6 +98,15 @@ class ReadyBook:
                 slot = (kind, state.reason)
                 found.not_ready_seconds[slot] = max(found.not_ready_seconds.get(slot, 0.0), age)
         return found
+
+
+def _created(order: Mapping[str, Any]) -> float | None:
+    meta = order.get("metadata")
+    text = meta.get("creationTimestamp") if isinstance(meta, Mapping) else None
+    try:
+        return datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
 
 
 def _text(value: object) -> str:

@@ -233,3 +233,43 @@ def _wait_for(condition: Any, timeout: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("the gauges did not follow within 5 s")
         time.sleep(0.01)
+
+
+def _ready_observations(kind: str) -> tuple[float, float]:
+    labels = {"kind": kind}
+    count = REGISTRY.get_sample_value("tenantdb_order_ready_seconds_count", labels) or 0.0
+    total = REGISTRY.get_sample_value("tenantdb_order_ready_seconds_sum", labels) or 0.0
+    return count, total
+
+
+def test_create_to_ready_is_observed_once_per_order_when_it_first_turns_ready(
+    real_redis: redis.Redis, key_prefix: str
+) -> None:
+    book = ReadyBook(real_redis, key_prefix)
+    created = {"name": "x", "creationTimestamp": _stamp(NOW - 42)}
+    fresh = {"metadata": created, "status": {}}
+    ready = {**_order("True", "AllReady", NOW), "metadata": created}
+    waiting = {
+        **_order("False", "NotAllReady", NOW, blocking="WaitingForDatabase"),
+        "metadata": created,
+    }
+    kind = "mysqldatabase"  # the other tests of the module count MariaDBDatabase orders
+    before = _ready_observations(kind)
+
+    book.record(MYSQL_DB, fresh, now=NOW)  # the pass read the new order: not Ready
+    book.record(MYSQL_DB, ready, now=NOW)  # its status write left it Ready
+    count, total = _ready_observations(kind)
+    assert (count - before[0], total - before[1]) == (1, 42), "42 s after its creation"
+
+    # Falling back and recovering, or being read again, is not a first time.
+    book.record(MYSQL_DB, waiting, now=NOW + 100)
+    book.record(MYSQL_DB, ready, now=NOW + 200)
+    book.record(MYSQL_DB, ready, now=NOW + 300)
+    assert _ready_observations(kind)[0] - before[0] == 1
+
+    # An order first seen already Ready (recorded before tenantdb observed this) is not counted.
+    other = OrderKey("mysqldatabase", "team-c", "older")
+    book.record(other, ready, now=NOW)
+    assert _ready_observations(kind)[0] - before[0] == 1
+    book.forget(MYSQL_DB)
+    book.forget(other)
