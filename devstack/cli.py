@@ -28,6 +28,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from devstack.mariadb_operator.sql import Server
 from devstack.mysql_group import binaries_present
 from devstack.platform import API_SERVERS, start_platform
 from devstack.realkube import RealKubeError
@@ -63,6 +64,14 @@ def _parser() -> argparse.ArgumentParser:
         help="also a failover group `dead` whose sites accept TCP and never answer",
     )
     up.add_argument(
+        "--mariadb",
+        type=_address,
+        default=Server(),
+        metavar="HOST:PORT",
+        help="the real MariaDB the stand-ins create schemas and users on, as root with no"
+        " password (default 127.0.0.1:3306; in docker compose, its mariadb service)",
+    )
+    up.add_argument(
         "--api-server",
         choices=API_SERVERS,
         default="devstack",
@@ -73,6 +82,13 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--until-ready", action="store_true", help="exit 0 once the orders settle")
     demo.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS")
     return parser
+
+
+def _address(text: str) -> Server:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return Server(host=host, port=int(port))
 
 
 def _stop_on_signals() -> threading.Event:
@@ -111,6 +127,7 @@ def up(
     mysql_group: bool = True,
     dead_group: bool = False,
     api_server: str = "devstack",
+    mariadb: Server | None = None,
 ) -> int:
     """Serve the platform until SIGINT or SIGTERM; 3 when the real API server cannot start."""
     stop = _stop_on_signals()
@@ -127,6 +144,7 @@ def up(
             cluster_names,
             time_scale=time_scale,
             bare=bare,
+            mariadb=mariadb,
             mysql_group=with_group,
             dead_group=dead_group and with_group,
             api_server=api_server,
@@ -178,4 +196,5 @@ def main(argv: list[str] | None = None) -> int:
         mysql_group=not args.no_mysql_group,
         dead_group=args.dead_group,
         api_server=args.api_server,
+        mariadb=args.mariadb,
     )

@@ -52,6 +52,9 @@ def test_devstack_runs_from_the_dev_image(services: dict[str, dict[str, Any]]) -
     args = devstack_parser().parse_args(command[3:])
     assert (args.command, str(args.state_dir)) == ("up", "/state")
     assert "state:/state" in devstack["volumes"]
+    # The stand-ins reach MariaDB in its own container, by its service name.
+    assert (args.mariadb.host, args.mariadb.port) == ("mariadb", 3306)
+    assert "mariadb" in devstack["depends_on"]
 
 
 def test_only_known_settings_are_set(services: dict[str, dict[str, Any]]) -> None:
@@ -71,13 +74,14 @@ def test_kube_roles_read_the_devstack_kubeconfig(services: dict[str, dict[str, A
         assert service["network_mode"] == "service:devstack"
         assert service["depends_on"]["devstack"]["condition"] == "service_healthy"
         assert "state:/state:ro" in service["volumes"]
-        assert service["environment"]["TENANTDB_KUBECONFIG"] == "/state/kubeconfig"
-    assert services["devstack"]["healthcheck"]["test"] == [
-        "CMD",
-        "test",
-        "-s",
-        "/state/kubeconfig",
-    ]
+    # Each reads the kubeconfig of its own chart account, never the devstack's admin one.
+    kubeconfigs = {
+        r: services[r]["environment"]["TENANTDB_KUBECONFIG"] for r in ("watcher", "worker")
+    }
+    assert kubeconfigs == {
+        "watcher": "/state/tenantdb-watcher.kubeconfig",
+        "worker": "/state/tenantdb.kubeconfig",
+    }
 
 
 def test_worker_scales(services: dict[str, dict[str, Any]]) -> None:
