@@ -10,7 +10,6 @@ image, Redis) is named in the notes, not tried here.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,14 @@ import pytest
 
 from devstack import realkube
 from devstack.chart import CHART_DIR
-from tests.integration.test_chart_real_kube import HELM, KUBECTL, NAMESPACE, RELEASE, _must
+from tests.integration.test_chart_real_kube import (
+    HELM,
+    KUBECTL,
+    NAMESPACE,
+    RELEASE,
+    _must,
+    require_binaries,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -29,11 +35,7 @@ WORKLOADS = ("deployment-controller", "replicaset-controller")
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[realkube.RealKube]:
-    missing = realkube.missing_binaries()
-    if not os.access(HELM, os.X_OK):
-        missing.append("helm")
-    if missing:
-        pytest.fail(f"{', '.join(missing)} not built in tools/kube/bin; run `make kube`")
+    require_binaries()
     started = realkube.start_real_clusters(
         tmp_path_factory.mktemp("defaults"),
         ("management",),

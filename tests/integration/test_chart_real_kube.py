@@ -231,14 +231,19 @@ def _install(kube: realkube.RealKube, name: str, home: Path) -> Installed:
     )
 
 
-@pytest.fixture(scope="module")
-def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[realkube.RealKube]:
-    """Both clusters running; their logs stay in the pytest temporary directory."""
+def require_binaries() -> None:
+    """Fail, naming them, when the real API server's binaries or Helm are not built."""
     missing = realkube.missing_binaries()
     if not os.access(HELM, os.X_OK):
         missing.append("helm")
     if missing:
         pytest.fail(f"{', '.join(missing)} not built in tools/kube/bin; run `make kube`")
+
+
+@pytest.fixture(scope="module")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[realkube.RealKube]:
+    """Both clusters running; their logs stay in the pytest temporary directory."""
+    require_binaries()
     started = realkube.start_real_clusters(
         tmp_path_factory.mktemp("realkube"), (MANAGEMENT, TARGET), controller_manager=True
     )
