@@ -64,6 +64,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- else }}
   value: {{ .Values.redis.url | quote }}
 {{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "tenantdb.envFrom" -}}
@@ -96,6 +99,9 @@ clusters, and "openbao" true for the one that logs in to OpenBao (the worker). *
           expirationSeconds: {{ .ctx.Values.openbao.tokenExpirationSeconds }}
           path: token
 {{- end }}
+{{- with .ctx.Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "tenantdb.volumeMounts" -}}
@@ -110,6 +116,9 @@ clusters, and "openbao" true for the one that logs in to OpenBao (the worker). *
 - name: openbao-token
   mountPath: {{ include "tenantdb.openbaoTokenDir" .ctx }}
   readOnly: true
+{{- end }}
+{{- with .ctx.Values.extraVolumeMounts }}
+{{ toYaml . }}
 {{- end }}
 {{- end -}}
 
@@ -162,6 +171,16 @@ tolerations:
 {{- with .role.affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .ctx.Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- if .ctx.Values.topologySpreadConstraints }}
+topologySpreadConstraints:
+{{- $selector := include "tenantdb.componentSelector" (dict "ctx" .ctx "component" .component) | fromYaml }}
+{{- range .ctx.Values.topologySpreadConstraints }}
+  - {{- toYaml (merge (dict) . (dict "labelSelector" (dict "matchLabels" $selector))) | nindent 4 }}
+{{- end }}
 {{- end }}
 {{- end -}}
 

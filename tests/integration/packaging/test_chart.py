@@ -547,3 +547,44 @@ def test_values_file_is_plain_yaml_the_schema_accepts(chart: Chart) -> None:
     values = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
     chart.validate_schema(values)
     assert values["worker"]["queues"] == QUEUES
+
+
+BROKER = {"secretKeyRef": {"name": "b", "key": "url"}}
+EXTRAS: dict[str, Any] = {
+    "flower": {"enabled": True},
+    "extraEnv": [{"name": "TENANTDB_BROKER_URL", "valueFrom": BROKER}],
+    "extraVolumes": [{"name": "targets", "secret": {"secretName": "tenantdb-targets"}}],
+    "extraVolumeMounts": [
+        {"name": "targets", "mountPath": "/etc/tenantdb/targets", "readOnly": True}
+    ],
+    "config": {"TENANTDB_KUBECONFIG_DIR": "/etc/tenantdb/targets"},
+    "priorityClassName": "platform-critical",
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+        }
+    ],
+}
+
+
+def test_extra_env_volumes_priority_and_spread_reach_every_role(chart: Chart) -> None:
+    chart.validate_schema(EXTRAS)
+    objects = render(chart, EXTRAS)
+    deployments = by_kind(objects, "Deployment")
+    assert len(deployments) == 4
+    for deployment in deployments:
+        name = deployment["metadata"]["name"]
+        pod = deployment["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        assert EXTRAS["extraEnv"][0] in container["env"], name
+        assert EXTRAS["extraVolumeMounts"][0] in container["volumeMounts"], name
+        assert EXTRAS["extraVolumes"][0] in pod["volumes"], name
+        assert pod["priorityClassName"] == "platform-critical", name
+        [spread] = pod["topologySpreadConstraints"]
+        # Each role spreads its own pods: the selector is filled in with its pod labels.
+        assert spread["labelSelector"]["matchLabels"].items() <= _pod_labels(deployment).items()
+        assert spread["topologyKey"] == "topology.kubernetes.io/zone"
+    with pytest.raises(Exception, match="mountPath"):
+        chart.validate_schema({"extraVolumeMounts": [{"name": "targets"}]})
