@@ -138,6 +138,29 @@ def _build_parser() -> argparse.ArgumentParser:
         help=f"print one JSON object: schemaVersion {STATUS_SCHEMA_VERSION}, orders, unreadable",
     )
 
+    crds = sub.add_parser(
+        "crds",
+        help="install or upgrade tenantdb's CRDs (Helm installs them once and never upgrades)",
+        description=(
+            "Server-side apply the CRDs of every kind this tenantdb serves, as the field manager"
+            " tenantdb: run it after an upgrade, before the new pods start."
+        ),
+        epilog=(
+            "examples:\n"
+            "  tenantdb crds apply\n"
+            "  tenantdb crds apply --dry-run\n"
+            "  tenantdb crds apply --cluster edge-1\n\n" + EXIT_CODES
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    crds.add_argument("action", choices=["apply"])
+    crds.add_argument(
+        "--cluster", default="management", help="the cluster to apply to (a kubeconfig context)"
+    )
+    crds.add_argument(
+        "--dry-run", action="store_true", help="have the API server check them, change nothing"
+    )
+
     demo = sub.add_parser("demo", help="run the whole stack locally with three example orders")
     demo.add_argument(
         "--until-ready",
@@ -154,7 +177,7 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_SERVING = {"worker", "watcher", "beat", "flower", "reconcile", "status"}
+_SERVING = {"worker", "watcher", "beat", "flower", "reconcile", "status", "crds"}
 """The commands that run on tenantdb's settings, and log at their level."""
 
 
@@ -179,6 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             as_json=args.json,
             filters=(args.kind, args.namespace, args.cluster, args.not_ready),
         ),
+        "crds": lambda: _crds(args.cluster, dry_run=args.dry_run),
         "demo": lambda: _demo(
             Path(args.state_dir), until_ready=args.until_ready, timeout=args.timeout
         ),
@@ -422,6 +446,28 @@ def _status(
     for name, problem in sorted(report.unreadable.items()):
         sys.stderr.write(f"tenantdb: cluster {_cluster_label(name)} cannot be read: {problem}\n")
     return EXIT_UNREADABLE if report.unreadable else EXIT_OK
+
+
+def _crds(cluster: str, *, dry_run: bool) -> int:
+    from tenantdb.adapters.clusters import ClusterUnavailableError, load_cluster_config
+    from tenantdb.adapters.kube import KubeError
+    from tenantdb.core.served import build_crds
+
+    settings = _settings()
+    _check_cluster_configured(settings)
+    name = "" if cluster == "management" else cluster
+    try:
+        client = load_cluster_config(settings).registry.get(name)
+    except ClusterUnavailableError as exc:
+        raise _UsageError(str(exc)) from None
+    for crd_name, crd in build_crds().items():
+        try:
+            client.apply(crd, dry_run=dry_run)
+        except KubeError as exc:
+            sys.stderr.write(f"tenantdb: {exc}\n")
+            return EXIT_UNREADABLE
+        print(f"customresourcedefinition {crd_name} {'checked' if dry_run else 'applied'}")
+    return EXIT_OK
 
 
 STATUS_SCHEMA_VERSION = 1
