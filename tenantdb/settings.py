@@ -104,6 +104,16 @@ class Settings(BaseSettings):
     beat_interval_seconds: float = Field(
         default=1.0, gt=0, description="How often beat sweeps the timetables."
     )
+    watcher_liveness_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description=(
+            "The watcher's liveness probe (/livez on the metrics port) fails once one of its"
+            " watches has heard nothing (no event, bookmark or relist) for this long, a watch"
+            " loop or its lease campaign stopped, or its supervisor hung. API servers send a"
+            " bookmark about every minute on a quiet watch."
+        ),
+    )
     beat_liveness_seconds: float = Field(
         default=120.0,
         gt=0,

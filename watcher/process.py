@@ -125,6 +125,8 @@ class Watcher:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._lapsed = threading.Event()
+        self._round_at = time.monotonic()
+        self._campaign: threading.Thread | None = None
 
     # -- what tests and operators look at ------------------------------------------------------
 
@@ -140,6 +142,27 @@ class Watcher:
             return sorted(
                 i for i, loop in self._loops.items() if loop.listed.is_set() or not listed
             )
+
+    def liveness(self, max_age: float) -> str | None:
+        """Why this replica does not get on with its work (one line), or None while it does:
+        its supervisor has not gone round, its lease campaign stopped, or one of its watch loops
+        stopped or has handed on no event, bookmark or relist for ``max_age`` seconds (an API
+        server sends a bookmark about every minute on a quiet watch)."""
+        now = time.monotonic()
+        if now - self._round_at > max_age:
+            return f"the watcher's supervisor has not gone round for {now - self._round_at:.0f} s"
+        if self._campaign is not None and not self._campaign.is_alive():
+            return "the watcher's lease campaign stopped"
+        with self._lock:
+            loops = list(self._loops.values())
+        for loop in loops:
+            where = f"watch of {loop.route.kind} on {loop.dispatcher.where}"
+            if not loop.alive:
+                return f"{where} stopped"
+            silent = now - loop.dispatcher.heard_at
+            if silent > max_age:
+                return f"{where} has heard nothing for {silent:.0f} s (limit {max_age:.0f} s)"
+        return None
 
     def synced(self) -> bool:
         """Whether this replica leads and every loop has handed on its first list."""
@@ -183,8 +206,10 @@ class Watcher:
             daemon=True,
         )
         campaign.start()
+        self._campaign = campaign
         try:
             while not stop.is_set():
+                self._round_at = time.monotonic()
                 self._reload_clusters()
                 self._converge()
                 self._reap()
@@ -420,7 +445,6 @@ def run_watcher(
         config: pacing; read from the settings by default.
     """
     config = config or WatcherConfig.from_settings(settings)
-    serve_metrics(settings.metrics_port)
     client = build_redis(settings)
     warn_about_eviction(client)
     queue = WorkQueue(
@@ -433,7 +457,10 @@ def run_watcher(
     lease = LeaderLease(
         client, ROLE, prefix=settings.key_prefix, ttl=config.leader_ttl, retry=config.leader_retry
     )
+    watcher = Watcher(settings, queue, lease, config)
+    max_age = settings.watcher_liveness_seconds
+    serve_metrics(settings.metrics_port, lambda: watcher.liveness(max_age))
     try:
-        Watcher(settings, queue, lease, config).run(stop)
+        watcher.run(stop)
     finally:
         client.close()

@@ -233,6 +233,8 @@ class Dispatcher:
             else None
         )
         self._label = cluster_label(cluster)
+        self.heard_at = time.monotonic()
+        """When the watch last handed on an event, a bookmark or a relist (monotonic seconds)."""
         self.where = self._label if namespace is None else f"{self._label}/{namespace}"
         """The cluster, and the namespace when only one is watched, as log lines name it."""
 
@@ -240,6 +242,7 @@ class Dispatcher:
         WATCH_EVENTS.labels(cluster=self._label, kind=self.route.kind, type=kind).inc(n)
         if not self._stopping.is_set():  # a retired watch's last word is not a sign of life
             WATCH_LAST_EVENT.labels(cluster=self._label, kind=self.route.kind).set_to_current_time()
+            self.heard_at = time.monotonic()
 
     def _send(self, keys: list[OrderKey] | tuple[OrderKey, ...]) -> None:
         for key in keys:
@@ -266,7 +269,9 @@ class Dispatcher:
         self._seen = fresh
 
     def not_served(self) -> None:
-        """The cluster does not serve the kind: nothing is known of it."""
+        """The cluster does not serve the kind: nothing is known of it (an answer all the same:
+        the watch is alive, and asks again later)."""
+        self.heard_at = time.monotonic()
         if self._tracker is not None:
             self._tracker.replace([])
         if self._publisher is not None:
@@ -275,7 +280,10 @@ class Dispatcher:
         self._seen = {}
 
     def following(self) -> None:
-        """A stream is open, from the relist or from where the last one ended."""
+        """A stream is open, from the relist or from where the last one ended (a sign of life:
+        a quiet kind may send no bookmark, but its stream is opened again at least every
+        server timeout)."""
+        self.heard_at = time.monotonic()
         if self._publisher is not None:
             self._publisher.following()
 

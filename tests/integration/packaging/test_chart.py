@@ -290,6 +290,8 @@ def test_probes_hit_ports_the_container_declares(all_on: list[Manifest]) -> None
     assert flower["readinessProbe"]["httpGet"]["path"] == "/healthcheck"
     beat = _containers(all_on)[f"{FULL}-beat"]
     assert beat["livenessProbe"]["httpGet"]["path"] == "/livez", "beat's probe sees a stalled sweep"
+    watcher = _containers(all_on)[f"{FULL}-watcher"]
+    assert watcher["livenessProbe"]["httpGet"]["path"] == "/livez", "it sees a stalled watch"
 
 
 def test_flower_reads_basic_auth_from_a_mounted_secret(all_on: list[Manifest]) -> None:

@@ -124,3 +124,19 @@ def test_a_burst_of_a_thousand_edits_publishes_once_and_deduplicates_the_rest(
     assert calls_queued == 1
     assert calls_queued + calls_deduped <= 1000
     assert published.keys == [key("busy")]
+
+
+def test_the_watcher_is_alive_while_its_watches_hear_and_says_which_does_not(
+    servers: dict[str, ClusterServer], start_watcher: StartWatcher
+) -> None:
+    watcher = start_watcher()
+    assert watcher.liveness(max_age=30) is None
+    # A watch that has heard nothing for longer than the limit is named.
+    [loop] = [w for i, w in watcher._loops.items() if i == ("", "MariaDBDatabase", "")]
+    loop.dispatcher.heard_at -= 60
+    why = watcher.liveness(max_age=30)
+    assert why is not None
+    assert why.startswith("watch of MariaDBDatabase on management has heard nothing for 60 s")
+    # Its next event (or bookmark, or a stream opened again) brings it back.
+    servers["management"].cluster.create(ORDERS, order("alive"), "tenant-a")
+    poll_until(lambda: watcher.liveness(max_age=30) is None, "the watch never heard again", 10)
