@@ -47,9 +47,10 @@ fmt: $(STAMP) ## Format and auto-fix what ruff can
 	$(BIN)/ruff check --fix .
 
 .PHONY: gen
-gen: $(STAMP) ## Regenerate the CRDs (charts/tenantdb/crds) and the metrics table (docs/metrics.md)
+gen: $(STAMP) ## Regenerate the CRDs, the metrics table (docs/metrics.md) and the chart's values table
 	$(BIN)/python tools/gen_crds.py
 	$(BIN)/python tools/gen_metrics_doc.py
+	$(BIN)/python tools/gen_chart_readme.py
 
 .PHONY: kube
 kube: ## Build the real kube-apiserver, etcd and helm into tools/kube/bin (first time: minutes)

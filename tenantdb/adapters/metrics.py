@@ -1,7 +1,7 @@
 """The Prometheus metrics of tenantdb's processes, and serving them.
 
-The reference's names and labels for the two legs of a MariaDBDatabase pass
-(``c5c3_operator_reconcile_duration_seconds`` with the reference's buckets and
+The MariaDBDatabase reconciler API's names and labels for the two legs of a pass
+(``c5c3_operator_reconcile_duration_seconds`` with that API's buckets and
 ``c5c3_operator_reconcile_errors_total``), and tenantdb's own ``tenantdb_*`` metrics. A leg is
 observed once per pass with its whole duration, from its observation in the entry to its last
 write, even when its writes ran in several chain steps.
