@@ -222,7 +222,11 @@ def _growth_of(kind: OrderKind, sizes: tuple[int, ...], profile: Profile) -> Fig
             except BenchError as error:  # a size that does not finish is a result too
                 out[str(size)] = {"failed": str(error)}
                 break
-            out[str(size)] = {"converged_forced": summarize(forced), "new_order": summarize(new)}
+            out[str(size)] = {
+                "converged_forced": summarize(forced),
+                "new_order": summarize(new),
+                "footprint": stack.footprint(),
+            }
         return out
 
     return _with_stack(2, body)

@@ -639,6 +639,19 @@ class Stack:
                 out[f"{row['method']} {_path_shape(row['path'])}"] += row["count"]
         return out
 
+    def footprint(self) -> dict[str, int]:
+        """What the installation holds now: the bytes of every Redis key under the stack's
+        prefix (the broker's queues included), and the watcher's resident memory."""
+        assert self._redis is not None
+        redis_bytes = 0
+        for key in self._redis.scan_iter(match=f"{self.prefix}*", count=1000):
+            redis_bytes += int(self._redis.memory_usage(key, samples=0) or 0)
+        status = Path(f"/proc/{self.procs['watcher'].pid}/status").read_text()
+        rss_kb = next(
+            int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")
+        )
+        return {"redis_bytes": redis_bytes, "watcher_rss_bytes": rss_kb * 1024}
+
     def read(self) -> Reading:
         """One reading of every meter."""
         roles = {name: proc.pid for name, proc in self.procs.items()}

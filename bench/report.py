@@ -240,9 +240,11 @@ def _growth(growth: Figures | None, beside: str = "Database CRs") -> list[str]:
         "",
         f"| {beside} beside | converged: Kubernetes requests | converged: LISTs"
         " | converged: pass (s) | converged: tenantdb CPU (s) | new order: create-to-Ready p50 (s)"
-        " | new order: Kubernetes requests | new order: tenantdb CPU (s) |",
-        "|---|---|---|---|---|---|---|---|",
+        " | new order: Kubernetes requests | new order: tenantdb CPU (s)"
+        " | Redis per order (B) | watcher per order (B) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    base = (growth.get("0") or {}).get("footprint")
     for size, figures in growth.items():
         if "failed" in figures:
             lines.append(f"| {_num(float(size))} | did not finish: {figures['failed']} |")
@@ -254,9 +256,23 @@ def _growth(growth: Figures | None, beside: str = "Database CRs") -> list[str]:
             f"| {_num(float(size))} | {cell(forced['kube_requests'])} | {lists}"
             f" | {cell(forced['pass_s'])} | {cell(forced['tenantdb_cpu_s'])}"
             f" | {cell(new['ready_p50_s'])} | {cell(new['kube_requests'])}"
-            f" | {cell(new['tenantdb_cpu_s'])} |"
+            f" | {cell(new['tenantdb_cpu_s'])} | {_per_order(figures, base, size, 'redis_bytes')}"
+            f" | {_per_order(figures, base, size, 'watcher_rss_bytes')} |"
         )
+    lines += [
+        "",
+        "Per order: what the installation holds beside that many orders, less what it holds",
+        "beside none, divided by their number (the broker's queues and every tenantdb key in",
+        "Redis; the watcher's resident memory, which the allocator returns in coarse steps).",
+    ]
     return [*lines, ""]
+
+
+def _per_order(figures: Figures, base: Figures | None, size: str, name: str) -> str:
+    mine = figures.get("footprint")
+    if not mine or not base or int(size) == 0:
+        return "-"
+    return _num((mine[name] - base[name]) / int(size))
 
 
 def _cold(cold: Figures) -> list[str]:

@@ -115,6 +115,11 @@ def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
         assert by_request == alone, size
         assert not [r for r in by_request if r.startswith("list ")], (size, by_request)
     assert "## Growth: MysqlDatabase beside more and more orders on its group" in doc.read_text()
+    # What the installation holds beside the orders: Redis keys and the watcher's memory.
+    for growth_of in (growth, mysql_growth):
+        for figures in growth_of.values():
+            assert figures["footprint"]["redis_bytes"] > 0
+            assert figures["footprint"]["watcher_rss_bytes"] > 0
 
     markdown = doc.read_text()
     for heading in (
