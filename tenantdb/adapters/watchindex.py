@@ -53,10 +53,6 @@ class WatchIndex:
 
     # -- the watcher's side ----------------------------------------------------------------------
 
-    def write(self, cluster: str, namespace: str, slot: Slot, names: Iterable[str]) -> None:
-        """Set the objects carrying ``slot`` in a namespace; none removes the field."""
-        self.write_many(cluster, namespace, {slot: names})
-
     def write_many(self, cluster: str, namespace: str, slots: Mapping[Slot, Iterable[str]]) -> None:
         """Set the objects carrying each slot in one round trip; none removes its field."""
         pipe = self.redis.pipeline(transaction=False)

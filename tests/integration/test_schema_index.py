@@ -21,7 +21,7 @@ def test_an_index_no_watch_marked_whole_is_not_trusted(
     real_redis: redis.Redis, key_prefix: str
 ) -> None:
     index = _leading(real_redis, key_prefix)
-    index.write("", "keystone", SLOT, ["a-database"])
+    index.write_many("", "keystone", {SLOT: ["a-database"]})
     assert index.holders("", "keystone", SLOT) is None
 
 
@@ -29,12 +29,12 @@ def test_a_namespace_or_cluster_wide_mark_of_the_leader_makes_it_trusted(
     real_redis: redis.Redis, key_prefix: str
 ) -> None:
     index = _leading(real_redis, key_prefix)
-    index.write("", "keystone", SLOT, ["b-database", "a-database"])
+    index.write_many("", "keystone", {SLOT: ["b-database", "a-database"]})
     index.mark_synced("", "", "term-1")
     assert index.holders("", "keystone", SLOT) == ["a-database", "b-database"]
     assert index.holders("", "keystone", ("shared-mariadb", "other_db")) == []
     index.mark_unsynced("", "")
-    index.write("edge-1", "keystone", SLOT, ["c-database"])
+    index.write_many("edge-1", "keystone", {SLOT: ["c-database"]})
     index.mark_synced("edge-1", "keystone", "term-1")
     assert index.holders("edge-1", "keystone", SLOT) == ["c-database"]
     assert index.holders("", "keystone", SLOT) is None
@@ -44,7 +44,7 @@ def test_a_mark_of_another_leader_or_an_interrupted_watch_is_not_trusted(
     real_redis: redis.Redis, key_prefix: str
 ) -> None:
     index = _leading(real_redis, key_prefix, term="term-2")
-    index.write("", "keystone", SLOT, ["a-database"])
+    index.write_many("", "keystone", {SLOT: ["a-database"]})
     index.mark_synced("", "keystone", "term-1")
     assert index.holders("", "keystone", SLOT) is None
     index.mark_synced("", "keystone", "term-2")
@@ -60,13 +60,13 @@ def test_a_relist_replaces_every_field_of_the_namespaces_it_covers(
     real_redis: redis.Redis, key_prefix: str
 ) -> None:
     index = _leading(real_redis, key_prefix)
-    index.write("", "keystone", SLOT, ["gone-database"])
-    index.write("", "old-keystone", SLOT, ["gone-too"])
+    index.write_many("", "keystone", {SLOT: ["gone-database"]})
+    index.write_many("", "old-keystone", {SLOT: ["gone-too"]})
     index.replace("", ["keystone", "old-keystone"], {"keystone": {SLOT: {"a-database"}}})
     index.mark_synced("", "", "term-1")
     assert index.holders("", "keystone", SLOT) == ["a-database"]
     assert index.holders("", "old-keystone", SLOT) == []
-    index.write("", "keystone", SLOT, [])
+    index.write_many("", "keystone", {SLOT: []})
     assert index.holders("", "keystone", SLOT) == []
 
 

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 from types import ModuleType
+
+from tests.unit.tools import load_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "gen_metrics_doc", ROOT / "tools" / "gen_metrics_doc.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("gen_metrics_doc")
 
 
 def test_the_committed_table_is_what_the_registry_renders() -> None:

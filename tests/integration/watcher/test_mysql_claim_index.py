@@ -137,7 +137,7 @@ def test_a_pass_reads_only_the_peers_that_share_a_name_with_it(
         "the waiting peer never reached the index",
     )
     assert orders.peers(key, me(), "alpha_app").waiting == ("delta",)
-    index.write("", NS, ("database", "main", "app_db"), ["alpha", "beta", "ghost"])
+    index.write_many("", NS, {("database", "main", "app_db"): ["alpha", "beta", "ghost"]})
     assert _names(orders.peers(key, me(), "alpha_app")) == ["beta", "gamma"]
 
     # Without the index, the namespace is listed: every peer on the group comes back.
@@ -175,15 +175,15 @@ def test_a_pass_lists_when_the_index_cannot_answer(
         assert _names(orders.peers(key, me, None)) == [], "the index names no peer"
 
         # An order the index has not seen yet may have older peers it has not seen either.
-        index.write("", NS, ("database", "main", "app_db"), [])
+        index.write_many("", NS, {("database", "main", "app_db"): []})
         assert _names(orders.peers(key, me, None)) == ["unrelated"]
 
         # More peers than a pass reads one by one: one LIST instead.
         crowd = [f"new-{i}" for i in range(PEER_READ_LIMIT + 1)]
-        index.write("", NS, ("database", "main", "app_db"), ["alpha"])
-        index.write("", NS, ("unowned", "main"), ["alpha", *crowd])
+        index.write_many("", NS, {("database", "main", "app_db"): ["alpha"]})
+        index.write_many("", NS, {("unowned", "main"): ["alpha", *crowd]})
         assert _names(orders.peers(key, me, None)) == ["unrelated"]
-        index.write("", NS, ("unowned", "main"), ["alpha"])
+        index.write_many("", NS, {("unowned", "main"): ["alpha"]})
         assert _names(orders.peers(key, me, None)) == []
     # The watcher stopped: its marks are gone, and the pass lists.
     assert index.holders("", NS, ("database", "main", "app_db")) is None
