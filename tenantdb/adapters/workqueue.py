@@ -60,6 +60,7 @@ import hashlib
 import logging
 import secrets
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -78,6 +79,8 @@ Publish = Callable[[OrderKey], None]
 
 SEQUENCE_TTL = 7 * 24 * 3600
 """Life of a key's event counters after their last change; both fields expire together."""
+WRITES_TTL = 7 * 24 * 3600
+"""Seconds a process's count of enqueues outlives its last use (``WorkQueue.rolled_back``)."""
 
 PUBLISH_RETRY_SECONDS = 5.0
 """How soon the orphan sweep tries again to enqueue a key whose message could not be published."""
@@ -97,13 +100,16 @@ end
 # A pending mark set ('1') is covered by a dirty mark a lease (ARGV[5], ms) and a second later:
 # the sweep then finds its message queued, held by a worker, or lost (see ``sweep_orphans``).
 # A forced enqueue's message is a new one in the queue: its mark is unheld again.
-# Every enqueue also counts one write in KEYS[5], in the same script, so a Redis that lost the
-# enqueue's effects (a partial loss: the last second of an AOF, a replica a little behind) lost
-# the count with them, and whoever saw the count returned can tell (``rolled_back``).
+# Every enqueue also counts one write in KEYS[5], the enqueuing process's own count (kept ARGV[6]
+# seconds after its last use), in the same script: a Redis that lost the enqueue's effects (a
+# partial loss: the last second of an AOF, a replica a little behind) lost the count with them,
+# and the process that was told the count can tell (``rolled_back``). The count is the process's
+# own, so enqueues by others after the loss cannot move it back up past what was lost.
 _ENQUEUE = (
     _NOW_MS
     + """
 local writes = redis.call('INCR', KEYS[5])
+redis.call('EXPIRE', KEYS[5], ARGV[6])
 local look = math.min(tonumber(ARGV[1]) * 1000, tonumber(ARGV[5])) + 1000
 redis.call('HINCRBY', KEYS[2], 'events', 1)
 redis.call('EXPIRE', KEYS[2], ARGV[2])
@@ -560,10 +566,10 @@ class WorkQueueKeys:
         """The sorted set of dirty keys, scored by when to look for an orphan."""
         return f"{self.prefix}dirty"
 
-    @property
-    def writes(self) -> str:
-        """The count of enqueues ever made, by which a Redis that lost writes is noticed."""
-        return f"{self.prefix}writes"
+    def writes(self, writer: str) -> str:
+        """The count of the enqueues one process (``writer``) made, by which a Redis that lost
+        writes is noticed."""
+        return f"{self.prefix}writes:{writer}"
 
     @property
     def waiting(self) -> str:
@@ -606,7 +612,10 @@ class WorkQueue:
         self.keys = WorkQueueKeys(prefix)
         self.lock_ttl_ms = max(1, int(lock_ttl * 1000))
         self.pending_ttl = pending_ttl
+        self.writer = uuid.uuid4().hex[:16]
+        """Names this process's count of enqueues (``rolled_back``)."""
         self._writes_seen = 0
+        self._lost: tuple[int, int] | None = None
         self._writes_lock = threading.Lock()
         self._enqueue = client.register_script(_ENQUEUE)
         self._begin = client.register_script(_BEGIN)
@@ -646,23 +655,26 @@ class WorkQueue:
         Returns:
             Whether a task was published.
         """
-        answer, writes = self._enqueue(
-            keys=[
-                self.keys.pending(key),
-                self.keys.sequence(key),
-                self.keys.lock(key),
-                self.keys.dirty,
-                self.keys.writes,
-            ],
-            args=[
-                self.pending_ttl,
-                SEQUENCE_TTL,
-                "1" if force else "0",
-                str(key),
-                self.lock_ttl_ms,
-            ],
-        )
-        self._saw_writes(int(writes))
+        # One enqueue at a time per process, so each is told the next count (``rolled_back``).
+        with self._writes_lock:
+            answer, writes = self._enqueue(
+                keys=[
+                    self.keys.pending(key),
+                    self.keys.sequence(key),
+                    self.keys.lock(key),
+                    self.keys.dirty,
+                    self.keys.writes(self.writer),
+                ],
+                args=[
+                    self.pending_ttl,
+                    SEQUENCE_TTL,
+                    "1" if force else "0",
+                    str(key),
+                    self.lock_ttl_ms,
+                    WRITES_TTL,
+                ],
+            )
+            self._count_write(int(writes))
         found = int(answer)
         if found == 1:
             self._publish_or_unmark(key)
@@ -670,31 +682,32 @@ class WorkQueue:
             self.publish(key)
         return found == 1 or (found == 0 and force)
 
-    def _saw_writes(self, count: int) -> None:
-        with self._writes_lock:
-            self._writes_seen = max(self._writes_seen, count)
+    def _count_write(self, count: int) -> None:
+        # Called under the lock: without a loss, Redis tells each enqueue the count after the
+        # last one's. A count not above it was told before: the writes since went missing.
+        if count <= self._writes_seen and self._lost is None:
+            self._lost = (self._writes_seen, count - 1)
+        self._writes_seen = count
 
     def rolled_back(self) -> tuple[int, int] | None:
         """Whether Redis lost writes it had acknowledged to this process since the last look.
 
-        Compares Redis's count of enqueues with the highest count this process was told of (by
-        its own enqueues, or a look before). ``(seen, now)`` when the count went back: Redis
-        lost the last writes while its other keys (a leader lease, say) stayed. A count gone
-        altogether counts as going back to 0.
+        Each process counts its own enqueues in Redis, one at a time, so the count each is told
+        is one above the last. ``(seen, now)`` when the count went back (``seen`` is the last
+        count this process was told, ``now`` what Redis holds, or held when a later enqueue
+        counted on from it): Redis lost the last writes while other keys (a leader lease, say)
+        stayed. A count gone altogether counts as going back to 0. A loss is told once. A look
+        keeps the count alive however seldom the process enqueues.
         """
-        # What was seen before the read: every count told before it was written before it, so a
-        # read lower than that is a loss. An enqueue told of a count while the read is on its way
-        # may be higher than the read and is no loss; it is kept for the next look.
+        count = self.keys.writes(self.writer)
         with self._writes_lock:
-            seen = self._writes_seen
-        now = int(_text(self.redis.get(self.keys.writes) or "0"))
-        with self._writes_lock:
-            if now < seen:
-                if self._writes_seen == seen:
-                    self._writes_seen = now
-                return seen, now
-            self._writes_seen = max(self._writes_seen, now)
-        return None
+            now = int(_text(self.redis.get(count) or "0"))
+            self.redis.expire(count, WRITES_TTL)
+            lost, self._lost = self._lost, None
+            if lost is None and now < self._writes_seen:
+                lost = (self._writes_seen, now)
+            self._writes_seen = now
+        return lost
 
     def mark_pending(self, key: OrderKey, wait: float) -> bool:
         """Set the key's pending mark for a message about to be published ``wait`` seconds out.

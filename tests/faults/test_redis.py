@@ -119,10 +119,15 @@ def test_redis_that_lost_its_last_writes_and_kept_the_lease_still_serves_the_ord
         # The lease as the loss left it, however long the restart took: held, by the same token.
         faults.client.set(lease_key, lease, px=10_000)
         assert not faults.pending(lost), "the loss took the order's enqueue"
+        # Enqueues after the loss, the watcher's own among them, count on from what Redis kept;
+        # they must not hide the loss before the watcher looks.
+        after = faults.create("after-the-loss")
+        wait_for(lambda: faults.pending(after), 10, "the watcher to enqueue the next order")
     finally:
         for name in workers:
             faults.signal_tree(name, signal.SIGCONT)
     ended = time.monotonic()
+    faults.stack.wait_ready(after, seconds=40)
     faults.stack.wait_ready(lost, seconds=40)
     faults.settle("redis lost its last writes, lease kept", ended, 60)
     assert faults.stack.counter("watcher", "tenantdb_redis_rollbacks_total") >= 1

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from tenantdb.adapters.workqueue import (
     PUBLISH_RETRY_SECONDS,
+    WRITES_TTL,
     Claim,
     Claimed,
     Lease,
@@ -155,33 +156,78 @@ def test_a_redis_that_lost_acknowledged_enqueues_is_noticed(
     for i in range(3):
         queue.enqueue(OrderKey.parse(f"probe/tenant-a/counted-{i}"))
     other.enqueue(KEY)
-    assert queue.rolled_back() is None, "writes by others only move the count on"
-    snapshot = int(client.get(queue.keys.writes) or 0)
+    assert queue.rolled_back() is None, "writes by others are no loss"
+    count = queue.keys.writes(queue.writer)
+    snapshot = int(client.get(count) or 0)
     queue.enqueue(OrderKey.parse("probe/tenant-a/in-the-lost-second"))
-    client.set(queue.keys.writes, snapshot)  # Redis comes back from a snapshot a write behind
+    client.set(count, snapshot)  # Redis comes back from a snapshot a write behind
+    # Others enqueue before the next look, as beat and the workers do once Redis is back.
+    for i in range(3):
+        other.enqueue(OrderKey.parse(f"probe/tenant-a/after-the-loss-{i}"))
     assert queue.rolled_back() == (snapshot + 1, snapshot)
     assert queue.rolled_back() is None, "a loss is told once"
-    client.delete(queue.keys.writes)  # a Redis that lost everything
+    client.delete(count)  # a Redis that lost everything
     assert queue.rolled_back() == (snapshot, 0)
 
 
-def test_an_enqueue_told_of_its_count_while_the_count_is_read_is_no_loss(
-    client: redis.Redis, key_prefix: str, monkeypatch: pytest.MonkeyPatch
+def test_a_loss_is_noticed_though_the_process_enqueued_again_before_it_looked(
+    client: redis.Redis, key_prefix: str
 ) -> None:
     queue = _queue(client, key_prefix)
     queue.enqueue(KEY)
-    read = client.get
+    count = queue.keys.writes(queue.writer)
+    snapshot = int(client.get(count) or 0)
+    queue.enqueue(OrderKey.parse("probe/tenant-a/in-the-lost-second"))
+    queue.enqueue(OrderKey.parse("probe/tenant-a/in-the-lost-second-too"))
+    client.set(count, snapshot)  # two enqueues lost
+    queue.enqueue(OrderKey.parse("probe/tenant-a/after-the-loss"))  # counts on from the snapshot
+    assert queue.rolled_back() == (snapshot + 2, snapshot)
+    assert queue.rolled_back() is None, "a loss is told once"
+    queue.enqueue(OrderKey.parse("probe/tenant-a/later"))
+    assert queue.rolled_back() is None, "the count goes on from where the loss left it"
 
-    def read_then_enqueue(name: str) -> Any:
-        value = read(name)
-        # Another thread's enqueue lands, and is told its count, before this read is compared.
-        queue.enqueue(OrderKey.parse("probe/tenant-a/concurrent"))
-        return value
 
-    monkeypatch.setattr(queue.redis, "get", read_then_enqueue)
+def test_enqueues_from_many_threads_while_the_count_is_looked_at_are_no_loss(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    queue = _queue(client, key_prefix)
+    stop = threading.Event()
+    told: list[tuple[int, int]] = []
+
+    def look() -> None:
+        while not stop.is_set():
+            found = queue.rolled_back()
+            if found is not None:
+                told.append(found)
+
+    def enqueue(n: int) -> None:
+        for i in range(150):
+            queue.enqueue(OrderKey.parse(f"probe/tenant-a/thread-{n}-{i}"))
+
+    looker = threading.Thread(target=look)
+    looker.start()
+    threads = [threading.Thread(target=enqueue, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stop.set()
+    looker.join()
+    assert int(client.get(queue.keys.writes(queue.writer)) or 0) == 900
+    assert told == [], "an enqueue racing a look was taken for a loss"
     assert queue.rolled_back() is None
-    monkeypatch.undo()
-    assert queue.rolled_back() is None, "and the next look finds the count where it was told"
+
+
+def test_a_count_of_enqueues_outlives_a_quiet_week_only_while_it_is_looked_at(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    queue = _queue(client, key_prefix)
+    queue.enqueue(KEY)
+    count = queue.keys.writes(queue.writer)
+    assert 0 < client.ttl(count) <= WRITES_TTL, "a gone process's count does not stay for ever"
+    client.expire(count, 5)
+    assert queue.rolled_back() is None
+    assert client.ttl(count) > 5, "a look keeps a quiet process's count"
 
 
 # -- (a) no two holders ----------------------------------------------------------------------------
