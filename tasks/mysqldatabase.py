@@ -39,6 +39,7 @@ from tasks.scaffold import (
     remember_write,
 )
 from tenantdb.adapters.clusters import ClusterRegistry
+from tenantdb.adapters.metrics import RECONCILE_ERRORS
 from tenantdb.adapters.mysql_orders import CredentialError, MysqlOrders, SecretData
 from tenantdb.adapters.mysqladmin import (
     AdminError,
@@ -116,6 +117,11 @@ from tenantdb.core.tasknames import Queue
 from tenantdb.settings import load_settings
 
 log = logging.getLogger(__name__)
+
+APPLY = "MysqlDatabaseApply"
+DROP = "MysqlDatabaseDrop"
+"""The error metric's sub_reconciler labels of the two chains; their condition_type is Ready."""
+READY = "Ready"
 
 
 def _build_orders(registry: ClusterRegistry) -> MysqlOrders:
@@ -267,6 +273,8 @@ def _stop(
         now=_now(),
     )
     _write(ctx, order, status)
+    if phase is Phase.FAILED or reason is Reason.PRIMARY_UNAVAILABLE:
+        RECONCILE_ERRORS.labels(sub_reconciler=APPLY, condition_type=READY).inc()
     if phase is Phase.FAILED:
         orders().event(ctx.key, order, Event(EventType.WARNING, str(reason), message))
     log.info("%s: %s", reason, message, extra={"order": str(ctx.key)})
@@ -602,6 +610,7 @@ def drop(ctx: StepContext, note: DropNote) -> StepResult:
     except GroupBusyError:
         return StepResult("GroupBusy", done=True, completed=False, requeue_after=_busy_wait())
     except (CredentialError, TLSRequiredError, AdminError) as error:
+        RECONCILE_ERRORS.labels(sub_reconciler=DROP, condition_type=READY).inc()
         if isinstance(error, AdminError) and not error.transient:
             _stamp_deleting(ctx, order, f"dropping database {db}: {error}")
             raise

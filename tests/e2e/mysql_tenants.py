@@ -207,6 +207,15 @@ class Tenants:
             )
             return [str(row[0])[:120] for row in cur.fetchall()]
 
+    def errors(self, sub_reconciler: str) -> float:
+        """The errors the workers counted for a MysqlDatabase chain (the error alert's metric)."""
+        return sum(
+            self.stack.counter(
+                worker, "c5c3_operator_reconcile_errors_total", sub_reconciler=sub_reconciler
+            )
+            for worker in ("worker-1", "worker-2")
+        )
+
     def writes(self, site: str | None = None) -> int:
         """Writing statements tenantdb's admin account sent to a site (the primary) so far."""
         return self.statements(writes_only=True, site=site)

@@ -166,6 +166,7 @@ def test_every_refusal_is_reachable_and_runs_no_sql(tenants: Tenants) -> None:
     tenants.owner_secret("pattern-owner", tenants.name("pattern"), "pw")
     time.sleep(1)
     before = tenants.writes()
+    errors = tenants.errors("MysqlDatabaseApply")
     cases = {
         "tenant-incomplete": (tenants.name("i"), "incomplete-owner", "OwnerSecretIncomplete"),
         "tenant-invalid": (tenants.name("v"), "invalid-owner", "InvalidSpec"),
@@ -193,6 +194,15 @@ def test_every_refusal_is_reachable_and_runs_no_sql(tenants: Tenants) -> None:
     tenants.condition("tenant-c-third", "OwnerConflict")
     first_writes = tenants.writes() - before
     assert first_writes > 0  # the winner applied
+    failed = [
+        n
+        for n in (*cases, "tenant-b-second", "tenant-c-third")
+        if tenants.status(n).get("phase") == "Failed"
+    ]
+    assert len(failed) >= 6, failed
+    assert tenants.errors("MysqlDatabaseApply") - errors >= len(failed), (
+        "a refusal the error alert misses"
+    )
     for name in (*cases, "tenant-b-second", "tenant-c-third"):
         assert tenants.status(name).get("databaseCreated") is not True, name
     assert not tenants.user_exists("bad name!")
@@ -310,12 +320,13 @@ def test_a_planned_failover_fences_and_the_promoted_site_gets_the_apply(tenants:
 def test_an_apply_against_a_read_only_replica_waits_instead_of_failing(tenants: Tenants) -> None:
     db, owner = tenants.name("ro_wms"), tenants.name("ro_app")
     tenants.owner_secret("ro-owner", owner, "pw")
-    before = tenants.writes("dc2")
+    before, errors = tenants.writes("dc2"), tenants.errors("MysqlDatabaseApply")
     # An unplanned failover as a client sees it: activeSite moved, the site still read-only.
     tenants.set_group_status({"activeSite": "dc2"})
     tenants.order("tenant-ro", db, "ro-owner")
     status = tenants.condition("tenant-ro", "PrimaryUnavailable")
     assert status["phase"] == "Pending"
+    assert tenants.errors("MysqlDatabaseApply") > errors, "an unreachable primary is an error"
     assert "read-only" in status["message"]
     assert tenants.writes("dc2") == before
     tenants.group.promote("dc2")
@@ -357,12 +368,14 @@ def test_a_drop_behind_an_open_circuit_comes_back_once_the_circuit_closes(
     tenants.order("tenant-late", db, "late-owner", deletionPolicy="Delete")
     tenants.ready("tenant-late")
     primary = tenants.group.primary
+    errors = tenants.errors("MysqlDatabaseDrop")
     tenants.group.stop_site(primary)
     try:
         tenants.delete("tenant-late")
         wait_for(
             lambda: "DatabaseDropDeferred" in tenants.events("tenant-late"), 20, "a deferred drop"
         )
+        assert tenants.errors("MysqlDatabaseDrop") > errors, "a deferred drop is an error"
         # A pooled connection may fail first (its usual wait), then a connect opens the
         # site's circuit for 60 s: the drop comes back only once that closes.
         tenants.come_back_now("tenant-late", within=(15, 76))

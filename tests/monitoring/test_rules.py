@@ -84,3 +84,12 @@ def test_every_alert_has_a_severity_and_words_for_the_page() -> None:
         for rule in group["rules"]:
             assert rule["labels"]["severity"] in {"warning", "critical"}
             assert set(rule["annotations"]) == {"summary", "description", "runbook_url"}
+
+
+def test_each_alert_compares_with_one_threshold_the_chart_can_set() -> None:
+    # The chart sets an alert's threshold (metrics.prometheusRule.alerts.<name>.threshold) by
+    # replacing the number after the one "> " in its expression: a second would be ambiguous.
+    without = {"TenantdbNoLeader"}  # a count of leaders, not a threshold
+    for rule in alerts():
+        found = re.findall(r"> [0-9][0-9.]*", rule["expr"])
+        assert len(found) == (0 if rule["alert"] in without else 1), (rule["alert"], found)

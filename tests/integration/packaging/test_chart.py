@@ -41,7 +41,11 @@ ALL_ON: dict[str, Any] = {
     "keda": {"enabled": True, "passwordSecret": "redis-password", "maxReplicas": 20},
     "metrics": {
         "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
-        "prometheusRule": {"enabled": True, "labels": {"release": "prom"}},
+        "prometheusRule": {
+            "enabled": True,
+            "labels": {"release": "prom"},
+            "runbookUrl": "https://docs.example.com/tenantdb/0.1.0/operations",
+        },
         "dashboard": {"enabled": True},
     },
     "kubeconfig": {

@@ -167,9 +167,7 @@ def test_the_prometheus_rule_is_the_rule_file_with_the_runbooks_linked(
     assert rule["metadata"]["labels"]["release"] == "prom"
     source = yaml.safe_load((CHART_DIR / "rules" / "tenantdb.rules.yaml").read_text())
     for group in source["groups"]:
-        for alert in group["rules"]:
-            local = alert["annotations"]["runbook_url"]
-            alert["annotations"]["runbook_url"] = local.replace("docs/operations.md", RUNBOOKS)
+        group["rules"] = [_linked(alert) for alert in group["rules"]]
     assert rule["spec"] == source
     # What the Prometheus operator hands Prometheus is a rule file promtool accepts.
     path = tmp_path / "rendered.rules.yaml"
@@ -178,11 +176,69 @@ def test_the_prometheus_rule_is_the_rule_file_with_the_runbooks_linked(
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def test_without_a_runbook_url_the_rule_file_is_shipped_unchanged(chart: Chart) -> None:
+def test_the_rule_is_not_rendered_with_dead_runbook_links(chart: Chart) -> None:
     values = {"metrics": {"prometheusRule": {"enabled": True}}}
-    rule = named(render(chart, values), "PrometheusRule", FULL)
+    with pytest.raises(helm_python.HelmRenderError) as caught:
+        render(chart, values)
+    assert "metrics.prometheusRule.runbookUrl is required" in str(caught.value)
+
+
+def _rules(rule: Manifest) -> dict[str, dict[str, Any]]:
+    return {a["alert"]: a for group in rule["spec"]["groups"] for a in group["rules"]}
+
+
+def test_an_alert_s_threshold_wait_and_severity_are_values(chart: Chart, tmp_path: Path) -> None:
+    settings = {
+        "TenantdbOrdersNotReady": {"threshold": 3600, "for": "10m", "severity": "critical"},
+        "TenantdbMysqlUnavailable": {"threshold": 0.25},
+        "TenantdbBeatSweepStale": {"threshold": 300},
+        "TenantdbWatchStale": {"enabled": False},
+    }
+    values = {"metrics": {"prometheusRule": {**MONITORING["metrics"]["prometheusRule"]}}}
+    values["metrics"]["prometheusRule"]["alerts"] = settings
+    chart.validate_schema(values)
+    alerts = _rules(named(render(chart, values), "PrometheusRule", FULL))
     source = yaml.safe_load((CHART_DIR / "rules" / "tenantdb.rules.yaml").read_text())
-    assert rule["spec"] == source
+    shipped = {a["alert"]: a for group in source["groups"] for a in group["rules"]}
+
+    assert "TenantdbWatchStale" not in alerts
+    changed = alerts["TenantdbOrdersNotReady"]
+    assert changed["expr"] == shipped["TenantdbOrdersNotReady"]["expr"].replace("> 900", "> 3600")
+    assert (changed["for"], changed["labels"]["severity"]) == ("10m", "critical")
+    assert alerts["TenantdbMysqlUnavailable"]["expr"].rstrip().endswith("> 0.25")
+    stale = alerts["TenantdbBeatSweepStale"]["expr"]
+    assert stale.endswith("!= 0) > 300"), "the filter of a never-swept beat is no threshold"
+    untouched = set(shipped) - set(settings)
+    assert all(alerts[name] == _linked(shipped[name]) for name in untouched)
+    path = tmp_path / "tuned.rules.yaml"
+    path.write_text(yaml.safe_dump(named(render(chart, values), "PrometheusRule", FULL)["spec"]))
+    checked = run_promtool("check", "rules", path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def _linked(alert: dict[str, Any]) -> dict[str, Any]:
+    local = alert["annotations"]["runbook_url"]
+    runbook = local.replace("docs/operations.md", RUNBOOKS)
+    return {**alert, "annotations": {**alert["annotations"], "runbook_url": runbook}}
+
+
+def test_an_alert_without_a_threshold_refuses_one(chart: Chart) -> None:
+    values = {"metrics": {"prometheusRule": {**MONITORING["metrics"]["prometheusRule"]}}}
+    values["metrics"]["prometheusRule"]["alerts"] = {"TenantdbNoLeader": {"threshold": 2}}
+    with pytest.raises(helm_python.HelmRenderError) as caught:
+        render(chart, values)
+    assert "TenantdbNoLeader has no threshold to set" in str(caught.value)
+
+
+def test_the_schema_knows_every_alert_and_only_those(chart: Chart) -> None:
+    source = yaml.safe_load((CHART_DIR / "rules" / "tenantdb.rules.yaml").read_text())
+    names = sorted(a["alert"] for group in source["groups"] for a in group["rules"])
+    schema = json.loads((CHART_DIR / "values.schema.json").read_text())
+    alerts = schema["properties"]["metrics"]["properties"]["prometheusRule"]["properties"]
+    assert alerts["alerts"]["propertyNames"]["enum"] == names
+    with pytest.raises(helm_python.HelmValuesError) as caught:
+        chart.validate_schema({"metrics": {"prometheusRule": {"alerts": {"OrdersNotReady": {}}}}})
+    assert "OrdersNotReady" in str(caught.value)
 
 
 def test_the_dashboard_config_map_carries_the_dashboard_for_the_sidecar(
