@@ -47,7 +47,7 @@ fmt: $(STAMP) ## Format and auto-fix what ruff can
 	$(BIN)/ruff check --fix .
 
 .PHONY: gen
-gen: $(STAMP) ## Regenerate the CRDs, the metrics table (docs/metrics.md) and the chart's values table
+gen: $(STAMP) ## Regenerate the CRDs, the metrics table (docs/metrics.md), the chart's values table and schema descriptions
 	$(BIN)/python tools/gen_crds.py
 	$(BIN)/python tools/gen_metrics_doc.py
 	$(BIN)/python tools/gen_chart_readme.py
