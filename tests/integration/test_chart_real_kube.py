@@ -3,8 +3,9 @@
 Two clusters from devstack/realkube.py, each with a kube-controller-manager: `management` gets
 the management values with every optional object the chart renders there turned on (the
 ServiceMonitors and the PrometheusRule, whose CRDs tests/fixtures/monitoring_crds.py stands in
-for, the worker PodDisruptionBudget, both NetworkPolicies, the dashboard, Flower, a Sentinel
-Redis, a kubeconfig Secret and a projected OpenBao token), and `edge-1` the target-cluster values
+for, two worker pools with their PodDisruptionBudgets, both NetworkPolicies, the dashboard,
+Flower, a Sentinel Redis, a kubeconfig Secret and a projected OpenBao token), and `edge-1` the
+target-cluster values
 (Roles and RoleBindings in assigned and placed namespaces, and a ServiceAccount token Secret).
 The Helm binary is the one `make kube` builds into tools/kube/bin (tools/kube/helm pins it); it
 installs the chart's CRDs, then every template with server-side apply, no dry run.
@@ -85,7 +86,10 @@ MANAGEMENT_VALUES: dict[str, Any] = {
     "config": {"TENANTDB_TASK_TIME_LIMIT_SECONDS": 100, "TENANTDB_RESYNC_SECONDS": "0"},
     "worker": {
         "concurrency": 8,
-        "queues": ["provision", "teardown"],
+        "pools": [
+            {"name": "chains", "queues": ["reconcile", "provision", "teardown"]},
+            {"name": "delivery", "queues": ["delivery"], "replicas": 1, "concurrency": 2},
+        ],
         "extraArgs": ["-O", "fair"],
         "podDisruptionBudget": {"enabled": True, "maxUnavailable": "50%"},
         "tolerations": [

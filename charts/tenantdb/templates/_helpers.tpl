@@ -34,6 +34,56 @@ app.kubernetes.io/part-of: tenantdb
 {{- define "tenantdb.componentSelector" -}}
 {{ include "tenantdb.selectorLabels" .ctx }}
 app.kubernetes.io/component: {{ .component }}
+{{- with .pool }}
+tenantdb.c5c3.io/pool: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* The worker pools as YAML {pools: [...]}: each of worker.pools with what it leaves out taken
+from worker (a map, such as resources or podDisruptionBudget, field by field at its top level;
+set one by one rather than merged, so a pool's false or 0 holds), or, when there is none, one
+unnamed pool of worker's values (the Deployment <fullname>-worker). Every queue must have a
+pool, or its orders would wait for ever. */}}
+{{- define "tenantdb.workerPools" -}}
+{{- $worker := .Values.worker }}
+{{- $shared := pick $worker "replicas" "concurrency" "extraArgs" "resources" "terminationGracePeriodSeconds" "nodeSelector" "tolerations" "affinity" "podDisruptionBudget" }}
+{{- $pools := list }}
+{{- if $worker.pools }}
+{{- $names := dict }}
+{{- $served := dict }}
+{{- range $worker.pools }}
+{{- if hasKey $names .name }}
+{{- fail (printf "worker.pools: two pools are named %q" .name) }}
+{{- end }}
+{{- $_ := set $names .name true }}
+{{- range .queues }}{{ $_ := set $served . true }}{{ end }}
+{{- $pool := deepCopy $shared }}
+{{- range $key, $value := . }}
+{{- if and (kindIs "map" $value) (kindIs "map" (get $pool $key)) }}
+{{- $merged := get $pool $key }}
+{{- range $field, $set := $value }}{{ $_ := set $merged $field $set }}{{ end }}
+{{- else }}
+{{- $_ := set $pool $key $value }}
+{{- end }}
+{{- end }}
+{{- $pools = append $pools $pool }}
+{{- end }}
+{{- range list "reconcile" "provision" "delivery" "teardown" }}
+{{- if not (hasKey $served .) }}
+{{- fail (printf "worker.pools: no pool consumes the %s queue; every queue needs one" .) }}
+{{- end }}
+{{- end }}
+{{- else }}
+{{- $pools = list (set (set (deepCopy $shared) "name" "") "queues" $worker.queues) }}
+{{- end }}
+{{- toYaml (dict "pools" $pools) }}
+{{- end -}}
+
+{{/* The Deployment (and PDB, ScaledObject) name of a worker pool; call with (dict "ctx" $
+"pool" name). */}}
+{{- define "tenantdb.workerName" -}}
+{{- $base := printf "%s-worker" (include "tenantdb.fullname" .ctx) }}
+{{- if .pool }}{{ printf "%s-%s" $base .pool | trunc 63 | trimSuffix "-" }}{{ else }}{{ $base }}{{ end }}
 {{- end -}}
 
 {{/* The ServiceAccount of a target cluster, and the stem of each role's account on management. */}}
@@ -177,7 +227,7 @@ priorityClassName: {{ . }}
 {{- end }}
 {{- if .ctx.Values.topologySpreadConstraints }}
 topologySpreadConstraints:
-{{- $selector := include "tenantdb.componentSelector" (dict "ctx" .ctx "component" .component) | fromYaml }}
+{{- $selector := include "tenantdb.componentSelector" (dict "ctx" .ctx "component" .component "pool" .pool) | fromYaml }}
 {{- range .ctx.Values.topologySpreadConstraints }}
   - {{- toYaml (merge (dict) . (dict "labelSelector" (dict "matchLabels" $selector))) | nindent 4 }}
 {{- end }}
@@ -186,7 +236,7 @@ topologySpreadConstraints:
 
 {{- define "tenantdb.podMetadata" -}}
 labels:
-  {{- include "tenantdb.componentSelector" (dict "ctx" .ctx "component" .component) | nindent 2 }}
+  {{- include "tenantdb.componentSelector" (dict "ctx" .ctx "component" .component "pool" .pool) | nindent 2 }}
   {{- with .ctx.Values.podLabels }}
   {{- toYaml . | nindent 2 }}
   {{- end }}

@@ -70,7 +70,23 @@ TARGET: dict[str, Any] = {
         "createTokenSecret": True,
     }
 }
-CASES = {"defaults": {}, "all-on": ALL_ON, "target-cluster": TARGET}
+POOLS: dict[str, Any] = {
+    "worker": {
+        "concurrency": 2,
+        "pools": [
+            {"name": "entry", "queues": ["reconcile", "provision", "teardown"], "replicas": 3},
+            {
+                "name": "delivery",
+                "queues": ["delivery"],
+                "concurrency": 8,
+                "resources": {"requests": {"cpu": "500m"}},
+                "podDisruptionBudget": {"enabled": False},
+            },
+        ],
+    },
+}
+
+CASES = {"defaults": {}, "all-on": ALL_ON, "target-cluster": TARGET, "pools": POOLS}
 
 
 @pytest.fixture(scope="module")
@@ -594,3 +610,94 @@ def test_extra_env_volumes_priority_and_spread_reach_every_role(chart: Chart) ->
         assert spread["topologyKey"] == "topology.kubernetes.io/zone"
     with pytest.raises(Exception, match="mountPath"):
         chart.validate_schema({"extraVolumeMounts": [{"name": "targets"}]})
+
+
+# ---------------------------------------------------------------- worker pools
+
+
+def _args(deployment: Manifest) -> list[str]:
+    args: list[str] = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    return args
+
+
+def test_each_worker_pool_is_a_deployment_of_its_own_queues(chart: Chart) -> None:
+    objects = render(chart, POOLS)
+    names = {d["metadata"]["name"] for d in by_kind(objects, "Deployment")}
+    assert {f"{FULL}-worker-entry", f"{FULL}-worker-delivery"} <= names
+    assert f"{FULL}-worker" not in names, "the single Deployment would consume every queue too"
+    entry = named(objects, "Deployment", f"{FULL}-worker-entry")
+    delivery = named(objects, "Deployment", f"{FULL}-worker-delivery")
+    assert "--queues=reconcile,provision,teardown" in _args(entry)
+    assert "--queues=delivery" in _args(delivery)
+    # What a pool leaves out comes from worker: concurrency, and resources' other fields.
+    concurrency = [
+        next(a for a in _args(d) if a.startswith("--concurrency")) for d in (entry, delivery)
+    ]
+    assert concurrency == ["--concurrency=2", "--concurrency=8"]
+    assert (entry["spec"]["replicas"], delivery["spec"]["replicas"]) == (3, 2)
+    resources = delivery["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert resources == {"requests": {"cpu": "500m"}, "limits": {"memory": "1Gi"}}
+    # Celery names the worker by pool, so Flower tells the pools apart.
+    assert "--hostname=worker-delivery@%h" in _args(delivery)
+    # Each Deployment selects only its own pods: two ReplicaSets never fight over one pod.
+    for one, other in ((entry, delivery), (delivery, entry)):
+        selector = one["spec"]["selector"]["matchLabels"]
+        own = one["spec"]["template"]["metadata"]["labels"]
+        theirs = other["spec"]["template"]["metadata"]["labels"]
+        assert selector.items() <= own.items()
+        assert not selector.items() <= theirs.items()
+    budgets = [b["metadata"]["name"] for b in by_kind(objects, "PodDisruptionBudget")]
+    assert budgets == [f"{FULL}-worker-entry"]
+    budget = named(objects, "PodDisruptionBudget", f"{FULL}-worker-entry")
+    assert budget["spec"]["selector"] == entry["spec"]["selector"]
+
+
+def test_keda_scales_each_pool_on_its_own_queues(chart: Chart) -> None:
+    objects = render(chart, {**POOLS, "keda": {"enabled": True}})
+    scaled = {o["spec"]["scaleTargetRef"]["name"]: o for o in by_kind(objects, "ScaledObject")}
+    assert set(scaled) == {f"{FULL}-worker-entry", f"{FULL}-worker-delivery"}
+    lists = {
+        name: [t["metadata"]["listName"] for t in obj["spec"]["triggers"]]
+        for name, obj in scaled.items()
+    }
+    assert lists[f"{FULL}-worker-delivery"] == ["tenantdb:delivery"]
+    assert lists[f"{FULL}-worker-entry"] == [
+        "tenantdb:reconcile", "tenantdb:provision", "tenantdb:teardown"
+    ]  # fmt: skip
+    assert all("replicas" not in named(objects, "Deployment", name)["spec"] for name in scaled)
+
+
+@pytest.mark.parametrize(
+    ("pools", "says"),
+    [
+        (
+            [{"name": "entry", "queues": ["reconcile", "provision", "teardown"]}],
+            "no pool consumes the delivery queue",
+        ),
+        (
+            [
+                {"name": "a", "queues": ["reconcile", "provision"]},
+                {"name": "a", "queues": ["delivery", "teardown"]},
+            ],
+            'two pools are named "a"',
+        ),
+    ],
+    ids=["queue-unserved", "name-twice"],
+)
+def test_pools_that_would_strand_orders_are_refused(
+    chart: Chart, pools: list[dict[str, Any]], says: str
+) -> None:
+    with pytest.raises(helm_python.HelmRenderError) as caught:
+        render(chart, {"worker": {"pools": pools}})
+    assert says in str(caught.value)
+
+
+def test_the_schema_wants_a_name_and_queues_for_each_pool(chart: Chart) -> None:
+    for pool in (
+        {"queues": ["delivery"]},
+        {"name": "Delivery", "queues": ["delivery"]},
+        {"name": "d", "queues": ["mail"]},
+        {"name": "d", "queues": ["delivery"], "x": 1},
+    ):
+        with pytest.raises(helm_python.HelmValuesError):
+            chart.validate_schema({"worker": {"pools": [pool]}})
