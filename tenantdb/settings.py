@@ -123,6 +123,15 @@ class Settings(BaseSettings):
             " throughout. Keep it well above 30 s, the longest wait between failed sweeps."
         ),
     )
+    worker_liveness_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description=(
+            "A worker's liveness probe (/livez on the metrics port) fails once its consumer has"
+            " not gone round its event loop for this long: the broker connection is lost and"
+            " not back, or the loop is blocked. Busy task processes do not hold the loop up."
+        ),
+    )
     kubeconfig: str = Field(
         default="",
         description=(

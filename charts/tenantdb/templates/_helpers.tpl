@@ -181,21 +181,26 @@ clusters, and "openbao" true for the one that logs in to OpenBao (the worker). *
 {{- end -}}
 
 {{/* A liveness probe on /metrics: the process serves it for as long as it runs. */}}
-{{- define "tenantdb.metricsProbe" -}}
-{{- include "tenantdb.livenessProbe" (dict "ctx" . "path" "/metrics") -}}
-{{- end -}}
-
-{{/* The liveness probe on the metrics port, at .path: beat's /livez fails when its sweeps stall. */}}
+{{/* The liveness and readiness probes on the metrics port's /livez, which each role answers from
+what it is there for: the watcher's watch loops and lease campaign, beat's sweeps, a worker's
+consumer loop (not only the metrics thread). Ready means alive; a failing liveness restarts. */}}
 {{- define "tenantdb.livenessProbe" -}}
-{{- if .ctx.Values.metrics.enabled -}}
+{{- if .Values.metrics.enabled -}}
 livenessProbe:
   httpGet:
-    path: {{ .path }}
+    path: /livez
     port: metrics
   initialDelaySeconds: 10
   periodSeconds: 20
   timeoutSeconds: 5
   failureThreshold: 3
+readinessProbe:
+  httpGet:
+    path: /livez
+    port: metrics
+  periodSeconds: 10
+  timeoutSeconds: 5
+  failureThreshold: 2
 {{- end -}}
 {{- end -}}
 
