@@ -5,9 +5,12 @@
 # dependencies only: no dev extra and no devstack. The `dev` stage adds both, for the local
 # docker-compose stack.
 
-ARG PYTHON_VERSION=3.11
+# The base image, one build argument: a release pins it by digest, e.g.
+#   --build-arg BASE_IMAGE=python:3.11-slim@sha256:<digest of the index `docker buildx
+#   imagetools inspect python:3.11-slim` prints>
+ARG BASE_IMAGE=python:3.11-slim
 
-FROM python:${PYTHON_VERSION}-slim AS base
+FROM ${BASE_IMAGE} AS base
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -37,6 +40,18 @@ ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["python", "-m", "devstack", "up", "--state-dir", "/state"]
 
 FROM base AS runtime
+ARG BASE_IMAGE
+ARG VERSION=0.1.0
+ARG REVISION=""
+ARG CREATED=""
+# https://github.com/opencontainers/image-spec/blob/main/annotations.md
+LABEL org.opencontainers.image.title="tenantdb" \
+      org.opencontainers.image.description="Tenant databases on Kubernetes: MariaDBDatabase and MysqlDatabase orders served by a watcher, Celery workers and beat" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.base.name="${BASE_IMAGE}"
 COPY --from=build /wheels /wheels
 # The wheel, without extras: pip resolves only the runtime dependencies, at the versions of
 # constraints.txt. The build fails if the devstack came along (it must not ship in this image).

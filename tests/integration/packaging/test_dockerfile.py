@@ -110,6 +110,40 @@ def test_stages_build_on_known_stages(stages: list[Stage]) -> None:
         assert stage.base in names, stage.name
 
 
+def _labels(stage: Stage) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for line in stage.all("LABEL"):
+        for key, value in re.findall(r'(\S+)="([^"]*)"', line):
+            found[key] = value
+    return found
+
+
+def _arg(text: str, name: str) -> str:
+    found = re.search(rf"^ARG {name}=(\S*)$", text, re.M)
+    assert found, f"no default for ARG {name}"
+    return found.group(1).strip('"')
+
+
+def test_the_image_says_what_it_is_in_oci_labels(runtime: Stage) -> None:
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    text = (REPO_ROOT / "Dockerfile").read_text()
+    labels = _labels(runtime)
+    oci = "org.opencontainers.image."
+    assert labels[f"{oci}title"] == project["name"]
+    assert labels[f"{oci}licenses"] == project["license"]
+    assert labels[f"{oci}version"] == "${VERSION}"
+    assert _arg(text, "VERSION") == project["version"], "the image version follows the package"
+    assert {f"{oci}revision", f"{oci}created", f"{oci}base.name"} <= set(labels)
+
+
+def test_the_base_image_is_one_build_argument(stages: list[Stage]) -> None:
+    # One place to pin it by digest; every stage builds on it.
+    text = (REPO_ROOT / "Dockerfile").read_text()
+    assert stages[0].base == "${BASE_IMAGE}"
+    assert _arg(text, "BASE_IMAGE").startswith("python:3.11")
+    assert all(s.base == "base" or s is stages[0] for s in stages)
+
+
 def test_build_context_leaves_out_local_state() -> None:
     ignored = set((REPO_ROOT / ".dockerignore").read_text().split())
     assert {".git", ".venv", "tests", "**/kubeconfig"} <= ignored
