@@ -1,10 +1,12 @@
 """``tenantdb demo`` (``python -m devstack demo``): the whole stack, three orders, a live table.
 
 Starts the devstack (Kubernetes API servers for ``management`` and ``edge-1``, OpenBao, ESO,
-mariadb-operator, cert-manager) on the local Redis and MariaDB, then tenantdb's watcher, two
-workers, beat and Flower, and a Prometheus (Debian's ``prometheus``, when installed) scraping
-every tenantdb process with the chart's alert rules loaded; applies the orders in ``examples/``
-with kubectl (one on the management cluster, one on ``edge-1``, one that is refused) and shows
+mariadb-operator, cert-manager, and a MySQL failover group where the MariaDB server binaries are
+installed) on the local Redis and MariaDB, then tenantdb's watcher, two workers, beat and Flower,
+and a Prometheus (Debian's ``prometheus``, when installed) scraping every tenantdb process with
+the chart's alert rules loaded; applies the orders in ``examples/`` with kubectl (MariaDBDatabases
+on the management cluster and on ``edge-1``, one that is refused, and a MysqlDatabase on the
+failover group, whose owner Secret the demo writes as a platform's secret store would) and shows
 them until they settle; once they have, it waits for Prometheus to show them by Ready reason.
 Ctrl-C (or the end of ``--until-ready``) stops every process it started and nothing else.
 
@@ -34,10 +36,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from devstack.mysql_group import INITIAL_PRIMARY, binaries_present
 from devstack.platform import role_env
 from tenantdb.adapters.clusters import ClusterRegistry
-from tenantdb.adapters.kube import MARIADB_DATABASE, SECRET, KindNotServedError, KubeError
-from tenantdb.core.mariadbdatabase.naming import IDENTITY
+from tenantdb.adapters.kube import (
+    MARIADB_DATABASE,
+    MYSQL_DATABASE,
+    SECRET,
+    KindNotServedError,
+    KubeError,
+    Resource,
+)
+from tenantdb.core.kinds import KindIdentity
+from tenantdb.core.mariadbdatabase.naming import IDENTITY as MARIADB
+from tenantdb.core.mysqldatabase.naming import IDENTITY as MYSQL
 from tenantdb.core.readiness import compute_ready_state
 from tenantdb.core.report import QueueView, build_report
 from tenantdb.settings import Settings
@@ -60,13 +72,27 @@ class DemoOrder:
     name: str
     namespace: str
     ready: bool
+    resource: Resource = MARIADB_DATABASE
+    identity: KindIdentity = MARIADB
+
+    @property
+    def kind(self) -> str:
+        return self.resource.kind
 
 
-ORDERS = (
+MARIADB_ORDERS = (
     DemoOrder("workflow-db.yaml", "management", "workflow-db", "tenant-a", ready=True),
     DemoOrder("edge-db.yaml", "edge-1", "edge-db", "tenant-a", ready=True),
     DemoOrder("reserved-db.yaml", "management", "reserved-db", "tenant-a", ready=False),
 )
+MYSQL_ORDER = DemoOrder(
+    "orders-db.yaml", "management", "orders-db", "bloodraven", True, MYSQL_DATABASE, MYSQL
+)
+"""Served where the devstack runs its MySQL failover group (the MariaDB server binaries)."""
+MYSQL_OWNER = ("bloodraven", "orders-db-owner", "orders_app")
+"""The owner Secret the MysqlDatabase names: namespace, name, and the owner's username."""
+MYSQL_ORDER_SCHEMA = "orders_db"
+ORDERS = (*MARIADB_ORDERS, *((MYSQL_ORDER,) if binaries_present() else ()))
 
 
 class DemoError(Exception):
@@ -270,32 +296,35 @@ def query_prometheus(query: str) -> list[dict[str, object]] | None:
     return result if isinstance(result, list) else None
 
 
-def expected_series(registry: ClusterRegistry) -> dict[tuple[str, str], int]:
-    """The ``tenantdb_orders`` samples the demo's orders make now: (status, reason) -> count."""
-    found: dict[tuple[str, str], int] = {}
-    for _, obj in read_orders(registry):
+def expected_series(registry: ClusterRegistry) -> dict[tuple[str, str, str], int]:
+    """The ``tenantdb_orders`` samples the demo's orders make now: (kind, status, reason) ->
+    count, the kind in lower case as the metric labels it."""
+    found: dict[tuple[str, str, str], int] = {}
+    for order, obj in read_orders(registry):
         if obj is not None:
             state = compute_ready_state(obj)
-            found[(state.status, state.reason)] = found.get((state.status, state.reason), 0) + 1
+            labels = (order.kind.lower(), state.status, state.reason)
+            found[labels] = found.get(labels, 0) + 1
     return found
 
 
 def orders_series_present(registry: ClusterRegistry) -> str | None:
     """A line reporting the orders-by-reason series in Prometheus, or None while they are
     not all there (Prometheus scrapes beat every 2 s; beat counts the orders every 10 s)."""
-    result = query_prometheus('sum by (status, reason) (tenantdb_orders{kind="mariadbdatabase"})')
+    result = query_prometheus("sum by (kind, status, reason) (tenantdb_orders)")
     if not result:
         return None
-    seen: dict[tuple[str, str], int] = {}
+    seen: dict[tuple[str, str, str], int] = {}
     for sample in result:
         metric = sample.get("metric")
         value = sample.get("value")
         if isinstance(metric, dict) and isinstance(value, list) and len(value) == 2:
-            seen[(str(metric.get("status")), str(metric.get("reason")))] = int(float(value[1]))
+            labels = (str(metric.get("kind")), str(metric.get("status")), str(metric.get("reason")))
+            seen[labels] = int(float(value[1]))
     expected = expected_series(registry)
     if not expected or any(seen.get(labels) != n for labels, n in expected.items()):
         return None
-    shown = ", ".join(f"{r} (Ready={st}) = {n}" for (st, r), n in sorted(expected.items()))
+    shown = ", ".join(f"{k} {r} (Ready={st}) = {n}" for (k, st, r), n in sorted(expected.items()))
     return f"Prometheus has tenantdb_orders for the demo orders: {shown}"
 
 
@@ -308,8 +337,30 @@ def kubectl() -> str:
     return found
 
 
+def write_owner_secret(kubeconfig: str) -> None:
+    """Write the MysqlDatabase owner's Secret, with a password of its own, as a platform's secret
+    store would; the password goes to kubectl on stdin, never on a command line."""
+    namespace, name, username = MYSQL_OWNER
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "type": "Opaque",
+        "stringData": {"username": username, "password": secrets.token_urlsafe(18)},
+    }
+    done = subprocess.run(  # noqa: S603
+        [kubectl(), "--kubeconfig", kubeconfig, "--context", "management", "apply", "-f", "-"],
+        input=json.dumps(secret), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise DemoError(f"kubectl apply the owner Secret {namespace}/{name}: {done.stderr.strip()}")
+
+
 def apply_examples(kubeconfig: str) -> None:
-    """Apply every example order on its cluster with kubectl."""
+    """Apply every example order on its cluster with kubectl (and the MysqlDatabase's owner
+    Secret first, when the demo serves one)."""
+    if MYSQL_ORDER in ORDERS:
+        write_owner_secret(kubeconfig)
     for order in ORDERS:
         done = subprocess.run(  # noqa: S603
             [kubectl(), "--kubeconfig", kubeconfig, "--context", order.cluster, "apply", "-f",
@@ -325,6 +376,7 @@ class Row:
     """One line of the live table."""
 
     name: str
+    kind: str
     cluster: str
     ready: str
     reason: str
@@ -338,7 +390,7 @@ def read_orders(registry: ClusterRegistry) -> list[tuple[DemoOrder, dict[str, An
     for order in ORDERS:
         try:
             obj = registry.get(_cluster(order)).get_or_none(
-                MARIADB_DATABASE, order.namespace, order.name
+                order.resource, order.namespace, order.name
             )
         except (KubeError, KindNotServedError):
             obj = None
@@ -355,18 +407,21 @@ def read_rows(registry: ClusterRegistry) -> list[Row]:
     rows = []
     for order, obj in read_orders(registry):
         report = build_report(
-            IDENTITY.key(order.namespace, order.name, _cluster(order)),
+            order.identity.key(order.namespace, order.name, _cluster(order)),
             obj,
             QueueView(),
             time.time(),
         )
+        # A MysqlDatabase names its schema in its spec only.
+        database = report.database or str(((obj or {}).get("spec") or {}).get("databaseName", ""))
         rows.append(
             Row(
                 order.name,
+                order.kind,
                 order.cluster,
                 report.ready or "-",
                 report.reason or "-",
-                report.database or "-",
+                database or "-",
                 report.refreshed or "-",
             )
         )
@@ -387,7 +442,7 @@ def settled(rows: list[Row]) -> bool:
 
 def render(rows: list[Row]) -> str:
     """The live table."""
-    header = Row("NAME", "CLUSTER", "READY", "REASON", "DATABASE", "REFRESHED")
+    header = Row("NAME", "KIND", "CLUSTER", "READY", "REASON", "DATABASE", "REFRESHED")
     table = [header, *rows]
     widths = [max(len(getattr(r, f)) for r in table) for f in Row.__dataclass_fields__]
     return "\n".join(
@@ -396,6 +451,28 @@ def render(rows: list[Row]) -> str:
         )
         for r in table
     )
+
+
+def _how_to_mysql(kubeconfig: str, mapping: dict[str, str]) -> list[str]:
+    """How to log in as the MysqlDatabase's owner on the group's primary (none without one)."""
+    if MYSQL_ORDER not in ORDERS:
+        return []
+    namespace, name, username = MYSQL_OWNER
+    site = f"mysql-main-{INITIAL_PRIMARY}-internal."  # the group's primary until a failover
+    primary = next((real for name, real in mapping.items() if name.startswith(site)), "")
+    host, _, port = str(primary).rpartition(":")
+    get = (
+        f"{kubectl()} --kubeconfig {kubeconfig} --context management -n {namespace}"
+        f" get secret {name}"
+    )
+    return [
+        "",
+        f"orders-db (MysqlDatabase) is owned by {username}, with the password of its owner"
+        f" Secret {namespace}/{name}:",
+        f"  PASS=$({get} -o jsonpath='{{.data.password}}' | base64 -d)",
+        f'  mariadb -h {host or "<primary>"} -P {port or "<port>"} -u {username} -p"$PASS"'
+        f" {MYSQL_ORDER_SCHEMA}",
+    ]
 
 
 def _how_to(state: Path, kubeconfig: str, registry: ClusterRegistry) -> str:
@@ -419,6 +496,7 @@ def _how_to(state: Path, kubeconfig: str, registry: ClusterRegistry) -> str:
             f"  USER=$({get} -o jsonpath='{{.data.username}}' | base64 -d)",
             f"  PASS=$({get} -o jsonpath='{{.data.password}}' | base64 -d)",
             f'  mariadb -h {real_host} -P {real_port} -u "$USER" -p"$PASS" workflow_db',
+            *_how_to_mysql(kubeconfig, mapping),
             "",
             f"Flower:  http://127.0.0.1:{FLOWER_PORT}  (user:password in {state / 'flower-auth'})",
             *(

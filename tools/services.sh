@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install (from Debian's packages) and start the services the tests, the bench and the demo use:
 # Redis on 127.0.0.1:6379, MariaDB on 127.0.0.1:3306 with `root` logging in over TCP with an empty
-# password, and promtool. Each part is skipped when it is already there, so a second run costs
+# password, promtool, and Chromium (the demo test looks at Flower in a headless browser). Each part is skipped when it is already there, so a second run costs
 # nothing. Installing needs root and apt-get; without them the script says what is missing.
 #
 # Debian's MariaDB lets root in over the Unix socket only (unix_socket authentication). The tests
@@ -25,6 +25,7 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v mariadb >/dev/null 2>&1 || missing+=(mariadb-client)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then

@@ -1,4 +1,5 @@
-"""The demo a newcomer runs: it settles, tells how to connect, and Ctrl-C leaves nothing behind."""
+"""The demo a newcomer runs: both kinds settle, it tells how to connect, Flower shows its queues
+and tasks in a browser behind its login, and Ctrl-C leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pymysql
 import pytest
@@ -64,19 +66,42 @@ def _alive(pid: int) -> bool:
     return " Z " not in stat
 
 
+def _interrupt(demo: subprocess.Popen[Any]) -> None:
+    """Stop a demo still running as a user would, with Ctrl-C, so that it stops what it
+    started; SIGKILL (which would leave its processes behind) only if it does not exit."""
+    if demo.poll() is not None:
+        return
+    demo.send_signal(signal.SIGINT)
+    try:
+        demo.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        demo.kill()
+        demo.wait()
+
+
+@pytest.mark.timeout(300)
 def test_demo_until_ready_exits_0_once_the_orders_settle(
     tmp_path: Path, demo_cleanup: None
 ) -> None:
-    done = subprocess.run(
+    demo = subprocess.Popen(
         [sys.executable, "-m", "tenantdb.cli", "demo", "--until-ready", "--timeout", "180",
          "--state-dir", str(tmp_path / "demo")],
-        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    table = done.stdout
-    assert "workflow-db  management  True" in table
-    assert "edge-db      edge-1      True" in table
+    try:
+        out, err = demo.communicate(timeout=240)
+    finally:
+        _interrupt(demo)
+    assert demo.returncode == 0, out[-2000:] + err[-2000:]
+    table = out
+    assert "workflow-db  MariaDBDatabase  management  True" in table
+    assert "edge-db      MariaDBDatabase  edge-1      True" in table
     assert "DatabaseNameReserved" in table
+    # Both kinds: the MysqlDatabase on the devstack's failover group, with how to log in as its
+    # owner (the password read from its Secret, never printed).
+    assert "orders-db    MysqlDatabase    management  True   DatabaseReconciled" in table
+    assert "-n bloodraven get secret orders-db-owner -o jsonpath='{.data.password}'" in table
+    assert '-u orders_app -p"$PASS" orders_db' in table
     assert "get secret workflow-db-credentials -o jsonpath='{.data.password}'" in table
     assert "tenantdb reconcile mariadbdatabase/tenant-a/workflow-db --wait 30" in table
     # Debian's prometheus is installed (.ci/run installs it): the demo's Prometheus scraped
@@ -84,10 +109,41 @@ def test_demo_until_ready_exits_0_once_the_orders_settle(
     assert shutil.which("prometheus"), "prometheus is not installed (apt-get install prometheus)"
     assert "Prometheus: http://127.0.0.1:9190" in table
     assert "Prometheus has tenantdb_orders for the demo orders:" in table
-    assert "DatabaseNameReserved (Ready=False) = 1" in table
+    assert "mariadbdatabase DatabaseNameReserved (Ready=False) = 1" in table
+    assert "mysqldatabase DatabaseReconciled (Ready=True) = 1" in table
 
 
-def test_ctrl_c_stops_everything_the_demo_started(tmp_path: Path, demo_cleanup: None) -> None:
+def _browse(url: str, profile: Path) -> str:
+    """The page at ``url`` as headless Chromium leaves it once its scripts ran (the DOM)."""
+    chromium = shutil.which("chromium")
+    assert chromium, "chromium is not installed (apt-get install chromium)"
+    done = subprocess.run(
+        [chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
+         f"--user-data-dir={profile}", "--virtual-time-budget=10000", "--dump-dom", url],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"chromium exited with {done.returncode}"  # no URL: it has auth
+    return done.stdout
+
+
+def _flower_in_a_browser(state: Path, profile: Path) -> None:
+    """Flower's pages, as a browser shows them, behind the demo's login."""
+    login = (state / "flower-auth").read_text().strip()
+    outside = _browse("http://127.0.0.1:5555/tasks", profile / "anonymous")
+    assert "tenantdb.reconcile.order" not in outside, "Flower showed its tasks without a login"
+    broker = _browse(f"http://{login}@127.0.0.1:5555/broker", profile / "broker")
+    missing = [q for q in ("reconcile", "provision", "delivery", "teardown") if q not in broker]
+    assert missing == [], f"queues missing from Flower's broker page: {missing}"
+    tasks = _browse(f"http://{login}@127.0.0.1:5555/tasks", profile / "tasks")
+    # The task list is filled in by the page's scripts: only a browser shows it.
+    assert "tenantdb.reconcile.order" in tasks, "no reconcile task on Flower's tasks page"
+    assert "SUCCESS" in tasks, "no finished task on Flower's tasks page"
+
+
+@pytest.mark.timeout(300)
+def test_a_running_demo_shows_its_flower_and_ctrl_c_stops_everything(
+    tmp_path: Path, demo_cleanup: None
+) -> None:
     log = (tmp_path / "demo.out").open("w")
     demo = subprocess.Popen(
         [sys.executable, "-m", "tenantdb.cli", "demo", "--timeout", "180",
@@ -102,11 +158,10 @@ def test_ctrl_c_stops_everything_the_demo_started(tmp_path: Path, demo_cleanup: 
         )
         started = _children(demo.pid)
         assert len(started) >= 6, "devstack, watcher, two workers, beat and Flower"
+        _flower_in_a_browser(tmp_path / "demo", tmp_path / "chromium")
         demo.send_signal(signal.SIGINT)
         assert demo.wait(timeout=60) == 0
         wait_for(lambda: not any(_alive(p) for p in started), 30, "every process to stop")
     finally:
-        if demo.poll() is None:
-            demo.kill()
-            demo.wait()
+        _interrupt(demo)
         log.close()
