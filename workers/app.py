@@ -5,21 +5,19 @@
 in ``tenantdb.adapters.celeryapp`` so that every process that publishes agrees with the
 workers. With ``TENANTDB_METRICS_PORT`` set, the worker's parent process serves /metrics for all
 its prefork children (``tenantdb worker`` points them at a shared multiprocess directory), and
-/livez, which fails while the consumer does not go round its event loop (``ConsumerLiveness``).
+/livez, which fails while the consumer does not go round its event loop (``consumer_liveness``).
 """
 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable
 from typing import Any
 
 from celery import bootsteps
 from celery.signals import setup_logging, worker_init, worker_process_shutdown
 
 from tenantdb.adapters.celeryapp import build_celery_app
-from tenantdb.adapters.metrics import mark_process_dead, serve
+from tenantdb.adapters.metrics import Progress, mark_process_dead, serve
 from tenantdb.logs import configure_logging
 from tenantdb.settings import load_settings
 
@@ -43,42 +41,29 @@ flower = build_celery_app(
 scheme Flower's broker page reads; Flower runs no task, so it needs no worker's guard."""
 
 
-class ConsumerLiveness:
+def consumer_liveness(max_age: float) -> Progress:
     """Whether the worker's consumer goes round its event loop, for the liveness probe.
 
     The consumer's loop receives the messages, acknowledges them and hands them to the task
-    processes; a timer on it ticks every ``tick_seconds`` (5 s, or a quarter of the limit when
-    that is shorter) while it runs. It stops ticking
-    while the broker connection is lost (the consumer is reconnecting) and when the loop is
-    blocked, however well the metrics thread answers. Busy task processes do not stop it.
+    processes; a timer on it tells of progress while it runs (``_LoopTicks``). It stops while
+    the broker connection is lost (the consumer is reconnecting) and when the loop is blocked,
+    however well the metrics thread answers. Busy task processes do not stop it.
     """
-
-    def __init__(self, max_age: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.max_age = max_age
-        self.tick_seconds = min(5.0, max_age / 4)
-        self._clock = clock
-        self._at = clock()
-
-    def tick(self) -> None:
-        """The loop went round just now."""
-        self._at = self._clock()
-
-    def __call__(self) -> str | None:
-        """None while alive; otherwise one line saying for how long the loop has not ticked."""
-        age = self._clock() - self._at
-        if age <= self.max_age:
-            return None
-        return (
-            f"the consumer has not gone round its event loop for {age:.0f} s (limit"
-            f" {self.max_age:.0f} s): its broker connection is down or the loop is blocked"
-        )
+    return Progress(
+        max_age,
+        "the consumer has not gone round its event loop for {age} s (limit {limit} s): its"
+        " broker connection is down or the loop is blocked",
+    )
 
 
-LIVENESS = ConsumerLiveness(load_settings().worker_liveness_seconds)
+LIVENESS = consumer_liveness(load_settings().worker_liveness_seconds)
+TICK_SECONDS = min(5.0, LIVENESS.max_age / 4)
+"""How often the consumer's loop tells of progress: 5 s, or a quarter of the limit if shorter."""
 
 
 class _LoopTicks(bootsteps.StartStopStep):
-    """Ticks ``LIVENESS`` from a timer of the consumer's event loop while the consumer runs."""
+    """Tells ``LIVENESS`` of progress from a timer of the consumer's event loop while the
+    consumer runs."""
 
     requires = ("celery.worker.consumer.tasks:Tasks",)
 
@@ -87,8 +72,8 @@ class _LoopTicks(bootsteps.StartStopStep):
         self._timer: Any = None
 
     def start(self, parent: Any) -> None:
-        LIVENESS.tick()
-        self._timer = parent.timer.call_repeatedly(LIVENESS.tick_seconds, LIVENESS.tick)
+        LIVENESS.progressed()
+        self._timer = parent.timer.call_repeatedly(TICK_SECONDS, LIVENESS.progressed)
 
     def stop(self, parent: Any) -> None:
         if self._timer is not None:

@@ -47,6 +47,7 @@ from tenantdb.adapters.metrics import (
     PENDING_KEYS,
     QUEUE_DEPTH,
     REFRESH_LAG,
+    Progress,
     forget_beat_gauges,
     serve,
     set_series,
@@ -69,29 +70,14 @@ MAX_ERROR_BACKOFF = 30.0
 """The longest wait after a failed sweep."""
 
 
-class Liveness:
+def beat_liveness(max_age: float) -> Progress:
     """Whether this beat still gets on with its work, for its liveness probe (``/livez``).
 
     The active beat gets on when a sweep completes; a standby, which has nothing to sweep, when
     its loop goes round. A sweep that hangs on a dead connection, or that keeps failing for
     longer than ``max_age`` seconds, makes the probe fail, and the kubelet restarts the process.
     """
-
-    def __init__(self, max_age: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.max_age = max_age
-        self._clock = clock
-        self._at = clock()
-
-    def progressed(self) -> None:
-        """The beat did what it is there for just now."""
-        self._at = self._clock()
-
-    def __call__(self) -> str | None:
-        """None while alive; otherwise one line saying for how long it has not been."""
-        age = self._clock() - self._at
-        if age <= self.max_age:
-            return None
-        return f"beat has completed no sweep for {age:.0f} s (limit {self.max_age:.0f} s)"
+    return Progress(max_age, "beat has completed no sweep for {age} s (limit {limit} s)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +203,7 @@ def run_beat(
     interval: float = 1.0,
     refresh_cycle: float = 600.0,
     is_active: Callable[[], bool] = lambda: True,
-    liveness: Liveness | None = None,
+    liveness: Progress | None = None,
 ) -> None:
     """Sweep every ``interval`` seconds until ``stop`` is set, keeping to the interval's grid.
 
@@ -285,7 +271,7 @@ def run_beat(
 
 def run_beat_process(settings: Settings, stop: threading.Event) -> None:
     """The ``tenantdb beat`` role: serve /metrics, campaign for the lease, sweep while leading."""
-    liveness = Liveness(settings.beat_liveness_seconds)
+    liveness = beat_liveness(settings.beat_liveness_seconds)
     serve(settings.metrics_port, liveness)
     redis_client = build_redis(settings)
     warn_about_eviction(redis_client)

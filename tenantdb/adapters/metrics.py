@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from socketserver import ThreadingMixIn
-from time import perf_counter, time
+from time import monotonic, perf_counter, time
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -319,6 +319,33 @@ def observe_leg_since(sub_reconciler: str, started: float) -> None:
 
 Liveness = Callable[[], str | None]
 """Why the process is not alive (one line, no secret), or None while it is."""
+
+
+class Progress:
+    """A ``Liveness`` for a process whose work shows itself by going on: alive while it was
+    told of progress (``progressed``) within ``max_age`` seconds.
+
+    ``stalled`` words the failure; it is formatted with ``age`` and ``limit`` (whole seconds).
+    """
+
+    def __init__(
+        self, max_age: float, stalled: str, clock: Callable[[], float] = monotonic
+    ) -> None:
+        self.max_age = max_age
+        self.stalled = stalled
+        self._clock = clock
+        self._at = clock()
+
+    def progressed(self) -> None:
+        """The process did what it is there for just now."""
+        self._at = self._clock()
+
+    def __call__(self) -> str | None:
+        """None while alive; otherwise one line saying for how long it has not progressed."""
+        age = self._clock() - self._at
+        if age <= self.max_age:
+            return None
+        return self.stalled.format(age=f"{age:.0f}", limit=f"{self.max_age:.0f}")
 
 
 def serve(port: int, liveness: Liveness | None = None) -> None:
