@@ -157,9 +157,12 @@ def _with_stack(
     *,
     dead_group: bool = False,
     api_server: str | None = None,
+    refresh_cycle: float | None = None,
 ) -> Figures:
     server = api_server or API_SERVER["name"]
-    stack = Stack(temp_state(), workers, dead_group=dead_group, api_server=server)
+    stack = Stack(
+        temp_state(), workers, dead_group=dead_group, api_server=server, refresh_cycle=refresh_cycle
+    )
     try:
         stack.up()
         return body(stack)
@@ -261,14 +264,16 @@ def run_servers(profile: Profile) -> Figures:
 def run_cold(profile: Profile) -> Figures:
     """N new orders at once on fresh stacks with 1 and 2 worker processes.
 
-    The storm of one edit on each of many orders runs on the last two-worker run of each size
-    whose orders all went Ready; the largest such size is reported.
+    On the last two-worker run of each size whose orders all went Ready, the fleet they make is
+    refreshed whole at the pace of a 10,000-order fleet (`scenarios.refresh_all`), then the storm
+    of one edit on each of many orders runs; the largest such size is reported.
     """
     out: Figures = {}
     for size in profile.cold_sizes:
         for workers in (1, 2):
             runs: list[Figures] = []
             storms: list[Figures] = []
+            fleets: list[Figures] = []
             count = 1 if size >= MANY else profile.runs
             for i in range(count):
                 _say(f"bench: {size} new orders, {workers} worker processes, run {i + 1}/{count}")
@@ -279,19 +284,26 @@ def run_cold(profile: Profile) -> Figures:
                     size: int = size,
                     storm: bool = storm,
                     storms: list[Figures] = storms,
+                    fleets: list[Figures] = fleets,
                 ) -> Figures:
+                    empty = stack.footprint()
                     figures, ready = scenarios.cold(stack, size, timeout=profile.cold_timeout)
                     if storm and figures["all_ready_s"] is not None:
+                        _say(f"bench: a refresh of all {size} orders at the pace of a fleet")
+                        fleets.append(scenarios.refresh_all(stack, ready, empty))
                         picked = ready[: profile.storm_orders]
                         for j in range(profile.runs):
                             _say(f"bench: one edit on each of {len(picked)} orders, run {j + 1}")
                             storms.append(scenarios.storm_many(stack, picked))
                     return figures
 
-                runs.append(_with_stack(workers, body))
+                cycle = scenarios.fleet_pace_cycle(size)
+                runs.append(_with_stack(workers, body, refresh_cycle=cycle))
             out[f"cold_{size}_workers_{workers}"] = summarize(runs)
             if storms:
                 out["storm_many_orders"] = summarize(storms)
+            if fleets:
+                out["fleet_refresh"] = summarize(fleets)
         one, two = out[f"cold_{size}_workers_1"], out[f"cold_{size}_workers_2"]
         t1, t2 = one["all_ready_s"], two["all_ready_s"]
         if isinstance(t1, dict) and isinstance(t2, dict) and t2["median"]:

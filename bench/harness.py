@@ -282,6 +282,9 @@ class Stack:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     metrics_ports: dict[str, int] = field(default_factory=dict)
     apis: dict[str, k8s.CustomObjectsApi] = field(default_factory=dict)
+    refresh_cycle: float | None = None
+    """The cycle beat spreads refreshes over (`TENANTDB_REFRESH_CYCLE_SECONDS`); None: the
+    product's default."""
     fillers: int = 0
     """Database CRs no order owns that ``fill_databases`` created in Keystone's namespace."""
     mysql_fillers: int = 0
@@ -319,6 +322,8 @@ class Stack:
             **_read_env(devstack_dir / "env"),
             "TENANTDB_KEY_PREFIX": self.prefix,
         }
+        if self.refresh_cycle is not None:
+            self.env["TENANTDB_REFRESH_CYCLE_SECONDS"] = str(self.refresh_cycle)
         tenantdb = [sys.executable, "-m", "tenantdb.cli"]
         roles = {
             "watcher": [*tenantdb, "watcher"],

@@ -327,6 +327,55 @@ def _storms(warm: Figures, cold: Figures) -> list[str]:
     return [*lines, ""]
 
 
+FLEET_GOALS = {
+    "fleet_kube_requests_per_s": 5.0,
+    "fleet_tenantdb_cores": 0.3,
+    "redis_bytes_per_order": 4_000.0,
+    "watcher_bytes_per_order": 20_000.0,
+}
+"""The steady state a fleet of 10,000 Ready orders should stay within (watches apart)."""
+
+
+def _fleet(cold: Figures) -> list[str]:
+    """A Ready fleet refreshed whole at the pace of 10,000 orders on the 10-minute refresh."""
+    fleet = cold.get("fleet_refresh")
+    if not fleet:
+        return []
+    size, total = cell(fleet["orders"]), cell(fleet["fleet"])
+    verbs = fleet["kube_by_verb_per_pass"]
+    lines = [
+        "## Steady state: a Ready fleet on the 10-minute refresh",
+        "",
+        f"The {size} orders of the cold run, Ready and settled, all made due for their refresh"
+        " at once; beat sweeps them at the rate its refresh cycle allows, set so that it offers"
+        f" passes at the rate {total} orders get on the 10-minute refresh"
+        f" ({cell(fleet['fleet_passes_per_s'])} passes/s). Every pass is a converged one: the"
+        " run fails if one writes or an order loses its Ready. The fleet's rates are the cost"
+        " of one such pass times that rate; a converged pass costs the same requests beside"
+        " 10,000 orders as beside none (the growth tables).",
+        "",
+        "| figure | measured | goal |",
+        "|---|---|---|",
+        f"| passes/s the workers kept (offered: {cell(fleet['fleet_passes_per_s'])})"
+        f" | {cell(fleet['passes_per_s'])} | - |",
+        f"| Kubernetes requests per pass | {cell(fleet['kube_requests_per_pass'])} | - |",
+        *(f"| of which {verb} | {cell(n)} | - |" for verb, n in verbs.items()),
+        f"| OpenBao requests per pass | {cell(fleet['openbao_requests_per_pass'])} | - |",
+        f"| tenantdb CPU per pass (s) | {cell(fleet['tenantdb_cpu_s_per_pass'])} | - |",
+    ]
+    rows = (
+        (f"{total} orders: Kubernetes requests/s", "fleet_kube_requests_per_s"),
+        (f"{total} orders: LISTs/s", "fleet_lists_per_s"),
+        (f"{total} orders: tenantdb CPU (cores)", "fleet_tenantdb_cores"),
+        (f"Redis per Ready order (B), beside {size}", "redis_bytes_per_order"),
+        (f"watcher per Ready order (B), beside {size}", "watcher_bytes_per_order"),
+    )
+    for label, key in rows:
+        goal = FLEET_GOALS.get(key)
+        lines.append(f"| {label} | {cell(fleet[key])} | {'-' if goal is None else cell(goal)} |")
+    return [*lines, ""]
+
+
 def _refresh(refresh: Figures) -> list[str]:
     lines = [
         "## Refresh smoothness",
@@ -472,6 +521,7 @@ def render_markdown(report: Figures, baseline: Figures | None = None) -> str:
     lines += _mysql(warm)
     lines += _cold(cold)
     lines += _storms(warm, cold)
+    lines += _fleet(cold)
     lines += _refresh(report["refresh"])
     lines += _dead_group(report.get("dead_group"))
     lines += _servers(report.get("servers"))

@@ -326,3 +326,91 @@ def _pending_unavailable(stack: Stack, names: set[str]) -> int:
         if any(c.get("reason") == "PrimaryUnavailable" for c in conditions):
             count += 1
     return count
+
+
+FLEET = 10_000
+"""The fleet the steady-state figures are given for."""
+
+REFRESH_S = 600.0
+"""How often a Ready order is refreshed (`ORDER_REFRESH_AFTER`): its steady-state pass rate."""
+
+_READS = ("get", "list", "watch")
+
+
+def fleet_pace_cycle(orders: int) -> float:
+    """The refresh cycle over which ``orders`` orders are refreshed at the rate ``FLEET`` orders
+    are on the 10-minute refresh (for 1,000 orders: 60 s)."""
+    return orders * REFRESH_S / FLEET
+
+
+def refresh_all(
+    stack: Stack, names: list[str], empty: dict[str, int], *, timeout: float = 900.0
+) -> Figures:
+    """Every one of ``names`` (Ready orders) made due for its refresh at once, swept by beat at
+    the pace its refresh cycle allows, until each has had its pass.
+
+    With the stack's cycle at ``fleet_pace_cycle(len(names))`` beat offers passes at the rate a
+    fleet of ``FLEET`` Ready orders gets on the 10-minute refresh, so the window is that
+    fleet's steady state in passes per second. Figures: what the fleet holds per order (Redis,
+    the watcher's memory, against ``empty``: the stack's footprint before any order), the
+    passes per second the workers kept, each pass's cost (requests by verb, writes, CPU), and
+    from those the steady state of ``FLEET`` orders: requests per second and CPU cores.
+    Raises BenchError when a pass wrote anything (the fleet was not converged) or an order
+    lost its Ready.
+    """
+    from tenantdb.core.schedule import Timetable
+
+    stack.wait_idle()
+    held = stack.footprint()
+    queue = stack.workqueue()
+    keys = [_parse(stack.order_key(name)) for name in names]
+    last = {key: queue.last_pass(key) for key in keys}
+    before = stack.read()
+    start = time.monotonic()
+    now = time.time()
+    for key in keys:
+        queue.schedule(key, now, Timetable.REFRESH)
+    waiting = set(keys)
+    while waiting:
+        if time.monotonic() - start > timeout:
+            raise BenchError(f"{len(waiting)} of {len(keys)} refreshes not done in {timeout:g} s")
+        time.sleep(0.5)
+        waiting = {key for key in waiting if queue.last_pass(key) == last[key]}
+    window = time.monotonic() - start
+    stack.wait_idle(timeout)
+    delta = stack.read().since(before)
+    passes = delta.passes or 1
+    by_verb: dict[str, int] = {}
+    for request, count in delta.kube.items():
+        verb = request.split(" ", 1)[0]
+        by_verb[verb] = by_verb.get(verb, 0) + count
+    writes = sum(n for verb, n in by_verb.items() if verb not in _READS)
+    if writes:
+        raise BenchError(f"a refresh of the converged fleet wrote: {dict(sorted(by_verb.items()))}")
+    unready = set(names) - stack.ready_orders()
+    if unready:
+        raise BenchError(f"{len(unready)} orders lost their Ready during the refresh")
+    per_pass = {verb: n / passes for verb, n in sorted(by_verb.items()) if verb != "watch"}
+    requests = sum(per_pass.values())
+    cpu = delta.tenantdb_cpu / passes
+    rate = FLEET / REFRESH_S
+    return {
+        "orders": len(names),
+        "redis_bytes_per_order": (held["redis_bytes"] - empty["redis_bytes"]) / len(names),
+        "watcher_bytes_per_order": (held["watcher_rss_bytes"] - empty["watcher_rss_bytes"])
+        / len(names),
+        "window_s": window,
+        "passes": delta.passes,
+        "passes_per_s": delta.passes / window,
+        "kube_requests_per_pass": requests,
+        "kube_by_verb_per_pass": per_pass,
+        "writes": writes,
+        "openbao_requests_per_pass": delta.openbao_requests / passes,
+        "tenantdb_cpu_s_per_pass": cpu,
+        "devstack_cpu_s_per_pass": delta.devstack_cpu / passes,
+        "fleet": FLEET,
+        "fleet_passes_per_s": rate,
+        "fleet_kube_requests_per_s": requests * rate,
+        "fleet_lists_per_s": per_pass.get("list", 0.0) * rate,
+        "fleet_tenantdb_cores": cpu * rate,
+    }

@@ -76,6 +76,15 @@ def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
     assert report["cold"]["cold_2_speedup"] > 0
     assert _median(report["warm"]["storm_one_order"]["passes"]) >= 1
     assert _median(report["cold"]["storm_many_orders"]["passes_per_order"]) > 0
+    # The cold run's orders, refreshed whole at a fleet's pace: every pass a converged one.
+    fleet = report["cold"]["fleet_refresh"]
+    assert _median(fleet["passes"]) >= 2, "each order of the fleet had its refresh pass"
+    assert _median(fleet["writes"]) == 0
+    assert _median(fleet["kube_requests_per_pass"]) > 0
+    assert fleet["kube_by_verb_per_pass"]["get"] > 0
+    assert _median(fleet["fleet_tenantdb_cores"]) > 0
+    assert _median(fleet["redis_bytes_per_order"]) > 0
+    assert "## Steady state: a Ready fleet on the 10-minute refresh" in doc.read_text()
     for layout in ("burst", "random"):
         assert _median(report["refresh"][layout]["peak_to_mean"]) >= 1
         assert _median(report["refresh"][layout]["redis_bytes_per_order"]) > 0
