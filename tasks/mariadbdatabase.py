@@ -46,7 +46,7 @@ from tasks.scaffold import (
 )
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import KubeError
-from tenantdb.adapters.mariadb_orders import (
+from tenantdb.adapters.mariadbdatabase import (
     ActionError,
     FetchedOrder,
     MariaDBOrders,
@@ -105,7 +105,7 @@ from tenantdb.core.mariadbdatabase.teardown import (
     plan_teardown,
 )
 from tenantdb.core.objects import Secret
-from tenantdb.core.paths import Verdict
+from tenantdb.core.pass_path import Verdict
 from tenantdb.core.results import ORDER_REFRESH_AFTER, PassResult
 from tenantdb.core.tasknames import Queue
 from tenantdb.settings import load_settings

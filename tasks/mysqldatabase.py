@@ -8,7 +8,7 @@ once per ``TENANTDB_MYSQL_VERIFY_SECONDS`` it is checked against the server inst
 read-only query, and only what drifted is sent again. Otherwise the ``apply`` step connects to
 the group's primary, looks once, and either refuses (no SQL, no record) or writes the
 write-ahead stamp, runs the statements ``tenantdb.core.mysqldatabase.apply`` planned and
-writes the Ready stamp. A deleting order follows ``plan_deletion``: retained and never-applied
+writes the Ready stamp. A deleting order follows ``plan_teardown``: retained and never-applied
 orders release at once without a connection, a fenced or leaderless group defers the drop,
 and the ``drop`` step revokes, drops what the order created and releases the finalizer.
 
@@ -40,7 +40,6 @@ from tasks.scaffold import (
 )
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.metrics import RECONCILE_ERRORS
-from tenantdb.adapters.mysql_orders import CredentialError, MysqlOrders, SecretData
 from tenantdb.adapters.mysqladmin import (
     AdminError,
     AdminSession,
@@ -48,6 +47,7 @@ from tenantdb.adapters.mysqladmin import (
     TLSRequiredError,
     admin_pool,
 )
+from tenantdb.adapters.mysqldatabase import CredentialError, MysqlOrders, SecretData
 from tenantdb.adapters.watchindex import WatchIndex
 from tenantdb.adapters.workqueue import LeaseLostError
 from tenantdb.core.events import Event, EventType
@@ -66,11 +66,12 @@ from tenantdb.core.mysqldatabase.apply import (
     render_drop,
     usernames_to_observe,
 )
-from tenantdb.core.mysqldatabase.deletion import (
-    DeletionPlan,
-    DeletionStep,
-    plan_after_drop,
-    plan_deletion,
+from tenantdb.core.mysqldatabase.conditions import (
+    compute_creating_status,
+    compute_deleting_status,
+    compute_ready_status,
+    compute_stopped_status,
+    compute_withdrawn_status,
 )
 from tenantdb.core.mysqldatabase.gates import (
     EARLY_REASONS,
@@ -91,12 +92,12 @@ from tenantdb.core.mysqldatabase.principals import (
 from tenantdb.core.mysqldatabase.reading import (
     check_active_site,
     claim_of,
-    compute_deletion_observation,
     compute_gate_observation,
+    compute_teardown_observation,
     group_moved,
     group_name,
     group_secret_names,
-    needs_group_for_deletion,
+    needs_group_for_teardown,
     needs_secret_username,
     needs_sibling_username,
     owner_secret_name,
@@ -104,15 +105,14 @@ from tenantdb.core.mysqldatabase.reading import (
     sibling_of,
 )
 from tenantdb.core.mysqldatabase.reasons import Phase, Reason
-from tenantdb.core.mysqldatabase.status import (
-    compute_creating_status,
-    compute_deleting_status,
-    compute_ready_status,
-    compute_stopped_status,
-    compute_withdrawn_status,
+from tenantdb.core.mysqldatabase.teardown import (
+    TeardownPlan,
+    TeardownStep,
+    plan_after_drop,
+    plan_teardown,
 )
 from tenantdb.core.mysqldatabase.validation import ValidSpec
-from tenantdb.core.paths import Verdict
+from tenantdb.core.pass_path import Verdict
 from tenantdb.core.tasknames import Queue
 from tenantdb.settings import load_settings
 
@@ -181,7 +181,7 @@ class DropNote:
     """What the drop step acts on; no credential."""
 
     order: dict[str, Any]
-    plan: DeletionPlan
+    plan: TeardownPlan
     group: str
     group_uid: str
     site: str
@@ -523,7 +523,7 @@ def _apply_on(
 def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan:
     """Decide what deleting the order removes, reading only what the decision needs."""
     kube, key = orders(), ctx.key
-    group = kube.group(key, group_name(order)) if needs_group_for_deletion(order) else None
+    group = kube.group(key, group_name(order)) if needs_group_for_teardown(order) else None
     reserved: frozenset[str] | None = None
     peers: tuple[dict[str, Any], ...] = ()
     peer_names: tuple[str, ...] = ()
@@ -537,8 +537,8 @@ def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan:
         found = kube.peers(key, order, None)
         peers, peer_names = found.orders, found.waiting
     peer_users = _peer_users(key, peers, needs_sibling_username)
-    decided = plan_deletion(compute_deletion_observation(order, group, reserved, peers, peer_users))
-    if decided.step is not DeletionStep.DROP:
+    decided = plan_teardown(compute_teardown_observation(order, group, reserved, peers, peer_users))
+    if decided.step is not TeardownStep.DROP:
         return Plan((), local=(decided, peer_names))
     note = DropNote(
         order=note_order(order),
@@ -577,9 +577,9 @@ def _release(ctx: PassContext | StepContext, order: dict[str, Any], peers: tuple
 def finalize(ctx: PassContext, order: dict[str, Any], plan: Plan) -> PassOutcome:
     """Release the finalizer, or defer the drop with the order saying why."""
     decided, peers = plan.local if isinstance(plan.local, tuple) else (None, ())
-    if not isinstance(decided, DeletionPlan):
-        raise RuntimeError("a teardown without a deletion plan")
-    if decided.step is DeletionStep.DEFER:
+    if not isinstance(decided, TeardownPlan):
+        raise RuntimeError("a teardown without a teardown plan")
+    if decided.step is TeardownStep.DEFER:
         message = decided.events[0].message if decided.events else ""
         stored = _stamp_deleting(ctx, order, message)
         _events(ctx.key, stored, decided.events)

@@ -30,7 +30,7 @@ from tenantdb.adapters.clusters import (
     load_cluster_config,
 )
 from tenantdb.adapters.kube import KubeError
-from tenantdb.adapters.mariadb_orders import ActionError, ReadError
+from tenantdb.adapters.mariadbdatabase import ActionError, ReadError
 from tenantdb.adapters.openbao import OpenBaoError
 from tenantdb.adapters.readiness import ReadyBook
 from tenantdb.adapters.redisclient import build_redis

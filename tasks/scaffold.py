@@ -6,7 +6,7 @@ it records when there is nothing to write, and its chain steps. ``declare_kind``
 kind's entry with ``tasks.reconcile`` and one Celery task per step, named
 ``tenantdb.<kind>.<chain>.<step>`` and routed to the chain's queue.
 
-The flow is the scaffold's, decided step by step by ``tenantdb.core.paths.decide_path``: read
+The flow is the scaffold's, decided step by step by ``tenantdb.core.pass_path.decide_path``: read
 the order once; gone or released ends the pass; a deleting order holding the finalizer is torn
 down; otherwise the kind's gates run, the finalizer is added in the same pass when they ask for
 it (that write wakes nothing), a gate that stops the pass has the kind record why, and past the
@@ -45,7 +45,7 @@ from tenantdb.core.actions import LogEvent, LogLevel
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.kinds import KindIdentity, register_identity
 from tenantdb.core.objects import ObjectMeta
-from tenantdb.core.paths import PassPath, Verdict, decide_path, observe_order
+from tenantdb.core.pass_path import PassPath, Verdict, decide_path, observe_order
 from tenantdb.core.tasknames import RECONCILE_ABORT, Queue, step_task_name
 from tenantdb.settings import load_settings
 

@@ -21,7 +21,7 @@ from devstack import realkube
 from devstack.kube.server import ClusterServer, kubeconfig
 from tenantdb.adapters.clusters import MANAGEMENT, ClusterRegistry
 from tenantdb.adapters.kube import SECRET, KubeClient, client_from_kubeconfig
-from tenantdb.adapters.mariadb_orders import MariaDBOrders
+from tenantdb.adapters.mariadbdatabase import MariaDBOrders
 from tenantdb.adapters.workqueue import LeaseLostError
 from tenantdb.core.actions import ApplyObject, read_version
 from tenantdb.core.keys import OrderKey

@@ -27,7 +27,6 @@ from devstack.platform import MYSQL_TLS_SECRET, start_platform
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.groupguard import GroupGuard
 from tenantdb.adapters.kube import SECRET, client_from_kubeconfig
-from tenantdb.adapters.mysql_orders import MysqlOrders
 from tenantdb.adapters.mysqladmin import (
     AdminError,
     AdminLogin,
@@ -36,6 +35,7 @@ from tenantdb.adapters.mysqladmin import (
     TLSRequiredError,
     tls_context,
 )
+from tenantdb.adapters.mysqldatabase import MysqlOrders
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase.sql import Statement
 from tenantdb.settings import load_settings

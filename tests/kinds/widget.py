@@ -17,7 +17,7 @@ from tasks.runtime import cluster_registry
 from tasks.scaffold import Admission, KindSpec, Plan, Step, declare_kind, order_store
 from tenantdb.adapters.kube import CONFIG_MAP
 from tenantdb.core.kinds import KindIdentity
-from tenantdb.core.paths import Verdict
+from tenantdb.core.pass_path import Verdict
 from tenantdb.core.tasknames import Queue
 from watcher.routes import order_route, register_routes
 

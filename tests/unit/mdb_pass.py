@@ -24,7 +24,7 @@ import tasks.mariadbdatabase as kind
 import tasks.scaffold as scaffold
 from tasks.chain import RetryStepError, StepContext
 from tasks.reconcile import PassContext
-from tenantdb.adapters.mariadb_orders import (
+from tenantdb.adapters.mariadbdatabase import (
     ActionError,
     FetchedOrder,
     parse_databases,

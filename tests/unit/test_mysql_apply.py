@@ -17,9 +17,9 @@ from tenantdb.core.mysqldatabase.apply import (
     render_drop,
     usernames_to_observe,
 )
-from tenantdb.core.mysqldatabase.deletion import DeletionPlan, DeletionStep
 from tenantdb.core.mysqldatabase.reasons import Phase, Reason
 from tenantdb.core.mysqldatabase.sql import Dialect
+from tenantdb.core.mysqldatabase.teardown import TeardownPlan, TeardownStep
 from tenantdb.core.mysqldatabase.validation import GrantSpec, ValidSpec
 
 MARIADB, MYSQL = Dialect.MARIADB, Dialect.MYSQL
@@ -288,8 +288,8 @@ def test_every_account_the_apply_touches_is_observed_once() -> None:
 
 
 def test_a_drop_revokes_what_is_held_then_drops_schema_then_owner() -> None:
-    decided = DeletionPlan(
-        DeletionStep.DROP,
+    decided = TeardownPlan(
+        TeardownStep.DROP,
         database="acme_wms",
         drop_database=True,
         revoke=("maester", "ghost", "acme_app"),
@@ -302,7 +302,7 @@ def test_a_drop_revokes_what_is_held_then_drops_schema_then_owner() -> None:
         "DROP DATABASE IF EXISTS `acme_wms`",
         "DROP USER IF EXISTS 'acme_app'@'%%'",
     ]
-    kept = DeletionPlan(DeletionStep.DROP, database="acme_wms", drop_users=("acme_app",))
+    kept = TeardownPlan(TeardownStep.DROP, database="acme_wms", drop_users=("acme_app",))
     assert [s.template for s in render_drop(kept, IN_PLACE, MARIADB)] == [
         "DROP USER IF EXISTS 'acme_app'@'%%'"
     ]
@@ -332,8 +332,8 @@ def test_a_grant_an_earlier_version_left_under_the_unescaped_name_is_replaced_wi
 
 def test_a_drop_revokes_the_unescaped_grant_rows_too() -> None:
     legacy = Observed(False, DEFAULTS, IN_PLACE.users, {}, {"acme_app": ALL_MARIADB})
-    decided = DeletionPlan(
-        DeletionStep.DROP,
+    decided = TeardownPlan(
+        TeardownStep.DROP,
         database="acme_wms",
         drop_database=True,
         revoke=("acme_app",),

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 
 from tenantdb.core.events import Event, EventType
 from tenantdb.core.mysqldatabase import sql
-from tenantdb.core.mysqldatabase.deletion import DeletionPlan
 from tenantdb.core.mysqldatabase.reasons import Phase, Reason
 from tenantdb.core.mysqldatabase.sql import Dialect, Statement
+from tenantdb.core.mysqldatabase.teardown import TeardownPlan
 from tenantdb.core.mysqldatabase.validation import ALL_PRIVILEGES, ValidSpec
 
 OWNER_PASSWORD = "\x00owner-password\x00"  # noqa: S105 - a placeholder the executor replaces
@@ -362,7 +362,7 @@ def _retire(
     return True
 
 
-def render_drop(plan: DeletionPlan, observed: Observed, dialect: Dialect) -> tuple[Statement, ...]:
+def render_drop(plan: TeardownPlan, observed: Observed, dialect: Dialect) -> tuple[Statement, ...]:
     """The statements of a drop, in order: the revokes, the schema, then the owner accounts.
 
     The revokes come first because the server keeps schema-level grant rows across DROP

@@ -1,6 +1,6 @@
 """What a MysqlDatabase pass reads off stored objects: its group's Secrets and sites, its peers.
 
-Reduces the raw objects a pass fetched to what the gates, the conflict check and the deletion
+Reduces the raw objects a pass fetched to what the gates, the conflict check and the teardown
 plan compare: the names of the group's credential Secrets, whether the active site may take
 writes, each peer order as a ``Claim`` and a ``Sibling``, and the status patch that turns one
 stored status into another. Never a credential: a Secret reaches this module as the username
@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tenantdb.core.mysqldatabase.conflicts import Claim
-from tenantdb.core.mysqldatabase.deletion import DeletionObservation, Sibling
 from tenantdb.core.mysqldatabase.gates import GateObservation, OwnerSecret
 from tenantdb.core.mysqldatabase.group import compute_active_site, compute_fence
+from tenantdb.core.mysqldatabase.teardown import Sibling, TeardownObservation
 from tenantdb.core.readiness import compute_ready_state
 
 PRIMARY_CANDIDATE = "primary-candidate"
@@ -298,14 +298,14 @@ def compute_gate_observation(
     )
 
 
-def compute_deletion_observation(
+def compute_teardown_observation(
     order: Mapping[str, Any],
     group: Mapping[str, Any] | None,
     reserved: frozenset[str] | None,
     peers: Iterable[Mapping[str, Any]] = (),
     peer_users: Mapping[str, str] | None = None,
-) -> DeletionObservation:
-    """What the deletion plan looks at. ``group`` is None when it is gone or was not read
+) -> TeardownObservation:
+    """What the teardown plan looks at. ``group`` is None when it is gone or was not read
     (a retained or never-applied order needs no group); ``peer_users`` is what the owner
     Secrets of peers without a recorded owner name, by peer."""
     found = peer_users or {}
@@ -315,7 +315,7 @@ def compute_deletion_observation(
     owner = _text(status.get("ownerUser"))
     grants = [_text(_map(g).get("username")) for g in spec.get("grants") or ()]
     applied = [_text(g) for g in status.get("appliedGrants") or ()]
-    return DeletionObservation(
+    return TeardownObservation(
         policy=policy,
         database_name=_text(spec.get("databaseName")),
         database_created=created,
@@ -323,7 +323,7 @@ def compute_deletion_observation(
         pending_owner_user=_text(status.get("pendingOwnerUser")),
         owner_secret=owner_secret_name(order),
         grants=tuple(dict.fromkeys(g for g in (*grants, *applied) if g and g != owner)),
-        group_present=group is not None or not needs_group_for_deletion(order),
+        group_present=group is not None or not needs_group_for_teardown(order),
         group=group_name(order),
         active_site=compute_active_site(group or {}),
         fence=compute_fence(group) if group is not None else None,
@@ -334,7 +334,7 @@ def compute_deletion_observation(
     )
 
 
-def needs_group_for_deletion(order: Mapping[str, Any]) -> bool:
+def needs_group_for_teardown(order: Mapping[str, Any]) -> bool:
     """Whether deleting the order may touch MySQL (policy Delete and something applied)."""
     spec, status = _map(order.get("spec")), _map(order.get("status"))
     return _text(spec.get("deletionPolicy")) == "Delete" and status.get("databaseCreated") is True

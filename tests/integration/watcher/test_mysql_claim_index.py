@@ -14,7 +14,7 @@ import yaml
 from devstack.kube.server import ClusterServer
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import client_from_kubeconfig
-from tenantdb.adapters.mysql_orders import MysqlOrders, Peers
+from tenantdb.adapters.mysqldatabase import MysqlOrders, Peers
 from tenantdb.adapters.watchindex import WatchIndex
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase.naming import CLAIM_INDEX

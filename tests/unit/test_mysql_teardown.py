@@ -6,18 +6,18 @@ from dataclasses import replace
 
 import pytest
 
-from tenantdb.core.mysqldatabase.deletion import (
-    DeletionObservation,
-    DeletionPlan,
-    DeletionStep,
-    Sibling,
-    plan_after_drop,
-    plan_deletion,
-)
 from tenantdb.core.mysqldatabase.group import Fence
 from tenantdb.core.mysqldatabase.reasons import Reason
+from tenantdb.core.mysqldatabase.teardown import (
+    Sibling,
+    TeardownObservation,
+    TeardownPlan,
+    TeardownStep,
+    plan_after_drop,
+    plan_teardown,
+)
 
-OBS = DeletionObservation(
+OBS = TeardownObservation(
     policy="Delete",
     database_name="acme_wms",
     database_created=True,
@@ -33,13 +33,13 @@ OBS = DeletionObservation(
 )
 
 
-def _reasons(obs: DeletionObservation) -> list[str]:
-    return [event.reason for event in plan_deletion(obs).events]
+def _reasons(obs: TeardownObservation) -> list[str]:
+    return [event.reason for event in plan_teardown(obs).events]
 
 
 def test_a_deletable_order_revokes_first_then_drops_its_schema_and_its_owner() -> None:
-    plan = plan_deletion(OBS)
-    assert plan.step is DeletionStep.DROP
+    plan = plan_teardown(OBS)
+    assert plan.step is TeardownStep.DROP
     assert plan.drop_database
     assert plan.revoke == ("maester", "acme_app")
     assert plan.drop_users == ("acme_app",), "a grants[] principal is never dropped"
@@ -49,28 +49,28 @@ def test_a_deletable_order_revokes_first_then_drops_its_schema_and_its_owner() -
 @pytest.mark.parametrize(
     ("obs", "step", "reason"),
     [
-        pytest.param(replace(OBS, policy="Retain"), DeletionStep.RELEASE, "DatabaseRetained",
+        pytest.param(replace(OBS, policy="Retain"), TeardownStep.RELEASE, "DatabaseRetained",
                      id="retain"),
-        pytest.param(replace(OBS, policy="delete"), DeletionStep.RELEASE, "DatabaseRetained",
+        pytest.param(replace(OBS, policy="delete"), TeardownStep.RELEASE, "DatabaseRetained",
                      id="near-miss-is-retain"),
-        pytest.param(replace(OBS, policy=""), DeletionStep.RELEASE, "DatabaseRetained",
+        pytest.param(replace(OBS, policy=""), TeardownStep.RELEASE, "DatabaseRetained",
                      id="empty-is-retain"),
-        pytest.param(replace(OBS, database_created=False), DeletionStep.RELEASE,
+        pytest.param(replace(OBS, database_created=False), TeardownStep.RELEASE,
                      "DatabaseDropSkipped", id="never-applied"),
-        pytest.param(replace(OBS, group_present=False), DeletionStep.RELEASE,
+        pytest.param(replace(OBS, group_present=False), TeardownStep.RELEASE,
                      "DatabaseCleanupSkipped", id="group-gone"),
-        pytest.param(replace(OBS, active_site=""), DeletionStep.DEFER, "DatabaseDropDeferred",
+        pytest.param(replace(OBS, active_site=""), TeardownStep.DEFER, "DatabaseDropDeferred",
                      id="no-active-site"),
         pytest.param(replace(OBS, fence=Fence(Reason.RESTORE_IN_PROGRESS, "restoring")),
-                     DeletionStep.DEFER, "DatabaseDropDeferred", id="fenced"),
-        pytest.param(replace(OBS, reserved=None), DeletionStep.DEFER, "DatabaseDropDeferred",
+                     TeardownStep.DEFER, "DatabaseDropDeferred", id="fenced"),
+        pytest.param(replace(OBS, reserved=None), TeardownStep.DEFER, "DatabaseDropDeferred",
                      id="reserved-unreadable"),
     ],
 )  # fmt: skip
 def test_nothing_is_dropped_unless_every_check_allows_it(
-    obs: DeletionObservation, step: DeletionStep, reason: str
+    obs: TeardownObservation, step: TeardownStep, reason: str
 ) -> None:
-    plan = plan_deletion(obs)
+    plan = plan_teardown(obs)
     assert plan.step is step
     assert [e.reason for e in plan.events] == [reason]
     assert not plan.drop_database
@@ -78,7 +78,7 @@ def test_nothing_is_dropped_unless_every_check_allows_it(
 
 
 def test_retain_says_what_it_left() -> None:
-    (event,) = plan_deletion(replace(OBS, policy="Retain")).events
+    (event,) = plan_teardown(replace(OBS, policy="Retain")).events
     assert event.message == (
         'deletionPolicy=Retain: database "acme_wms" and user "acme_app" left untouched in MySQL'
     )
@@ -86,8 +86,8 @@ def test_retain_says_what_it_left() -> None:
 
 def test_a_sibling_declaring_the_schema_keeps_it_and_its_grants() -> None:
     sibling = Sibling("tenant-z", "acme_wms", "z-owner", "z_app")
-    plan = plan_deletion(replace(OBS, siblings=(sibling,)))
-    assert plan.step is DeletionStep.DROP
+    plan = plan_teardown(replace(OBS, siblings=(sibling,)))
+    assert plan.step is TeardownStep.DROP
     assert not plan.drop_database
     assert plan.revoke == ()
     assert plan.drop_users == ("acme_app",)
@@ -111,7 +111,7 @@ def test_a_sibling_declaring_the_schema_keeps_it_and_its_grants() -> None:
 )  # fmt: skip
 def test_an_owner_a_sibling_still_claims_is_not_dropped(sibling: Sibling, reason: str) -> None:
     obs = replace(OBS, siblings=(sibling,))
-    plan = plan_deletion(obs)
+    plan = plan_teardown(obs)
     assert plan.drop_database
     assert plan.drop_users == ()
     assert [e.reason for e in plan.events] == [reason]
@@ -119,31 +119,31 @@ def test_an_owner_a_sibling_still_claims_is_not_dropped(sibling: Sibling, reason
 
 def test_a_deleting_sibling_claims_nothing() -> None:
     sibling = Sibling("z", "acme_wms", "acme-owner", "acme_app", deleting=True)
-    plan = plan_deletion(replace(OBS, siblings=(sibling,)))
+    plan = plan_teardown(replace(OBS, siblings=(sibling,)))
     assert plan.drop_database
     assert plan.drop_users == ("acme_app",)
 
 
 def test_an_owner_that_became_a_group_principal_is_never_dropped() -> None:
     obs = replace(OBS, reserved=frozenset({"acme_app"}))
-    plan = plan_deletion(obs)
+    plan = plan_teardown(obs)
     assert plan.drop_users == ()
     assert _reasons(obs) == ["OwnerUserReservedSkipped"]
 
 
 def test_an_interrupted_rotation_drops_both_accounts_it_recorded() -> None:
-    plan = plan_deletion(replace(OBS, pending_owner_user="acme_app2"))
+    plan = plan_teardown(replace(OBS, pending_owner_user="acme_app2"))
     assert plan.drop_users == ("acme_app", "acme_app2")
 
 
 def test_nothing_left_to_drop_releases_without_a_connection() -> None:
     sibling = Sibling("z", "acme_wms", "acme-owner", "acme_app")
-    plan = plan_deletion(replace(OBS, siblings=(sibling,)))
-    assert plan.step is DeletionStep.RELEASE
+    plan = plan_teardown(replace(OBS, siblings=(sibling,)))
+    assert plan.step is TeardownStep.RELEASE
 
 
-_DROPPED = DeletionPlan(
-    DeletionStep.DROP, database="acme_wms", drop_database=True, drop_users=("acme_app",)
+_DROPPED = TeardownPlan(
+    TeardownStep.DROP, database="acme_wms", drop_database=True, drop_users=("acme_app",)
 )
 
 

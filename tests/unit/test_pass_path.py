@@ -8,7 +8,7 @@ import pytest
 
 from tenantdb.core.mariadbdatabase.gates import AdmissionObservation, plan_admission
 from tenantdb.core.objects import ObjectMeta
-from tenantdb.core.paths import PassFacts, PassPath, Verdict, decide_path, observe_order
+from tenantdb.core.pass_path import PassFacts, PassPath, Verdict, decide_path, observe_order
 from tests.unit.mdb_builders import make_control_plane, make_order
 
 OURS = "example.test/teardown"

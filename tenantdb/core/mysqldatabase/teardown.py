@@ -20,7 +20,7 @@ from tenantdb.core.events import Event, EventType
 from tenantdb.core.mysqldatabase.group import Fence
 
 
-class DeletionStep(StrEnum):
+class TeardownStep(StrEnum):
     """What the deleting pass does."""
 
     RELEASE = "release"
@@ -53,7 +53,7 @@ class Sibling:
 
 
 @dataclass(frozen=True, slots=True)
-class DeletionObservation:
+class TeardownObservation:
     """What the deleting pass knows: the order's records, its group and its siblings."""
 
     policy: str
@@ -74,10 +74,10 @@ class DeletionObservation:
 
 
 @dataclass(frozen=True, slots=True)
-class DeletionPlan:
+class TeardownPlan:
     """The deleting pass's decision."""
 
-    step: DeletionStep
+    step: TeardownStep
     events: tuple[Event, ...] = ()
     database: str = ""
     """The schema the drop is about."""
@@ -93,7 +93,7 @@ def _warn(reason: str, message: str) -> Event:
     return Event(EventType.WARNING, reason, message)
 
 
-def plan_deletion(obs: DeletionObservation) -> DeletionPlan:
+def plan_teardown(obs: TeardownObservation) -> TeardownPlan:
     """Decide what deleting the order does; the first check that applies wins."""
     db, group = obs.database_name, obs.group
     if obs.policy != "Delete":
@@ -101,31 +101,31 @@ def plan_deletion(obs: DeletionObservation) -> DeletionPlan:
             f'deletionPolicy=Retain: database "{db}" and user "{obs.owner_user}" left untouched'
             " in MySQL"
         )
-        return DeletionPlan(
-            DeletionStep.RELEASE, (Event(EventType.NORMAL, "DatabaseRetained", message),)
+        return TeardownPlan(
+            TeardownStep.RELEASE, (Event(EventType.NORMAL, "DatabaseRetained", message),)
         )
     if not obs.database_created:
         message = (
             f'deletionPolicy=Delete: this CR never applied any DDL for database "{db}";'
             " nothing to drop"
         )
-        return DeletionPlan(
-            DeletionStep.RELEASE, (Event(EventType.NORMAL, "DatabaseDropSkipped", message),)
+        return TeardownPlan(
+            TeardownStep.RELEASE, (Event(EventType.NORMAL, "DatabaseDropSkipped", message),)
         )
     if not obs.group_present:
         message = f'MysqlFailoverGroup "{group}" is gone; cannot drop database "{db}"'
-        return DeletionPlan(
-            DeletionStep.RELEASE, (_warn("DatabaseCleanupSkipped", message),), stamp_deleting=True
+        return TeardownPlan(
+            TeardownStep.RELEASE, (_warn("DatabaseCleanupSkipped", message),), stamp_deleting=True
         )
     deferred = _deferral(obs)
     if deferred is not None:
-        return DeletionPlan(
-            DeletionStep.DEFER, (_warn("DatabaseDropDeferred", deferred),), stamp_deleting=True
+        return TeardownPlan(
+            TeardownStep.DEFER, (_warn("DatabaseDropDeferred", deferred),), stamp_deleting=True
         )
     return _plan_drop(obs)
 
 
-def _deferral(obs: DeletionObservation) -> str | None:
+def _deferral(obs: TeardownObservation) -> str | None:
     db, group = obs.database_name, obs.group
     if not obs.active_site:
         return f'group "{group}" has no active site; deferring DROP of database "{db}"'
@@ -136,7 +136,7 @@ def _deferral(obs: DeletionObservation) -> str | None:
     return None
 
 
-def _plan_drop(obs: DeletionObservation) -> DeletionPlan:
+def _plan_drop(obs: TeardownObservation) -> TeardownPlan:
     live = [s for s in obs.siblings if not s.deleting]
     events: list[Event] = []
     drop_database = True
@@ -160,9 +160,9 @@ def _plan_drop(obs: DeletionObservation) -> DeletionPlan:
             events.append(veto)
     revoke = _unique([*obs.grants, *owners]) if drop_database else ()
     if not drop_database and not drop_users:
-        return DeletionPlan(DeletionStep.RELEASE, tuple(events), stamp_deleting=True)
-    return DeletionPlan(
-        DeletionStep.DROP,
+        return TeardownPlan(TeardownStep.RELEASE, tuple(events), stamp_deleting=True)
+    return TeardownPlan(
+        TeardownStep.DROP,
         tuple(events),
         database=obs.database_name,
         drop_database=drop_database,
@@ -172,7 +172,7 @@ def _plan_drop(obs: DeletionObservation) -> DeletionPlan:
     )
 
 
-def _owner_veto(obs: DeletionObservation, owner: str, live: list[Sibling]) -> Event | None:
+def _owner_veto(obs: TeardownObservation, owner: str, live: list[Sibling]) -> Event | None:
     if obs.reserved is not None and owner in obs.reserved:
         return _warn(
             "OwnerUserReservedSkipped",
@@ -209,7 +209,7 @@ class AfterDrop:
     release: bool
 
 
-def plan_after_drop(plan: DeletionPlan, site: str, active_site: str | None) -> AfterDrop:
+def plan_after_drop(plan: TeardownPlan, site: str, active_site: str | None) -> AfterDrop:
     """Judge a drop that ran on ``site`` by the group read after it.
 
     Args:
@@ -232,7 +232,7 @@ def plan_after_drop(plan: DeletionPlan, site: str, active_site: str | None) -> A
     return AfterDrop((*plan.events, dropped_event(plan, site)), True)
 
 
-def dropped_event(plan: DeletionPlan, site: str) -> Event:
+def dropped_event(plan: TeardownPlan, site: str) -> Event:
     """The Event of a drop that ran: what it dropped, and on which site."""
     db, users = plan.database, ", ".join(plan.drop_users)
     if plan.drop_database and users:

@@ -9,14 +9,14 @@ import pytest
 
 from tenantdb.core.mysqldatabase import sql
 from tenantdb.core.mysqldatabase.apply import compute_ran_subjects
-from tenantdb.core.mysqldatabase.reasons import Phase, Reason
-from tenantdb.core.mysqldatabase.status import (
+from tenantdb.core.mysqldatabase.conditions import (
     compute_creating_status,
     compute_ready_status,
     compute_stopped_status,
     compute_withdrawn_status,
     should_write_status,
 )
+from tenantdb.core.mysqldatabase.reasons import Phase, Reason
 from tenantdb.core.mysqldatabase.validation import GrantSpec, ValidSpec
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
