@@ -7,6 +7,7 @@ passes, a pass that lost its lease never writes, and due keys pop exactly once.
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import threading
 import time
@@ -32,6 +33,8 @@ from tenantdb.adapters.workqueue import (
     WorkQueue,
     ready_fence,
 )
+from tenantdb.adapters.workqueue.base import SCRIPTS
+from tenantdb.adapters.workqueue.scripts import source
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import Timetable
 from tests.conftest import REDIS_URL
@@ -1016,3 +1019,11 @@ def test_a_period_claim_is_due_once_a_period_and_can_be_taken_as_a_flag(
     assert queue.take_period("flag", KEY)
     assert not queue.take_period("flag", KEY)
     assert not queue.claim_period("verify", KEY, 60_000)  # flags are per name
+
+
+def test_redis_compiles_every_script_of_the_work_queue() -> None:
+    client = redis.Redis.from_url(REDIS_URL)
+    queue = WorkQueue(client, lambda key: None, prefix="tenantdb-test-scripts:")
+    queue.load_scripts()  # SCRIPT LOAD compiles: a script Redis cannot parse raises here
+    digests = [hashlib.sha1(source(name).encode()).hexdigest() for name in SCRIPTS]  # noqa: S324
+    assert client.script_exists(*digests) == [True] * len(SCRIPTS)

@@ -1,0 +1,81 @@
+"""The names of the work queue's Redis keys under one prefix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tenantdb.core.keys import OrderKey
+from tenantdb.core.schedule import Timetable
+
+
+@dataclass(frozen=True, slots=True)
+class WorkQueueKeys:
+    """The Redis key names under one prefix."""
+
+    prefix: str
+
+    def pending(self, key: OrderKey) -> str:
+        """The pending mark of a key."""
+        return f"{self.prefix}pending:{key}"
+
+    def lock(self, key: OrderKey) -> str:
+        """The lock of a key."""
+        return f"{self.prefix}lock:{key}"
+
+    def last_pass(self, key: OrderKey) -> str:
+        """The hash recording when the key's last pass ended and how."""
+        return f"{self.prefix}last:{key}"
+
+    def sequence(self, key: OrderKey) -> str:
+        """The hash counting a key's events and the events its last completed pass covered."""
+        return f"{self.prefix}seq:{key}"
+
+    def note(self, key: OrderKey) -> str:
+        """The note a pass leaves for the steps of its chain."""
+        return f"{self.prefix}note:{key}"
+
+    def written(self, cluster: str, kind: str, namespace: str, name: str) -> str:
+        """The resourceVersion of tenantdb's last write of one object."""
+        return f"{self.prefix}written:{cluster}/{kind}/{namespace}/{name}"
+
+    def claims(self, table: Timetable) -> str:
+        """The keys a sweep took out of one timetable and has not enqueued yet."""
+        return f"{self.prefix}{table.value}:claimed"
+
+    def period(self, name: str, key: OrderKey) -> str:
+        """The claim of an order's periodic work ``name`` (e.g. a drift check)."""
+        return f"{self.prefix}period:{name}:{key}"
+
+    @property
+    def pending_prefix(self) -> str:
+        """What the pending marks' names start with (the scripts append the key)."""
+        return f"{self.prefix}pending:"
+
+    @property
+    def lock_prefix(self) -> str:
+        """What the lock names start with (the scripts append the key)."""
+        return f"{self.prefix}lock:"
+
+    @property
+    def dirty(self) -> str:
+        """The sorted set of dirty keys, scored by when to look for an orphan."""
+        return f"{self.prefix}dirty"
+
+    def writes(self, writer: str) -> str:
+        """The count of the enqueues one process (``writer``) made, by which a Redis that lost
+        writes is noticed."""
+        return f"{self.prefix}writes:{writer}"
+
+    @property
+    def waiting(self) -> str:
+        """The published steps' waits ("QUEUE KEY"), scored by when to look at them."""
+        return f"{self.prefix}waiting"
+
+    @property
+    def due(self) -> str:
+        """The due-set: keys scored by the epoch milliseconds they are due at."""
+        return self.timetable(Timetable.DUE)
+
+    def timetable(self, table: Timetable) -> str:
+        """The sorted set of one timetable."""
+        return f"{self.prefix}{table.value}"
