@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import hvac
-import pymysql
 import pytest
 import redis
 
@@ -58,34 +57,22 @@ from tenantdb.core.mariadbdatabase.naming import compute_order_names
 from tenantdb.settings import Settings
 from tests.conftest import REDIS_URL
 from tests.e2e import leaks
+from tests.support import root_sql, stop_processes, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 API_VERSION = "c5c3.io/v1alpha1"
 
 
-def _root() -> pymysql.connections.Connection[Any]:
-    return pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", autocommit=True)
-
-
-def sql_login(
-    user: str, password: str, database: str | None = None
-) -> pymysql.connections.Connection[Any]:
-    """Log in to the real MariaDB with a delivered credential."""
-    return pymysql.connect(
-        host="127.0.0.1", port=3306, user=user, password=password, database=database
-    )
-
-
 def schema_exists(name: str) -> bool:
     """Whether the schema exists on the real MariaDB."""
-    with _root() as conn, conn.cursor() as cur:
+    with root_sql() as conn, conn.cursor() as cur:
         cur.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (name,))
         return cur.fetchone() is not None
 
 
 def user_exists(name: str) -> bool:
     """Whether an SQL user of that name exists."""
-    with _root() as conn, conn.cursor() as cur:
+    with root_sql() as conn, conn.cursor() as cur:
         cur.execute("SELECT 1 FROM mysql.user WHERE user = %s", (name,))
         return cur.fetchone() is not None
 
@@ -144,28 +131,6 @@ def wait_settled(
 
     found: dict[str, str] = wait_for(settled, seconds, f"every order to reach one of {outcomes}")
     return found
-
-
-def wait_for(
-    condition: Callable[[], Any],
-    seconds: float,
-    what: str,
-    describe: Callable[[], str] | None = None,
-) -> Any:
-    """Poll until ``condition`` returns something truthy; fail with ``what`` at the deadline.
-
-    ``describe``, when given, says at the deadline what was still wrong, so that a failure
-    names the objects that never got there.
-    """
-    deadline = time.monotonic() + seconds
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            state = f": {describe()}" if describe is not None else ""
-            pytest.fail(f"timed out after {seconds} s waiting for {what}{state}")
-        threading.Event().wait(0.1)
 
 
 def order_quiet(stack: Stack, client: redis.Redis, key: Any) -> bool:
@@ -280,14 +245,7 @@ class Stack:
         proc.wait()
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes(self.procs.values(), grace=20)
 
     def kube(self, cluster: str = "") -> KubeClient:
         if self.registry is None:
@@ -486,7 +444,7 @@ def stack(
     logs = tmp_path / "logs"
     logs.mkdir()
     running = Stack(platform, key_prefix, logs, extra_env=stack_env, leak_recorder=recorder)
-    with _root() as conn, conn.cursor() as cur:
+    with root_sql() as conn, conn.cursor() as cur:
         cur.execute("SHOW DATABASES")
         before = {row[0] for row in cur.fetchall()}
     failures: list[str] = []
@@ -535,7 +493,7 @@ def _scan_for_leaks(
 
 def _drop_leftovers(before: set[str], suffix: str) -> None:
     """Drop the schemas this test's orders left (Retain keeps them) and any user they issued."""
-    with _root() as conn, conn.cursor() as cur:
+    with root_sql() as conn, conn.cursor() as cur:
         cur.execute("SHOW DATABASES")
         for (name,) in cur.fetchall():
             if name not in before and re.search(rf"_{suffix}$", name):

@@ -24,7 +24,8 @@ from kubernetes import client as k8s
 from devstack.mysql_group import MysqlGroup
 from tenantdb.core.mysqldatabase.naming import IDENTITY
 from tests.conftest import REDIS_URL
-from tests.e2e.conftest import REPO, Stack, order_quiet, wait_for
+from tests.e2e.conftest import REPO, Stack, order_quiet
+from tests.support import wait_for
 
 CALLER_ROLE = REPO / "charts/tenantdb/examples/mysqldatabase-caller-role.yaml"
 NS = "bloodraven"

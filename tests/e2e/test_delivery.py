@@ -12,7 +12,8 @@ import pymysql
 import pytest
 
 from tenantdb.adapters.kube import SECRET
-from tests.e2e.conftest import Stack, sql_login, wait_for
+from tests.e2e.conftest import Stack
+from tests.support import sql_login, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 

@@ -18,7 +18,8 @@ import redis
 
 from devstack.demo import KEY_PREFIX
 from tests.conftest import REDIS_URL
-from tests.e2e.conftest import REPO, wait_for
+from tests.e2e.conftest import REPO
+from tests.support import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,9 @@ from devstack.platform import (
     WORKER_SERVICE_ACCOUNT,
 )
 from tenantdb.adapters.kube import CONFIG_MAP, CUSTOM_RESOURCE_DEFINITION, resource_of
-from tests.e2e.conftest import Stack, wait_for
+from tests.e2e.conftest import Stack
 from tests.kinds import widget
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server, pytest.mark.usefixtures("widget_grants")]
 

@@ -22,10 +22,9 @@ from tests.e2e.conftest import (
     Stack,
     order_quiet,
     schema_exists,
-    sql_login,
     user_exists,
-    wait_for,
 )
+from tests.support import sql_login, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 

@@ -13,7 +13,6 @@ from collections.abc import Callable
 import pytest
 from kubernetes import client as k8s
 
-from tests.e2e.conftest import wait_for
 from tests.e2e.mysql_tenants import (
     API,
     DENIED,
@@ -26,6 +25,7 @@ from tests.e2e.mysql_tenants import (
     platform_options,
     tenants,
 )
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 

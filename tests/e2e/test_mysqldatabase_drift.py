@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import wait_for
 from tests.e2e.mysql_tenants import (
     Tenants,
     literal,
@@ -16,6 +15,7 @@ from tests.e2e.mysql_tenants import (
     platform_options,
     tenants,
 )
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 

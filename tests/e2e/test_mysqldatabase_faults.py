@@ -26,7 +26,6 @@ import redis
 
 from devstack.mysql_group.cutter import StatementCutter
 from tests.conftest import REDIS_URL
-from tests.e2e.conftest import wait_for
 from tests.e2e.mysql_tenants import (
     GROUP,
     NS,
@@ -36,6 +35,7 @@ from tests.e2e.mysql_tenants import (
     tenants,
 )
 from tests.faults.conftest import FIGURES, Figures, descendants
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 

@@ -15,7 +15,8 @@ import redis
 
 from tenantdb.adapters.kube import CONTROL_PLANE, MARIADB_DATABASE
 from tenantdb.core.keys import OrderKey
-from tests.e2e.conftest import Stack, free_port, order_quiet, wait_for
+from tests.e2e.conftest import Stack, free_port, order_quiet
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 

@@ -31,7 +31,8 @@ from tenantdb.adapters.kube import (
 )
 from tenantdb.core.mariadbdatabase.naming import FINALIZER, compute_order_names
 from tenantdb.core.mariadbdatabase.passes import WARNING_REASONS
-from tests.e2e.conftest import Stack, wait_for
+from tests.e2e.conftest import Stack
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 

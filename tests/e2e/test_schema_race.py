@@ -15,7 +15,8 @@ import pytest
 from tenantdb.adapters.kube import DATABASE, MARIADB_DATABASE
 from tenantdb.core.mariadbdatabase.naming import compute_order_names
 from tenantdb.core.mariadbdatabase.provision import compute_database_slot
-from tests.e2e.conftest import Stack, at_once, schema_exists, wait_for, wait_settled
+from tests.e2e.conftest import Stack, at_once, schema_exists, wait_settled
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 

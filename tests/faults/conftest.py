@@ -56,8 +56,9 @@ from devstack.platform import start_platform
 from tenantdb.adapters.kube import MARIADB_DATABASE
 from tenantdb.adapters.workqueue import pass_name
 from tenantdb.core.keys import OrderKey
-from tests.e2e.conftest import Stack, _drop_leftovers, _root, free_port, wait_for
+from tests.e2e.conftest import Stack, _drop_leftovers, free_port
 from tests.faults.proxy import SilentProxy
+from tests.support import root_sql, stop_processes, wait_for
 
 ALL_QUEUES = "reconcile,provision,delivery,teardown"
 CHAIN_QUEUES = ("provision", "delivery", "teardown")
@@ -274,12 +275,7 @@ class RedisServer:
 
 def _end(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM, and SIGKILL after 10 s."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop_processes([proc], grace=10)
 
 
 class SentinelServer:
@@ -680,7 +676,7 @@ def faults(
     # A message lost with its publisher blocks its key for one pending TTL (300 s by default):
     # 30 s here (``env`` above), so that recovery fits in a scenario's window.
     stack = Stack(platform, key_prefix, logs, extra_env=env)
-    with _root() as conn, conn.cursor() as cur:
+    with root_sql() as conn, conn.cursor() as cur:
         cur.execute("SHOW DATABASES")
         before = {row[0] for row in cur.fetchall()}
     running = Faults(

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.e2e.conftest import wait_for
 from tests.faults.conftest import Faults, poll_fast
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tenantdb.adapters.kube import MARIADB_DATABASE, SECRET
-from tests.e2e.conftest import wait_for
 from tests.faults.conftest import NAMESPACE, Faults
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 

@@ -9,8 +9,8 @@ import urllib.error
 
 import pytest
 
-from tests.e2e.conftest import wait_for
 from tests.faults.conftest import Faults, hold
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 

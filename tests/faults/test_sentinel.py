@@ -8,8 +8,8 @@ import time
 import pytest
 import redis
 
-from tests.e2e.conftest import wait_for
 from tests.faults.conftest import Faults
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 

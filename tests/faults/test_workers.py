@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import order_quiet, wait_for
+from tests.e2e.conftest import order_quiet
 from tests.faults.conftest import Faults, hold, pass_name, poll_fast
+from tests.support import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,6 @@ import base64
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
 import urllib.request
@@ -29,7 +28,8 @@ import yaml
 
 from tenantdb.adapters.kube import MARIADB_DATABASE, client_from_kubeconfig
 from tests.conftest import REDIS_URL
-from tests.e2e.conftest import free_port, wait_for
+from tests.e2e.conftest import free_port
+from tests.support import stop_processes, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -97,14 +97,7 @@ class Compose:
         return path.exists() and path.stat().st_size > 0
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes(self.procs.values(), grace=30)
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -24,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import free_port, wait_for
+from tests.e2e.conftest import free_port
 from tests.faults.conftest import RedisServer
+from tests.support import stop_processes, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -82,12 +82,7 @@ def _role(
     finally:
         if server.proc is not None:
             server.resume()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_processes([proc])
         server.stop()
 
 

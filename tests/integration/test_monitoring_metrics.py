@@ -25,6 +25,7 @@ from tenantdb.adapters.workqueue import Start, WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import Timetable
 from tenantdb.settings import Settings, load_settings
+from tests.support import wait_for
 from workers.beat import QueueHeads, export_gauges, run_beat, sweep_once
 
 NOW = 2_000_000_000.0
@@ -217,22 +218,22 @@ def test_a_beat_that_stops_leading_drops_the_series_only_the_leader_keeps(
     with mock.patch("workers.beat.GAUGE_INTERVAL", 0.02):
         beat.start()
         try:
-            _wait_for(lambda: _orders("mariadbdatabase", "True", "AllReady") == 1)
+            wait_for(
+                lambda: _orders("mariadbdatabase", "True", "AllReady") == 1,
+                5,
+                "the Ready gauge to count the order",
+            )
             assert _oldest("reconcile") == 0
             leading.clear()
-            _wait_for(lambda: _orders("mariadbdatabase", "True", "AllReady") is None)
+            wait_for(
+                lambda: _orders("mariadbdatabase", "True", "AllReady") is None,
+                5,
+                "the gauges to go once beat leads no more",
+            )
             assert _oldest("reconcile") is None
         finally:
             stop.set()
             beat.join(timeout=5)
-
-
-def _wait_for(condition: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("the gauges did not follow within 5 s")
-        time.sleep(0.01)
 
 
 def _ready_observations(kind: str) -> tuple[float, float]:

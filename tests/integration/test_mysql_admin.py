@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pymysql
 import pytest
@@ -35,13 +34,10 @@ from tenantdb.core.mysqldatabase.apply import (
 from tenantdb.core.mysqldatabase.sql import Dialect
 from tenantdb.core.mysqldatabase.validation import GrantSpec, ValidSpec
 from tenantdb.settings import load_settings
+from tests.support import root_sql, sql_login
 
 ADDRESS = "mysql-main-dc1-internal.bloodraven.svc.cluster.local:3306"
 PASSWORDS = ["back\\slash\\", "it's", 'say "hi"', "zürich-日本-ß", "p'; DROP DATABASE x; --"]
-
-
-def _root() -> pymysql.connections.Connection[Any]:
-    return pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
 
 
 @pytest.fixture
@@ -49,10 +45,10 @@ def names() -> Iterator[dict[str, str]]:
     """A schema, an owner and an existing grant user of this test's own; dropped afterwards."""
     tag = secrets.token_hex(3)
     made = {"db": f"tdb_{tag}", "owner": f"tdbo_{tag}", "grantee": f"tdbg_{tag}"}
-    with _root() as conn, conn.cursor() as cur:
+    with root_sql() as conn, conn.cursor() as cur:
         cur.execute(f"CREATE USER '{made['grantee']}'@'%' IDENTIFIED BY 'x'")
     yield made
-    with _root() as conn, conn.cursor() as cur:
+    with root_sql() as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{made['db']}`")
         for user in (made["owner"], f"{made['owner']}2", made["grantee"]):
             cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
@@ -113,16 +109,14 @@ def _literal(db: str) -> str:
 
 
 def _grants(user: str) -> set[str]:
-    with _root() as conn, conn.cursor() as cur:
+    with root_sql() as conn, conn.cursor() as cur:
         cur.execute(f"SHOW GRANTS FOR '{user}'@'%'")
         return {row[0] for row in cur.fetchall() if "USAGE" not in row[0]}
 
 
 def _logs_in(user: str, password: str) -> bool:
     try:
-        pymysql.connect(
-            host="127.0.0.1", port=3306, user=user, password=password.encode(), connect_timeout=3
-        ).close()
+        sql_login(user, password.encode()).close()
     except pymysql.err.OperationalError:
         return False
     return True
@@ -175,7 +169,7 @@ def test_an_unchanged_server_gets_no_statement_and_drift_is_repaired(
     with pool.session(TARGET, ROOT) as session:
         assert _apply(session, spec, _applied(names), "pw", repair=True).statements == ()
         assert session.executed == 0
-    with _root() as conn, conn.cursor() as cur:
+    with root_sql() as conn, conn.cursor() as cur:
         cur.execute(f"REVOKE SELECT ON `{_literal(names['db'])}`.* FROM '{names['grantee']}'@'%'")  # noqa: S608 - names the test made
         cur.execute(f"DROP DATABASE `{names['db']}`")
     with pool.session(TARGET, ROOT) as session:
@@ -205,8 +199,7 @@ def _as_user(user: str, password: str, statement: str) -> int | None:
 
 
 def _visible(user: str, password: str) -> set[str]:
-    conn = pymysql.connect(host="127.0.0.1", port=3306, user=user, password=password.encode())
-    with conn, conn.cursor() as cur:
+    with sql_login(user, password.encode()) as conn, conn.cursor() as cur:
         cur.execute("SHOW DATABASES")
         return {row[0] for row in cur.fetchall()}
 
@@ -220,7 +213,7 @@ def test_the_owner_of_an_underscore_schema_cannot_reach_its_twins(
 ) -> None:
     owner, db = names["owner"], names["db"]
     twin, new_twin = db.replace("_", "1"), db.replace("_", "2")
-    with _root() as conn, conn.cursor() as cur:
+    with root_sql() as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{twin}`")
     try:
         with pool.session(TARGET, ROOT) as session:
@@ -231,7 +224,7 @@ def test_the_owner_of_an_underscore_schema_cannot_reach_its_twins(
         assert _as_user(owner, "pw", f"CREATE TABLE `{twin}`.t (i INT)") in DENIED
         assert _as_user(owner, "pw", f"DROP DATABASE `{twin}`") in DENIED
     finally:
-        with _root() as conn, conn.cursor() as cur:
+        with root_sql() as conn, conn.cursor() as cur:
             for name in (twin, new_twin):
                 cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
@@ -243,13 +236,13 @@ def test_a_grant_left_under_the_unescaped_name_is_narrowed_to_the_schema(
     with pool.session(TARGET, ROOT) as session:
         _apply(session, _spec(names, ("ALL PRIVILEGES",)), Records(), "pw")
     # What an earlier version granted: the name as a pattern, which also matches its twins.
-    with _root() as conn, conn.cursor() as cur:
+    with root_sql() as conn, conn.cursor() as cur:
         cur.execute(f"REVOKE ALL PRIVILEGES ON `{_literal(db)}`.* FROM '{owner}'@'%'")
         cur.execute(f"REVOKE ALL PRIVILEGES ON `{_literal(db)}`.* FROM '{grantee}'@'%'")
         cur.execute(f"GRANT ALL PRIVILEGES ON `{db}`.* TO '{owner}'@'%'")
         cur.execute(f"GRANT SELECT ON `{db}`.* TO '{grantee}'@'%'")
     assert _as_user(owner, "pw", f"CREATE DATABASE `{db.replace('_', '3')}`") is None
-    with _root() as conn, conn.cursor() as cur:
+    with root_sql() as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE `{db.replace('_', '3')}`")
     with pool.session(TARGET, ROOT) as session:
         repaired = _apply(
@@ -279,7 +272,7 @@ def test_any_underscore_name_grants_exactly_its_own_schema(
     tag = secrets.token_hex(2)
     db, user = f"h{tag}{pattern}", f"tdbh_{tag}"
     twin = f"h{tag}{pattern.replace('_', twin_letter)}"
-    with _root() as conn, conn.cursor() as cur:
+    with root_sql() as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{db}`")
         cur.execute(f"CREATE DATABASE IF NOT EXISTS `{twin}`")
         cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")
@@ -289,7 +282,7 @@ def test_any_underscore_name_grants_exactly_its_own_schema(
         assert _visible(user, "pw") == {"information_schema", db}
         assert _as_user(user, "pw", f"CREATE TABLE `{twin}`.t (i INT)") in DENIED
     finally:
-        with _root() as conn, conn.cursor() as cur:
+        with root_sql() as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
             cur.execute(f"DROP DATABASE IF EXISTS `{twin}`")
             cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
@@ -403,7 +396,7 @@ def _kill_when_sleeping(connection_id: int) -> threading.Thread:
 
     def kill() -> None:
         deadline = time.monotonic() + 10
-        with _root() as conn, conn.cursor() as cur:
+        with root_sql() as conn, conn.cursor() as cur:
             while time.monotonic() < deadline:
                 cur.execute(
                     "SELECT 1 FROM information_schema.PROCESSLIST"
@@ -465,7 +458,7 @@ def test_an_admin_account_that_writes_through_read_only_is_noticed_on_connect(
     pool: AdminPool, names: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     fenced = f"{names['owner']}f"
-    with _root() as conn, conn.cursor() as cur:
+    with root_sql() as conn, conn.cursor() as cur:
         cur.execute(f"CREATE USER '{fenced}'@'%' IDENTIFIED BY 'pw'")
         cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{fenced}'@'%' WITH GRANT OPTION")
         cur.execute(f"REVOKE READ_ONLY ADMIN ON *.* FROM '{fenced}'@'%'")
@@ -477,7 +470,7 @@ def test_an_admin_account_that_writes_through_read_only_is_noticed_on_connect(
         with pool.session(other, AdminLogin(fenced, "pw")) as session:
             assert not session.read_only_bypassed
     finally:
-        with _root() as conn, conn.cursor() as cur:
+        with root_sql() as conn, conn.cursor() as cur:
             cur.execute(f"DROP USER IF EXISTS '{fenced}'@'%'")
 
 

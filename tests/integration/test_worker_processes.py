@@ -11,7 +11,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from tenantdb.core.tasknames import RECONCILE_ABORT
 from tenantdb.settings import Settings
 from tests.conftest import REDIS_URL
 from tests.integration.workqueue_app import CHAIN_STEP, DELIVERY_STEP, chain_keys, probe_keys
+from tests.support import stop_processes, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +71,7 @@ class Stack:
         if queues:
             argv += ["-Q", queues]
         self._spawn(argv, log)
-        _wait_for(lambda: "ready." in log.read_text(errors="replace"), 60, f"{name} ready")
+        wait_for(lambda: "ready." in log.read_text(errors="replace"), 60, f"{name} ready")
 
     def start_beat(self) -> None:
         self._spawn([sys.executable, "-m", "tenantdb.cli", "beat"], self.logs / "beat.log")
@@ -83,14 +83,7 @@ class Stack:
             )
 
     def stop(self) -> None:
-        for proc in self.procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes(self.procs)
         self.client.close()
 
     def started(self) -> list[int]:
@@ -131,11 +124,11 @@ def test_a_pass_killed_with_sigkill_is_run_again_to_completion(stack: Stack) -> 
     stack.start_beat()
     stack.client.set(stack.keys["hold"], "1")
     assert stack.queue.enqueue(KEY)
-    _wait_for(lambda: len(stack.started()) == 1, 30, "the first pass to start")
+    wait_for(lambda: len(stack.started()) == 1, 30, "the first pass to start")
     os.kill(stack.started()[0], signal.SIGKILL)
     stack.client.delete(stack.keys["hold"])
 
-    _wait_for(lambda: stack.completed() == 1, 60, "the order to be processed again")
+    wait_for(lambda: stack.completed() == 1, 60, "the order to be processed again")
     assert len(stack.started()) >= 2
     assert stack.client.get(stack.keys["overlaps"]) is None
 
@@ -144,8 +137,8 @@ def test_a_failed_pass_is_retried_as_the_keys_pending_pass(stack: Stack) -> None
     stack.start_worker("w1")
     stack.client.set(stack.keys["fail"], 2)
     assert stack.queue.enqueue(KEY)
-    _wait_for(lambda: stack.completed() == 1, 30, "the pass to succeed on its third attempt")
-    _wait_for(stack.quiet, 30, "the work queue to settle")
+    wait_for(lambda: stack.completed() == 1, 30, "the pass to succeed on its third attempt")
+    wait_for(stack.quiet, 30, "the work queue to settle")
     assert len(stack.started()) == 3, "two failures, then the pass that completed"
     assert stack.client.get(stack.keys["overlaps"]) is None
 
@@ -183,19 +176,19 @@ def test_a_retry_the_broker_refuses_is_run_once_the_broker_takes_it_again(
     stack.client.set(stack.keys["hold"], "1")
     stack.client.set(stack.keys["fail"], 1)
     assert stack.queue.enqueue(KEY)
-    _wait_for(lambda: len(stack.started()) == 1, 30, "the first pass to start")
+    wait_for(lambda: len(stack.started()) == 1, 30, "the first pass to start")
 
     # The broker refuses every publish from here on: the failing pass's retry, and the sweep's.
     stack.client.acl_setuser(user, enabled=True, commands=["-lpush"])
     stack.client.delete(stack.keys["hold"])
     stack.client.rpush(stack.keys["go"], "1")
     log = stack.logs / "w1.log"
-    _wait_for(
+    wait_for(
         lambda: "could not publish the retry" in log.read_text(errors="replace"),
         30,
         "the worker to find its retry refused",
     )
-    _wait_for(
+    wait_for(
         lambda: (
             not stack.queue.is_pending(KEY)
             and stack.client.zscore(stack.queue.keys.dirty, str(KEY)) is not None
@@ -208,8 +201,8 @@ def test_a_retry_the_broker_refuses_is_run_once_the_broker_takes_it_again(
     assert len(stack.started()) == 1
 
     stack.client.acl_setuser(user, enabled=True, commands=["+lpush"])
-    _wait_for(lambda: stack.completed() == 1, 30, "the order's pass once the broker takes it")
-    _wait_for(stack.quiet, 30, "the work queue to settle")
+    wait_for(lambda: stack.completed() == 1, 30, "the order's pass once the broker takes it")
+    wait_for(stack.quiet, 30, "the work queue to settle")
     assert len(stack.started()) == 2, "the failed pass, then the one the sweep brought"
     assert stack.client.get(stack.keys["overlaps"]) is None
 
@@ -219,13 +212,13 @@ def test_a_thousand_enqueues_during_a_pass_cost_at_most_two_passes(stack: Stack)
     stack.start_worker("w2")
     stack.client.set(stack.keys["hold"], "1")
     assert stack.queue.enqueue(KEY)
-    _wait_for(lambda: len(stack.started()) == 1, 30, "the first pass to start")
+    wait_for(lambda: len(stack.started()) == 1, 30, "the first pass to start")
 
     published = sum(stack.queue.enqueue(KEY) for _ in range(1000))
     stack.client.delete(stack.keys["hold"])
     stack.client.rpush(stack.keys["go"], "1")
 
-    _wait_for(lambda: stack.completed() >= 2 and stack.quiet(), 60, "the work queue to settle")
+    wait_for(lambda: stack.completed() >= 2 and stack.quiet(), 60, "the work queue to settle")
     assert len(stack.started()) == 2
     assert stack.completed() == 2
     assert published < 1000, "enqueue did not deduplicate"
@@ -239,12 +232,12 @@ def test_two_copies_of_one_chain_step_at_once_write_once(stack: Stack) -> None:
     stack.start_worker("w2")
     stack.client.set(keys["hold"], "1")
     assert stack.queue.enqueue(key)
-    _wait_for(lambda: stack.client.llen(keys["steps"]) == 1, 30, "step 1 to start and hold")
+    wait_for(lambda: stack.client.llen(keys["steps"]) == 1, 30, "step 1 to start and hold")
     args = {_text(k): _text(v) for k, v in stack.client.hgetall(keys["args"]).items()}
 
     # The copy a redelivery or a second publish would bring, while the first still runs.
     stack.app.send_task(CHAIN_STEP, args=[args["key"], args["name"], 1])
-    _wait_for(
+    wait_for(
         lambda: (
             not stack.client.llen(f"{stack.prefix}reconcile")
             and stack.client.hlen(f"{stack.prefix}unacked") == 1
@@ -254,10 +247,10 @@ def test_two_copies_of_one_chain_step_at_once_write_once(stack: Stack) -> None:
     )
     stack.client.delete(keys["hold"])
     stack.client.rpush(keys["go"], "1")
-    _wait_for(
+    wait_for(
         lambda: bool(stack.client.sismember(keys["done"], str(key))), 30, "the chain to finish"
     )
-    _wait_for(stack.quiet_for(key), 30, "the work queue to settle")
+    wait_for(stack.quiet_for(key), 30, "the work queue to settle")
 
     assert [_text(s) for s in stack.client.lrange(keys["steps"], 0, -1)] == [
         f"1:{key}",
@@ -275,7 +268,7 @@ def test_an_abort_sent_from_outside_cannot_end_a_running_pass(stack: Stack) -> N
     stack.start_worker("w2")
     stack.client.set(keys["hold"], "1")
     assert stack.queue.enqueue(key)
-    _wait_for(lambda: stack.client.llen(keys["steps"]) == 1, 30, "step 1 to start and hold")
+    wait_for(lambda: stack.client.llen(keys["steps"]) == 1, 30, "step 1 to start and hold")
     held = stack.client.get(f"{stack.prefix}lock:{key}")
     args = {_text(k): _text(v) for k, v in stack.client.hgetall(keys["args"]).items()}
     assert held is not None
@@ -283,15 +276,15 @@ def test_an_abort_sent_from_outside_cannot_end_a_running_pass(stack: Stack) -> N
 
     # What anyone who can send a task (from Flower, say) could send while the step runs.
     stack.app.send_task(RECONCILE_ABORT, args=[str(key)])
-    _wait_for(lambda: not stack.client.llen(f"{stack.prefix}reconcile"), 30, "the abort to run")
+    wait_for(lambda: not stack.client.llen(f"{stack.prefix}reconcile"), 30, "the abort to run")
     assert stack.client.get(f"{stack.prefix}lock:{key}") == held, "the lease was ended"
 
     stack.client.delete(keys["hold"])
     stack.client.rpush(keys["go"], "1")
-    _wait_for(
+    wait_for(
         lambda: bool(stack.client.sismember(keys["done"], str(key))), 30, "the chain to finish"
     )
-    _wait_for(stack.quiet_for(key), 30, "the work queue to settle")
+    wait_for(stack.quiet_for(key), 30, "the work queue to settle")
     # The abort counts as an event, so one more pass may follow; it never runs beside the first.
     steps = [_text(s) for s in stack.client.lrange(keys["steps"], 0, -1)]
     assert steps[:2] == [f"1:{key}", f"2:{key}"]
@@ -310,7 +303,7 @@ def test_a_thousand_relisted_orders_complete_with_a_lease_shorter_than_the_queue
     for key in orders:
         stack.queue.enqueue(key)
 
-    _wait_for(lambda: stack.client.scard(keys["done"]) == len(orders), 240, "every pass to finish")
+    wait_for(lambda: stack.client.scard(keys["done"]) == len(orders), 240, "every pass to finish")
     waited = time.monotonic() - started
 
     assert waited > LOCK_TTL, "the queue was never longer than a lease; the test proves nothing"
@@ -322,14 +315,6 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {seconds} s waiting for {what}")
-        threading.Event().wait(0.05)
-
-
 def test_a_step_handed_over_to_another_queue_is_waited_for_in_that_queue(stack: Stack) -> None:
     keys = chain_keys(stack.prefix)
     key = OrderKey.parse("probehandover/tenant-a/backlog")
@@ -337,7 +322,7 @@ def test_a_step_handed_over_to_another_queue_is_waited_for_in_that_queue(stack: 
     stack.start_worker("w1", queues="reconcile,provision,teardown")
     assert stack.queue.enqueue(key)
     delivery = f"{stack.prefix}delivery"
-    _wait_for(lambda: stack.client.llen(delivery) == 1, 30, "the second step in its queue")
+    wait_for(lambda: stack.client.llen(delivery) == 1, 30, "the second step in its queue")
 
     def waits() -> list[str]:
         members = cast(list[bytes], stack.client.zrange(stack.queue.keys.waiting, 0, -1))
@@ -345,15 +330,15 @@ def test_a_step_handed_over_to_another_queue_is_waited_for_in_that_queue(stack: 
 
     # Celery publishes the step before the step that published it has recorded its wait (the
     # hand-over's record, naming the first step's queue, is replaced a moment later).
-    _wait_for(
+    wait_for(
         lambda: waits() == [f"delivery {key}"], 10, "the wait to name the queue the step is in"
     )
     time.sleep(LOCK_TTL * 1.5)
     assert stack.queue.sweep_lost_waits(["delivery"]) == [], "a step still queued is not lost"
 
     stack.start_worker("w2", queues="delivery")
-    _wait_for(lambda: bool(stack.client.sismember(keys["done"], str(key))), 30, "the last step")
-    _wait_for(stack.quiet_for(key), 30, "the work queue to settle")
+    wait_for(lambda: bool(stack.client.sismember(keys["done"], str(key))), 30, "the last step")
+    wait_for(stack.quiet_for(key), 30, "the work queue to settle")
     steps = [_text(s) for s in stack.client.lrange(keys["steps"], 0, -1)]
     assert steps == [f"1:{key}"], "step 1 ran once: the backlog cost no second pass"
 
@@ -368,7 +353,7 @@ def test_a_forged_step_cannot_make_an_order_look_served(stack: Stack) -> None:
     # The last step waits in the delivery queue, which nobody serves yet.
     stack.start_worker("w1", queues="reconcile,provision,teardown")
     assert stack.queue.enqueue(key)
-    _wait_for(lambda: stack.client.llen(f"{stack.prefix}delivery") == 1, 30, "the last step")
+    wait_for(lambda: stack.client.llen(f"{stack.prefix}delivery") == 1, 30, "the last step")
     name = _text(cast(bytes, stack.client.hget(keys["args"], "name")))
 
     # What anyone who can publish to the broker (Flower's task API, say) could send for the
@@ -376,11 +361,11 @@ def test_a_forged_step_cannot_make_an_order_look_served(stack: Stack) -> None:
     # and one with the step's own arguments.
     for args in ([str(key), name, 10**15, 2], [str(key), name, 2]):
         stack.app.send_task(DELIVERY_STEP, args=args, queue="reconcile")
-    _wait_for(done, 30, "a forged step to end the pass")
+    wait_for(done, 30, "a forged step to end the pass")
     stack.start_worker("w2", queues="delivery")
-    _wait_for(stack.quiet_for(key), 30, "the work queue to settle")
+    wait_for(stack.quiet_for(key), 30, "the work queue to settle")
 
     # The order's next event still brings a pass: no message made it look covered.
     stack.client.srem(keys["done"], str(key))
     assert stack.queue.enqueue(key)
-    _wait_for(done, 30, "the next event's pass")
+    wait_for(done, 30, "the next event's pass")

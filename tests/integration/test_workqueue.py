@@ -11,7 +11,7 @@ import hashlib
 import multiprocessing
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ from tenantdb.adapters.workqueue.scripts import source
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import Timetable
 from tests.conftest import REDIS_URL
+from tests.support import wait_for
 
 KEY = OrderKey.parse("probe/tenant-a/order-1")
 
@@ -408,7 +409,7 @@ def test_an_expired_lease_stops_the_step_before_its_write(
     writes: list[str] = []
     # A heartbeat that never fires models a step stalled past its lease (a long GC pause).
     with queue.heartbeat(lease, interval=3600) as guard:
-        _wait_for(lambda: not queue.holds(lease), seconds=5)
+        wait_for(lambda: not queue.holds(lease), seconds=5)
         assert queue.acquire(KEY) is not None, "another pass takes the expired lock"
 
         def step() -> None:
@@ -527,7 +528,7 @@ def test_an_entry_a_worker_popped_and_died_with_is_published_again_a_lease_later
     # The message left the queue for a worker that died before it could hold it: the queue is
     # empty and the mark is neither held nor about to run out.
     assert queue.sweep_orphans() == [], "not before a lease has passed"
-    _wait_for(lambda: queue.sweep_orphans() == [KEY], seconds=5)
+    wait_for(lambda: queue.sweep_orphans() == [KEY], seconds=5)
     assert published == [KEY, KEY], "published again, long before the mark would run out"
     start, lease = queue.begin(published.pop())
     assert start is Start.LEASED
@@ -553,7 +554,7 @@ def test_an_entry_behind_others_in_its_queue_or_held_is_not_taken_for_lost(
         assert queue.hold_pending(held), "its worker renews the hold"
         return queue.sweep_orphans()
 
-    swept = _wait_for_value(renewed_and_swept, seconds=5)
+    swept = wait_for(renewed_and_swept, seconds=5)
     assert swept == [queued]
     assert queue.is_pending(held), "a held entry is left to its worker"
 
@@ -652,7 +653,7 @@ def test_a_failed_pass_stays_dirty_until_its_retry_is_due(
     assert queue.release(lease, completed=False, retry_in=0.3) is Release.CLEAN
     # Its retry is never published (the broker refused it, or the worker died first).
     assert queue.sweep_orphans() == [], "not before the retry is due"
-    _wait_for(lambda: queue.sweep_orphans() == [KEY], seconds=5)
+    wait_for(lambda: queue.sweep_orphans() == [KEY], seconds=5)
     assert published == [KEY]
     start, retry = queue.begin(published.pop())
     assert start is Start.LEASED, "the failed pass's events are still not covered"
@@ -686,7 +687,7 @@ def test_a_dead_holders_dirty_key_is_swept_after_its_lease(
     assert dead is not None
     assert not queue.enqueue(KEY), "the event while the lease runs marks the key dirty only"
     assert queue.sweep_orphans() == []  # the lease still runs: not an orphan yet
-    _wait_for(lambda: queue.sweep_orphans() == [KEY], seconds=5)
+    wait_for(lambda: queue.sweep_orphans() == [KEY], seconds=5)
     assert published == [KEY]
     start, lease = queue.begin(published.pop())
     assert start is Start.LEASED, "the events the dead pass saw are still not covered"
@@ -786,7 +787,7 @@ def test_a_holder_that_dies_with_no_event_meanwhile_is_swept_too(
     _, dead = queue.begin(published.pop())
     assert dead is not None
     assert queue.sweep_orphans() == []
-    _wait_for(lambda: queue.sweep_orphans() == [KEY], seconds=5)
+    wait_for(lambda: queue.sweep_orphans() == [KEY], seconds=5)
     assert published == [KEY]
     start, lease = queue.begin(published.pop())
     assert start is Start.LEASED
@@ -944,22 +945,6 @@ def test_due_keys_are_claimed_exactly_once_under_four_sweepers(
     assert len(claimed) == len(keys)
     assert set(claimed) == set(keys)
     assert sum(1 for part in results if part) > 1, "the sweepers did not actually contend"
-
-
-def _wait_for_value(found: Callable[[], list[OrderKey]], seconds: float) -> list[OrderKey]:
-    deadline = time.monotonic() + seconds
-    while not (value := found()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-    return value
-
-
-def _wait_for(condition: Callable[[], bool], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {seconds} s")
-        threading.Event().wait(0.02)
 
 
 # -- own writes ------------------------------------------------------------------------------------

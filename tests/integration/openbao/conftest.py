@@ -17,13 +17,13 @@ from devstack.openbao import OpenBaoServer, TLSConfig
 from devstack.openbao.bootstrap import TenantDatabase, bootstrap_platform
 from devstack.openbao.pki import LocalPKI, write_local_pki
 from tenantdb.adapters.openbao import ClientCertificate
+from tests.support import root_sql
 
 from .openbao_support import (
     MARIADB,
     Platform,
     ServerFactory,
     StaticReviewer,
-    root_connection,
     suffix,
 )
 
@@ -58,7 +58,7 @@ def schemas() -> Iterator[Callable[[], str]]:
 
     def create() -> str:
         name = f"obt_{suffix()}_db"
-        session = root_connection()
+        session = root_sql()
         try:
             with session.cursor() as cursor:
                 cursor.execute(f"CREATE DATABASE `{name}`")
@@ -69,7 +69,7 @@ def schemas() -> Iterator[Callable[[], str]]:
         return name
 
     yield create
-    session = root_connection()
+    session = root_sql()
     try:
         with session.cursor() as cursor:
             for name in created:

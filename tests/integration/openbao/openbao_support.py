@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import hvac
-import pymysql
 
 from devstack.openbao import MariaDBEndpoint, OpenBaoServer, ReviewResult
 from devstack.openbao.bootstrap import (
@@ -17,10 +16,12 @@ from devstack.openbao.bootstrap import (
     BootstrapResult,
     TenantDatabase,
 )
+from tests.support import root_sql
 
 MOUNT = "database/mariadb"
 
 ServerFactory = Callable[..., OpenBaoServer]
+
 MARIADB = MariaDBEndpoint(host="127.0.0.1", port=3306)
 
 
@@ -29,16 +30,9 @@ def suffix() -> str:
     return secrets.token_hex(4)
 
 
-def root_connection() -> Any:
-    """Open an autocommit session on the real MariaDB as root."""
-    return pymysql.connect(
-        host=MARIADB.host, port=MARIADB.port, user="root", password="", autocommit=True
-    )
-
-
 def sql_user_exists(username: str) -> bool:
     """Return whether MariaDB knows a user of that name (any host)."""
-    session = root_connection()
+    session = root_sql()
     try:
         with session.cursor() as cursor:
             cursor.execute("SELECT COUNT(*) FROM mysql.user WHERE User = %s", (username,))

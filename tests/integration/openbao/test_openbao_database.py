@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -10,19 +9,9 @@ import hvac
 import pymysql
 import pytest
 
-from .openbao_support import MARIADB, MOUNT, Platform, root_connection, sql_user_exists, suffix
+from tests.support import root_sql, sql_login, wait_for
 
-
-def _login(creds: dict[str, Any], database: str | None = None) -> Any:
-    return pymysql.connect(
-        host=MARIADB.host,
-        port=MARIADB.port,
-        user=creds["data"]["username"],
-        password=creds["data"]["password"],
-        database=database,
-        connect_timeout=5,
-    )
-
+from .openbao_support import MOUNT, Platform, sql_user_exists, suffix
 
 # MariaDB answers a login of an unknown user with either of these, depending on the auth plugin
 # exchange it happened to start.
@@ -31,19 +20,10 @@ _ACCESS_DENIED = {1045, 1698}
 
 def _login_fails(creds: dict[str, Any]) -> bool:
     try:
-        _login(creds).close()
+        sql_login(creds["data"]["username"], creds["data"]["password"]).close()
     except pymysql.err.OperationalError as exc:
         return exc.args[0] in _ACCESS_DENIED
     return False
-
-
-def _wait_until(condition: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def _mint(platform: Platform, schema: str) -> tuple[str, dict[str, Any]]:
@@ -58,7 +38,7 @@ def test_minted_user_reaches_its_schema_and_no_other(
     mine, other = schemas(), schemas()
     _, creds = _mint(platform, mine)
 
-    session = _login(creds, mine)
+    session = sql_login(creds["data"]["username"], creds["data"]["password"], mine)
     try:
         with session.cursor() as cursor:
             cursor.execute("INSERT INTO t (id) VALUES (1)")
@@ -94,7 +74,7 @@ def test_creds_answer_in_openbao_shape(platform: Platform, schemas: Callable[[],
 
 def test_revoking_the_lease_drops_the_user(platform: Platform, schemas: Callable[[], str]) -> None:
     _, creds = _mint(platform, schemas())
-    _login(creds).close()
+    sql_login(creds["data"]["username"], creds["data"]["password"]).close()
     assert platform.root.sys.revoke_lease(creds["lease_id"]).status_code == 204
     assert _login_fails(creds)
     assert not sql_user_exists(creds["data"]["username"])
@@ -122,8 +102,8 @@ def test_lease_expiry_drops_the_user_under_time_scale(
     # 48 h of lease in about two real seconds.
     platform = make_platform(time_scale=172800 / 2)
     _, creds = _mint(platform, schemas())
-    _login(creds).close()
-    assert _wait_until(lambda: _login_fails(creds), timeout=15)
+    sql_login(creds["data"]["username"], creds["data"]["password"]).close()
+    wait_for(lambda: _login_fails(creds), 15, "the revoked credential to stop logging in")
     assert not sql_user_exists(creds["data"]["username"])
 
 
@@ -179,7 +159,7 @@ def test_failed_creation_leaves_no_user_and_no_password_in_the_error(platform: P
 
 
 def _v_users_for(role: str) -> list[str]:
-    session = root_connection()
+    session = root_sql()
     try:
         with session.cursor() as cursor:
             cursor.execute(
@@ -303,4 +283,4 @@ def test_display_names_cannot_smuggle_quotes_into_usernames(
     client = platform.client(token=created["auth"]["client_token"])
     creds = client.secrets.database.generate_credentials(role, mount_point=MOUNT)
     assert creds["data"]["username"].startswith("v-token-a-b-")
-    _login(creds).close()
+    sql_login(creds["data"]["username"], creds["data"]["password"]).close()

@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import base64
 import secrets
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import hvac
-import pymysql
 import pytest
 from kubernetes import client, config
 
 from devstack.mysql_group import MysqlGroup
 from devstack.platform import Platform, start_platform
 from tenantdb.core.mariadbdatabase.manifests import build_client_certificate, build_service_account
+from tests.support import root_sql, wait_for
 
 CP_NAMESPACE = "openstack"
 ROLE_MOUNT = "database/mariadb"
@@ -36,23 +35,6 @@ T = TypeVar("T")
 def suffix() -> str:
     """A short random suffix for names a test owns."""
     return secrets.token_hex(4)
-
-
-def wait_for(probe: Callable[[], T | None], timeout: float = 10.0, what: str = "") -> T:
-    """Poll `probe` until it returns something truthy, or fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what or probe}")
-        time.sleep(0.05)
-
-
-def root_sql() -> Any:
-    """An autocommit root session on the real MariaDB."""
-    return pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", autocommit=True)
 
 
 def sql_scalar(query: str, *args: Any) -> Any:

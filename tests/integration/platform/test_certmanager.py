@@ -14,8 +14,9 @@ from kubernetes import client
 
 from devstack.platform import Platform
 from tenantdb.core.mariadbdatabase.manifests import build_client_certificate
+from tests.support import wait_for
 
-from .conftest import decoded, ready, wait_for, write_secret_pems
+from .conftest import decoded, ready, write_secret_pems
 
 CERT = ("cert-manager.io", "v1", "certificates")
 

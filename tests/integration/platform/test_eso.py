@@ -17,8 +17,9 @@ from tenantdb.core.mariadbdatabase.manifests import (
 )
 from tenantdb.core.mariadbdatabase.naming import compute_creds_path
 from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection
+from tests.support import root_sql, wait_for
 
-from .conftest import CP_NAMESPACE, ClientPEMs, decoded, root_sql, suffix, wait_for
+from .conftest import CP_NAMESPACE, ClientPEMs, decoded, suffix
 
 ES = ("external-secrets.io", "v1", "externalsecrets")
 GENERATOR = ("generators.external-secrets.io", "v1alpha1", "vaultdynamicsecrets")
@@ -95,7 +96,8 @@ def _synced_secret(
             return None
         return es, secret
 
-    return wait_for(probe, what=f"ExternalSecret {name} to sync")
+    synced: tuple[dict[str, Any], Any] = wait_for(probe, what=f"ExternalSecret {name} to sync")
+    return synced
 
 
 def _login(user: str, password: str, schema: str) -> None:

@@ -11,8 +11,9 @@ from kubernetes import client
 
 from tenantdb.core.mariadbdatabase.manifests import build_database_cr
 from tenantdb.core.mariadbdatabase.models import DeletionPolicy
+from tests.support import wait_for
 
-from .conftest import CP_NAMESPACE, ready, schema_exists, sql_scalar, suffix, wait_for
+from .conftest import CP_NAMESPACE, ready, schema_exists, sql_scalar, suffix
 
 DB = ("k8s.mariadb.com", "v1alpha1", "databases")
 FINALIZER = "database.k8s.mariadb.com/finalizer"

@@ -19,8 +19,9 @@ from kubernetes import client
 
 from devstack.mysql_group import ANNOTATION, MysqlGroup
 from devstack.platform import Platform, start_platform
+from tests.support import wait_for
 
-from .conftest import decoded, suffix, wait_for
+from .conftest import decoded, suffix
 
 NS = "bloodraven"
 GROUP = ("shipstream.io", "v1alpha1", NS, "mysqlfailovergroups", "main")
@@ -245,7 +246,7 @@ def test_a_site_stops_and_comes_back_with_its_data(mysql_servers: MysqlGroup) ->
     assert _write_error(mysql_servers, "dc1", table, 3) is None
     wait_for(
         lambda: _rows(mysql_servers, "dc2", table) == [1, 2, 3],
-        timeout=15,
+        seconds=15,
         what="dc2 reconnecting to the restarted primary",
     )
 

@@ -29,6 +29,7 @@ from tenantdb.core.mariadbdatabase.manifests import (
 from tenantdb.core.mariadbdatabase.models import DeletionPolicy
 from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection
 from tenantdb.settings import Settings
+from tests.support import root_sql, wait_for
 
 from .conftest import (
     CP_NAMESPACE,
@@ -38,11 +39,9 @@ from .conftest import (
     decoded,
     order_role_body,
     ready,
-    root_sql,
     schema_exists,
     sql_user_exists,
     suffix,
-    wait_for,
     write_secret_pems,
 )
 
@@ -250,7 +249,7 @@ def _provision_through_the_api(state: Path, names: dict[str, str]) -> str:
                 return None
             return decoded(secret, "username").decode()
 
-        username = wait_for(user, what="the ESO Secret")
+        username: str = wait_for(user, what="the ESO Secret")
         wait_for(lambda: all(schema_exists(s) for s in names.values()), what="the schemas")
     return username
 

@@ -17,6 +17,7 @@ from tenantdb.core.mariadbdatabase.manifests import (
 )
 from tenantdb.core.mariadbdatabase.naming import compute_creds_path
 from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection
+from tests.support import wait_for
 
 from .conftest import (
     CP_NAMESPACE,
@@ -27,7 +28,6 @@ from .conftest import (
     order_role_body,
     ready,
     suffix,
-    wait_for,
 )
 
 SCALE = 3600.0
@@ -95,7 +95,7 @@ def test_external_secret_refreshes_at_its_scaled_interval(
             return None
 
     first = wait_for(username, what="the first sync")
-    second = wait_for(lambda: (u := username()) != first and u, timeout=10, what="a refresh")
+    second = wait_for(lambda: (u := username()) != first and u, seconds=10, what="a refresh")
     assert str(second).startswith("v-")
     custom.delete_namespaced_custom_object(
         "external-secrets.io", "v1", CP_NAMESPACE, "externalsecrets", name
@@ -129,4 +129,4 @@ def test_certificate_renews_before_it_expires(
         )
         return int((obj.get("status") or {}).get("revision") or 0) if ready(obj) else 0
 
-    wait_for(lambda: revision() >= 2, timeout=10, what="a renewal")
+    wait_for(lambda: revision() >= 2, seconds=10, what="a renewal")

@@ -26,6 +26,7 @@ from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.settings import Settings
 from tests.conftest import REDIS_URL
+from tests.support import wait_for
 from watcher.loop import LoopTiming
 from watcher.process import Watcher, WatcherConfig
 
@@ -229,7 +230,7 @@ def start_watcher(
         thread.start()
         running.append((stop, thread))
         if wait:
-            poll_until(watcher.synced, "the watcher never synced")
+            wait_for(watcher.synced, 10.0, "the watcher never synced")
             published.drain()
         return watcher
 
@@ -258,14 +259,6 @@ def watching(
         stop.set()
         thread.join(10)
     assert not thread.is_alive(), "the watcher did not stop"
-
-
-def poll_until(check: Callable[[], bool], message: str, timeout: float = 10.0) -> None:
-    """Poll ``check`` until it holds, failing with ``message`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, message
-        time.sleep(0.02)
 
 
 def metric(name: str, **labels: str) -> float:

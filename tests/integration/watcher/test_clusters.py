@@ -16,10 +16,10 @@ from tests.integration.watcher.conftest import (
     StartWatcher,
     key,
     order,
-    poll_until,
     settings_for,
     write_kubeconfig,
 )
+from tests.support import wait_for
 
 
 def _last_heard(cluster: str) -> float | None:
@@ -40,14 +40,14 @@ def test_a_target_cluster_added_to_the_kubeconfig_is_engaged_and_a_removed_one_d
     assert watcher.engaged() == [""]
 
     write_kubeconfig(kubeconfig_file, servers)
-    poll_until(lambda: watcher.engaged() == ["", "edge-1"], "edge-1 was not engaged")
+    wait_for(lambda: watcher.engaged() == ["", "edge-1"], 10.0, "edge-1 was not engaged")
     servers["edge-1"].cluster.create(ORDERS, order("far"), "tenant-a")
     published.take(key("far", "edge-1"))
 
     assert _last_heard("edge-1") is not None, "an engaged cluster's watches report their events"
 
     write_kubeconfig(kubeconfig_file, {"management": servers["management"]})
-    poll_until(lambda: watcher.engaged() == [""], "edge-1 was not dropped")
+    wait_for(lambda: watcher.engaged() == [""], 10.0, "edge-1 was not dropped")
     assert _last_heard("edge-1") is None, "a dropped cluster leaves no watch to age and alert on"
     assert _last_heard("management") is not None
     # The management cluster's watches were left alone.
@@ -95,12 +95,12 @@ def test_a_directory_of_kubeconfigs_names_target_clusters_by_file_name(
     assert watcher.engaged() == [""]
 
     write_kubeconfig(directory / "edge-1", {"edge-1": servers["edge-1"]})
-    poll_until(lambda: watcher.engaged() == ["", "edge-1"], "edge-1 was not engaged")
+    wait_for(lambda: watcher.engaged() == ["", "edge-1"], 10.0, "edge-1 was not engaged")
     servers["edge-1"].cluster.create(ORDERS, order("far"), "tenant-a")
     published.take(key("far", "edge-1"))
 
     (directory / "edge-1").unlink()
-    poll_until(lambda: watcher.engaged() == [""], "edge-1 was not dropped")
+    wait_for(lambda: watcher.engaged() == [""], 10.0, "edge-1 was not dropped")
 
 
 def test_a_cluster_name_no_order_key_can_carry_is_skipped_said_and_counted(
@@ -116,7 +116,7 @@ def test_a_cluster_name_no_order_key_can_carry_is_skipped_said_and_counted(
     watcher = start_watcher(settings=settings)
 
     write_kubeconfig(directory / "gke_project_zone_edge", {"edge-1": servers["edge-1"]})
-    poll_until(lambda: _skipped() == 1, "the context was not counted as skipped")
+    wait_for(lambda: _skipped() == 1, 10.0, "the context was not counted as skipped")
     assert watcher.engaged() == [""], "no orders are served under a name keys cannot carry"
     said = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
     assert said, "the watcher says which context it skipped"
@@ -124,7 +124,7 @@ def test_a_cluster_name_no_order_key_can_carry_is_skipped_said_and_counted(
     assert "order keys" in said[-1]
 
     (directory / "gke_project_zone_edge").replace(directory / "edge-1")
-    poll_until(lambda: watcher.engaged() == ["", "edge-1"], "the renamed file was not engaged")
+    wait_for(lambda: watcher.engaged() == ["", "edge-1"], 10.0, "the renamed file was not engaged")
     assert _skipped() == 0
 
 

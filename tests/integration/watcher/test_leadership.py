@@ -24,8 +24,8 @@ from tests.integration.watcher.conftest import (
     key,
     metric,
     order,
-    poll_until,
 )
+from tests.support import stop_processes, wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -43,9 +43,9 @@ def test_a_replica_that_lost_its_lease_stops_and_the_next_term_relists_the_gap(
 
     # Another replica holds the lease now (as after a partition): this one must stand down.
     real_redis.set(f"{key_prefix}leader:watcher", "another-replica", px=60_000)
-    poll_until(lambda: watcher.engaged() == [], "the replica kept watching without the lease")
+    wait_for(lambda: watcher.engaged() == [], 10.0, "the replica kept watching without the lease")
     assert not watcher.lease.is_leader
-    poll_until(lambda: metric("tenantdb_leader", role="watcher") == 0, "still reported leading")
+    wait_for(lambda: metric("tenantdb_leader", role="watcher") == 0, 10.0, "still reported leading")
 
     kube.create(ORDERS, order("in-the-gap"), "tenant-a")
     assert key("in-the-gap") not in published
@@ -103,15 +103,7 @@ def replicas(kubeconfig_file: Path, key_prefix: str) -> Iterator[list[subprocess
     """Start watcher processes on demand; kill what is left afterwards."""
     started: list[subprocess.Popen[bytes]] = []
     yield started
-    for process in started:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-    for process in started:
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+    stop_processes(started)
 
 
 def _start(
@@ -149,22 +141,23 @@ def test_only_the_leader_enqueues_and_a_standby_leads_within_15_s_of_its_death(
     wanted = str(key("app"))
 
     leader = _start(replicas, kubeconfig_file, key_prefix)
-    poll_until(
+    wait_for(
         lambda: (leader.pid, wanted) in _published(real_redis, key_prefix),
+        20,
         "the first replica never led",
-        timeout=20,
     )
     standby = _start(replicas, kubeconfig_file, key_prefix)
-    poll_until(
+    wait_for(
         lambda: bool(real_redis.exists(f"{key_prefix}test:up:{standby.pid}")),
+        20,
         "the standby never started",
-        timeout=20,
     )
 
     real_redis.delete(f"{key_prefix}pending:{wanted}")  # a worker took the first pass
     kube.patch(ORDERS, "app", {"metadata": {"annotations": {"seen-by": "leader"}}}, "tenant-a")
-    poll_until(
+    wait_for(
         lambda: _published(real_redis, key_prefix).count((leader.pid, wanted)) >= 2,
+        10.0,
         "the leader missed an edit",
     )
     assert {pid for pid, _ in _published(real_redis, key_prefix)} == {leader.pid}
@@ -173,10 +166,10 @@ def test_only_the_leader_enqueues_and_a_standby_leads_within_15_s_of_its_death(
     leader.send_signal(signal.SIGKILL)  # no chance to give the lease up
     died = time.monotonic()
     kube.create(ORDERS, order("in-the-gap"), "tenant-a")
-    poll_until(
+    wait_for(
         lambda: (standby.pid, str(key("in-the-gap"))) in _published(real_redis, key_prefix),
+        20,
         "the standby did not take over and relist",
-        timeout=20,
     )
     assert time.monotonic() - died < 15
     assert (standby.pid, wanted) in _published(real_redis, key_prefix), "the relist covers all"

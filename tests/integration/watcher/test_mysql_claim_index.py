@@ -23,9 +23,9 @@ from tests.integration.watcher.conftest import (
     Published,
     StartWatcher,
     install,
-    poll_until,
     watching,
 )
+from tests.support import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 ORDERS = "mysqldatabases.shipstream.io"
@@ -98,8 +98,9 @@ def test_a_pass_reads_only_the_peers_that_share_a_name_with_it(
         return cluster.get(ORDERS, "alpha", NS)
 
     # Not Ready and no owner recorded yet: the order is waiting and unowned on its group.
-    poll_until(
+    wait_for(
         lambda: index.holders("", NS, ("database", "main", "app_db")) == ["alpha"],
+        10.0,
         "the order never reached the index",
     )
     assert index.holders("", NS, ("unowned", "main")) == ["alpha"]
@@ -115,11 +116,12 @@ def test_a_pass_reads_only_the_peers_that_share_a_name_with_it(
     for name, owner in (("beta", "beta_app"), ("gamma", "gamma_app"), ("delta", "delta_app")):
         cluster.patch(ORDERS, name, _ready(owner), NS, subresource="status")
     cluster.patch(ORDERS, "alpha", _ready("alpha_app"), NS, subresource="status")
-    poll_until(
+    wait_for(
         lambda: (
             index.holders("", NS, ("waiting", "main")) == []
             and index.holders("", NS, ("user", "main", "delta_app")) == ["delta"]
         ),
+        10.0,
         "the index never followed the status writes",
     )
     assert index.holders("", NS, ("unowned", "main")) == []
@@ -132,8 +134,9 @@ def test_a_pass_reads_only_the_peers_that_share_a_name_with_it(
 
     # A peer that waits is woken; a deleted peer the index still names is read as gone.
     cluster.patch(ORDERS, "delta", {"status": {"conditions": []}}, NS, subresource="status")
-    poll_until(
+    wait_for(
         lambda: index.holders("", NS, ("waiting", "main")) == ["delta"],
+        10.0,
         "the waiting peer never reached the index",
     )
     assert orders.peers(key, me(), "alpha_app").waiting == ("delta",)
@@ -165,11 +168,12 @@ def test_a_pass_lists_when_the_index_cannot_answer(
     key = OrderKey("mysqldatabase", NS, "alpha")
     me = cluster.get(ORDERS, "alpha", NS)
     with watching(kubeconfig_file, real_redis, key_prefix, published):
-        poll_until(
+        wait_for(
             lambda: (
                 index.holders("", NS, ("database", "main", "app_db")) == ["alpha"]
                 and index.holders("", NS, ("unowned", "main")) == ["alpha"]
             ),
+            10.0,
             "the orders never reached the index",
         )
         assert _names(orders.peers(key, me, None)) == [], "the index names no peer"

@@ -25,10 +25,10 @@ from tests.integration.watcher.conftest import (
     labels_of,
     metric,
     order,
-    poll_until,
     secret,
     settings_for,
 )
+from tests.support import wait_for
 
 RELEASE_NAMESPACE = "tenantdb-system"
 PLANES = "controlplanes.c5c3.io"
@@ -124,11 +124,12 @@ def test_a_target_cluster_is_watched_in_the_namespaces_assigned_there_and_follow
         ("edge-1", "MariaDBDatabase", "tenant-a"),
         ("edge-1", "Secret", "tenant-a"),
     ]
-    poll_until(
+    wait_for(
         lambda: (
             [w for w in watcher.watches(listed=True) if w[0] == "edge-1" and w[1] in ours]
             == expected
         ),
+        10.0,
         f"edge-1 is not watched in the assigned and placed namespaces: {watcher.watches()}",
     )
     created = edge.create(ORDERS, order("app"), "tenant-a")
@@ -173,8 +174,9 @@ def test_a_target_cluster_is_watched_in_the_namespaces_assigned_there_and_follow
 
     # Withdrawn: tenant-a's watches stop.
     management.patch(PLANES, "cp", {"spec": _plane(["tenant-b"])["spec"]}, "cp-ns")
-    poll_until(
+    wait_for(
         lambda: ("edge-1", "MariaDBDatabase", "tenant-a") not in watcher.watches(),
+        10.0,
         "tenant-a's order watch did not stop",
     )
     edge.patch(ORDERS, "app", {"metadata": {"annotations": {"poke": "1"}}}, "tenant-a")
@@ -196,7 +198,7 @@ def test_cluster_wide_watches_are_what_the_chart_refuses_on_a_target_cluster(
         "tenantdb_watch_restarts_total", cluster="edge-1", kind="MariaDBDatabase", reason="error"
     )
     start_watcher(settings=settings_for(granted_kubeconfig, key_prefix), wait=False)
-    poll_until(
+    wait_for(
         lambda: (
             metric(
                 "tenantdb_watch_restarts_total",
@@ -206,5 +208,6 @@ def test_cluster_wide_watches_are_what_the_chart_refuses_on_a_target_cluster(
             )
             > before
         ),
+        10.0,
         "a cluster-wide watch of orders on edge-1 was not refused",
     )

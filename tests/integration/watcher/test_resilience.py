@@ -13,8 +13,8 @@ from tests.integration.watcher.conftest import (
     key,
     metric,
     order,
-    poll_until,
 )
+from tests.support import wait_for
 
 RESTARTS = "tenantdb_watch_restarts_total"
 
@@ -37,7 +37,7 @@ def test_a_change_made_while_the_streams_are_cut_is_enqueued_after_the_reconnect
         kube.kill_watches(abrupt=True)
         kube.patch(ORDERS, "app", {"metadata": {"annotations": {"during": "outage"}}}, "tenant-a")
     published.take(key("app"))
-    poll_until(lambda: _restarts("unavailable") > before, "the broken stream was not counted")
+    wait_for(lambda: _restarts("unavailable") > before, 10.0, "the broken stream was not counted")
 
 
 def test_an_expired_resource_version_relists_and_loses_neither_a_change_nor_a_deletion(
@@ -58,7 +58,7 @@ def test_an_expired_resource_version_relists_and_loses_neither_a_change_nor_a_de
         kube.create("configmaps", {"metadata": {"name": "noise"}}, "tenant-a")
     published.take(key("changed"))
     published.take(key("deleted"))
-    poll_until(lambda: _restarts("gone") > before, "the 410 was not counted")
+    wait_for(lambda: _restarts("gone") > before, 10.0, "the 410 was not counted")
     kube.set_history(10_000)
 
     # Watching resumes from the relist.
@@ -74,7 +74,7 @@ def test_a_silent_stream_is_ended_by_the_inactivity_watchdog(
     config = dataclasses.replace(FAST, timing=dataclasses.replace(FAST.timing, read_timeout=0.5))
     start_watcher(config=config)
     before = _restarts("timeout")
-    poll_until(lambda: _restarts("timeout") > before, "the silent stream was never given up")
+    wait_for(lambda: _restarts("timeout") > before, 10.0, "the silent stream was never given up")
 
     kube.create(ORDERS, order("app"), "tenant-a")
     published.take(key("app"))
@@ -90,8 +90,10 @@ def test_a_kind_a_target_cluster_does_not_serve_is_watched_once_it_is_installed(
     before = _restarts("not_served", cluster="edge-1")
     watcher = start_watcher()
     assert "edge-1" in watcher.engaged()
-    poll_until(
-        lambda: _restarts("not_served", cluster="edge-1") > before, "not-served was not counted"
+    wait_for(
+        lambda: _restarts("not_served", cluster="edge-1") > before,
+        10.0,
+        "not-served was not counted",
     )
 
     edge.create(
@@ -114,10 +116,10 @@ def test_a_burst_of_a_thousand_edits_publishes_once_and_deduplicates_the_rest(
 
     for i in range(1000):
         kube.patch(ORDERS, "busy", {"metadata": {"annotations": {"n": str(i)}}}, "tenant-a")
-    poll_until(
+    wait_for(
         lambda: metric("tenantdb_enqueue_total", result="deduped") - deduped >= 999,
+        30,
         "the burst was not handed on",
-        timeout=30,
     )
     calls_queued = metric("tenantdb_enqueue_total", result="queued") - queued
     calls_deduped = metric("tenantdb_enqueue_total", result="deduped") - deduped
@@ -139,4 +141,4 @@ def test_the_watcher_is_alive_while_its_watches_hear_and_says_which_does_not(
     assert why.startswith("watch of MariaDBDatabase on management has heard nothing for 60 s")
     # Its next event (or bookmark, or a stream opened again) brings it back.
     servers["management"].cluster.create(ORDERS, order("alive"), "tenant-a")
-    poll_until(lambda: watcher.liveness(max_age=30) is None, "the watch never heard again", 10)
+    wait_for(lambda: watcher.liveness(max_age=30) is None, 10, "the watch never heard again")

@@ -15,9 +15,9 @@ from tests.integration.watcher.conftest import (
     Published,
     StartWatcher,
     labels_of,
-    poll_until,
     watching,
 )
+from tests.support import wait_for
 
 DATABASES = "databases.k8s.mariadb.com"
 CONTROL_PLANES = "controlplanes.c5c3.io"
@@ -50,8 +50,9 @@ def _placing(name: str, target: str | None = None) -> dict[str, Any]:
 
 
 def _holds(index: SchemaIndex, cluster: str, schema: str, expected: list[str]) -> None:
-    poll_until(
+    wait_for(
         lambda: index.holders(cluster, "keystone", ("mariadb", schema)) == expected,
+        10.0,
         f"the index never showed {expected} for {schema} on {cluster or 'management'}",
     )
 
