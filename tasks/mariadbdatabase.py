@@ -56,8 +56,9 @@ from tenantdb.adapters.mariadbdatabase import (
 )
 from tenantdb.adapters.metrics import RECONCILE_ERRORS, observe_leg, observe_leg_since
 from tenantdb.adapters.schemaindex import SchemaIndex
-from tenantdb.core.actions import ApplyObject, EnsureRole
+from tenantdb.core.actions import ApplyObject
 from tenantdb.core.keys import OrderKey
+from tenantdb.core.mariadbdatabase.actions import EnsureRole
 from tenantdb.core.mariadbdatabase.conditions import compute_unreadable_status
 from tenantdb.core.mariadbdatabase.delivery import (
     DeliveryResult,
@@ -85,6 +86,7 @@ from tenantdb.core.mariadbdatabase.provision import (
     plan_unreadable,
 )
 from tenantdb.core.mariadbdatabase.reasons import ConditionType, Reason, msg_order_unreadable
+from tenantdb.core.mariadbdatabase.results import ORDER_REFRESH_AFTER, PassResult
 from tenantdb.core.mariadbdatabase.scope import OrderScope, compute_order_scope
 from tenantdb.core.mariadbdatabase.steps import (
     DELIVERY_STEP,
@@ -106,7 +108,6 @@ from tenantdb.core.mariadbdatabase.teardown import (
 )
 from tenantdb.core.objects import Secret
 from tenantdb.core.pass_path import Verdict
-from tenantdb.core.results import ORDER_REFRESH_AFTER, PassResult
 from tenantdb.core.tasknames import Queue
 from tenantdb.settings import load_settings
 

@@ -112,6 +112,7 @@ from tenantdb.core.mysqldatabase.teardown import (
     plan_teardown,
 )
 from tenantdb.core.mysqldatabase.validation import ValidSpec
+from tenantdb.core.objects import generation_of, metadata_of, status_of
 from tenantdb.core.pass_path import Verdict
 from tenantdb.core.tasknames import Queue
 from tenantdb.settings import load_settings
@@ -218,21 +219,6 @@ def _verify_seconds() -> float:
     return load_settings().mysql_verify_seconds
 
 
-def _meta(order: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = order.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def _status(order: Mapping[str, Any]) -> dict[str, Any]:
-    status = order.get("status")
-    return dict(status) if isinstance(status, Mapping) else {}
-
-
-def _generation(order: Mapping[str, Any]) -> int:
-    value = _meta(order).get("generation")
-    return value if isinstance(value, int) else 0
-
-
 def _write(
     ctx: PassContext | StepContext, order: dict[str, Any], status: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -265,11 +251,11 @@ def _stop(
     """
     ctx.guard.check()
     status = compute_stopped_status(
-        _status(order) if base is None else base,
+        status_of(order) if base is None else base,
         phase=phase,
         reason=reason,
         message=message,
-        generation=_generation(order),
+        generation=generation_of(order),
         now=_now(),
     )
     _write(ctx, order, status)
@@ -290,7 +276,7 @@ def _peer_users(
         if needed(peer):
             secret = orders().owner(key, owner_secret_name(peer))
             if secret is not None and secret.username:
-                found[str(_meta(peer).get("name"))] = secret.username
+                found[str(metadata_of(peer).get("name"))] = secret.username
     return found
 
 
@@ -355,13 +341,15 @@ def plan(ctx: PassContext, order: dict[str, Any], gate: Gate) -> Plan:
     reassert = repair and workqueue().take_period(REASSERT, ctx.key)
     if decision.spec is None:  # the gates let the pass on only with a valid spec
         raise RuntimeError("the gates passed without a validated spec")
-    siblings = [sibling_of(p, gate.peer_users.get(str(_meta(p).get("name")))) for p in gate.peers]
+    siblings = [
+        sibling_of(p, gate.peer_users.get(str(metadata_of(p).get("name")))) for p in gate.peers
+    ]
     note = ApplyNote(
         order=note_order(order),
         spec=decision.spec,
         applied_hash=decision.applied_hash,
         group=group_name(order),
-        group_uid=str(_meta(group).get("uid", "")),
+        group_uid=str(metadata_of(group).get("uid", "")),
         site=compute_active_site(group),
         owner_secret=owner_secret_name(order),
         owner_version=gate.owner_version,
@@ -438,7 +426,7 @@ def _apply_on(
     ctx: StepContext, note: ApplyNote, session: AdminSession, owner: SecretData
 ) -> StepResult:
     key, order, spec = ctx.key, note.order, note.spec
-    prior = _status(order)
+    prior = status_of(order)
     records = Records.of(prior)
     observed = parse_observation(
         session.query(
@@ -463,7 +451,7 @@ def _apply_on(
         return StepResult(str(decided.reason), done=True, requeue_after=wait)
     if note.repair and not decided.statements:
         return StepResult("Verified", done=True, requeue_after=_verify_seconds())
-    generation = _generation(order)
+    generation = generation_of(order)
     stored = order
     if not note.repair:
         ctx.guard.check()
@@ -484,7 +472,7 @@ def _apply_on(
         )
         base = compute_withdrawn_status(
             prior,
-            _status(stored),
+            status_of(stored),
             ran=ran,
             schema_present=observed.schema is not None,
             present=observed.users,
@@ -496,7 +484,7 @@ def _apply_on(
         wait = _stop(ctx, stored, Phase.FAILED, Reason.MYSQL_ERROR, str(failure), base=base)
         return StepResult(str(Reason.MYSQL_ERROR), done=True, requeue_after=wait)
     ready = compute_ready_status(
-        _status(stored),
+        status_of(stored),
         spec=spec,
         site=note.site,
         applied_hash=note.applied_hash,
@@ -544,7 +532,7 @@ def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan:
         order=note_order(order),
         plan=decided,
         group=group_name(order),
-        group_uid=str(_meta(group or {}).get("uid", "")),
+        group_uid=str(metadata_of(group or {}).get("uid", "")),
         site=compute_active_site(group or {}),
         peers=peer_names,
     )
@@ -557,10 +545,10 @@ def _stamp_deleting(
     ctx.guard.check()
     database = str((order.get("spec") or {}).get("databaseName") or "")
     status = compute_deleting_status(
-        _status(order),
+        status_of(order),
         database=database,
         message=message,
-        generation=_generation(order),
+        generation=generation_of(order),
         now=_now(),
     )
     return _write(ctx, order, status)
@@ -568,7 +556,7 @@ def _stamp_deleting(
 
 def _release(ctx: PassContext | StepContext, order: dict[str, Any], peers: tuple[str, ...]) -> str:
     ctx.guard.check()
-    kept = [f for f in _meta(order).get("finalizers") or () if f != IDENTITY.finalizer]
+    kept = [f for f in metadata_of(order).get("finalizers") or () if f != IDENTITY.finalizer]
     orders().set_finalizers(ctx.key, order, kept)
     _wake(peers, ctx.key.namespace)
     return "FinalizerReleased"

@@ -25,16 +25,13 @@ from redis import RedisError
 from tenantdb.adapters.celeryapp import make_publisher
 from tenantdb.adapters.clusters import (
     ClusterRegistry,
-    ClusterUnavailableError,
     compute_config_stamp,
     load_cluster_config,
 )
-from tenantdb.adapters.kube import KubeError
-from tenantdb.adapters.mariadbdatabase import ActionError, ReadError
-from tenantdb.adapters.openbao import OpenBaoError
+from tenantdb.adapters.errors import SafeError
 from tenantdb.adapters.readiness import ReadyBook
 from tenantdb.adapters.redisclient import build_redis
-from tenantdb.adapters.workqueue import Lease, LeaseLostError, Release, WorkQueue
+from tenantdb.adapters.workqueue import Lease, Release, WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import compute_timetable, plan_comebacks
 from tenantdb.settings import load_settings
@@ -179,7 +176,7 @@ NOTE_LIMIT_BYTES = 256 * 1024
 flight; an order's spec and status are far below this, so a note past it is refused."""
 
 
-class NoteTooLargeError(ValueError):
+class NoteTooLargeError(SafeError, ValueError):
     """A pass's note is past ``NOTE_LIMIT_BYTES``; the message gives sizes only."""
 
     def __init__(self, size: int) -> None:
@@ -190,21 +187,8 @@ class NoteTooLargeError(ValueError):
         self.size = size
 
 
-# Errors whose text tenantdb wrote itself and keeps free of credentials; any other exception
-# (a validation error of a Secret, say) may quote what it failed on, so only its type is logged.
-_SAFE_ERRORS: tuple[type[Exception], ...] = (
-    KubeError,
-    OpenBaoError,
-    ActionError,
-    ReadError,
-    ClusterUnavailableError,
-    LeaseLostError,
-    NoteTooLargeError,
-)
-
-
 def describe_error(exc: Exception) -> str:
-    """What a log line may say about a failure."""
-    if isinstance(exc, _SAFE_ERRORS):
+    """What a log line may say about a failure: the message of a ``SafeError``, else the type."""
+    if isinstance(exc, SafeError):
         return f"{type(exc).__name__}: {exc}"
     return type(exc).__name__

@@ -14,10 +14,8 @@ import json
 import logging
 import os
 import shutil
-import signal
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -193,8 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
     handlers: dict[str, Callable[[], int]] = {
         "worker": lambda: _worker(args.celery_args),
-        "watcher": _watcher,
-        "beat": _beat,
+        "watcher": lambda: _role("watcher"),
+        "beat": lambda: _role("workers.beat"),
         "flower": lambda: _flower(args.port, args.address, local=args.unauthenticated_local),
         "reconcile": lambda: _reconcile(args.key, force=args.force, wait=args.wait),
         "status": lambda: _status(
@@ -288,26 +286,10 @@ def _worker(celery_args: list[str]) -> int:
     os.execv(sys.executable, argv)  # noqa: S606 - replaces this process with the worker
 
 
-def _stop_on_signals() -> threading.Event:
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    return stop
-
-
-def _watcher() -> int:
-    from watcher.process import run_watcher
-
-    # run_watcher serves /metrics itself.
-    run_watcher(_settings(), _stop_on_signals())
-    return EXIT_OK
-
-
-def _beat() -> int:
-    from workers.beat import run_beat_process
-
-    run_beat_process(_settings(), _stop_on_signals())
-    return EXIT_OK
+def _role(module: str) -> NoReturn:
+    # The role runs in a process of its own, as the worker does: the command never imports it.
+    argv = [sys.executable, "-m", module]
+    os.execv(sys.executable, argv)  # noqa: S606 - replaces this process with the role
 
 
 def _flower(port: int, address: str, *, local: bool) -> int:

@@ -13,7 +13,8 @@ binds them to the kinds and the index.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tenantdb.adapters.kube import (
@@ -30,6 +31,7 @@ from tenantdb.core.mariadbdatabase.controlplane import (
     compute_placed_namespaces,
 )
 from tenantdb.core.mariadbdatabase.mappers import (
+    compute_control_plane_index_key,
     map_client_certificate,
     map_control_plane,
     map_database_cr,
@@ -38,6 +40,7 @@ from tenantdb.core.mariadbdatabase.mappers import (
     should_enqueue_child_update,
     should_enqueue_control_plane_update,
 )
+from tenantdb.core.mariadbdatabase.models import ControlPlane
 from tenantdb.core.mariadbdatabase.naming import (
     CLIENT_CERTIFICATE,
     IDENTITY,
@@ -45,11 +48,13 @@ from tenantdb.core.mariadbdatabase.naming import (
     MANAGEMENT_CLUSTER,
 )
 from tenantdb.core.mariadbdatabase.provision import compute_database_slot
-from tenantdb.core.watching import (
-    compute_child_fingerprint,
+from tenantdb.core.mariadbdatabase.watching import (
     compute_control_plane_fingerprint,
+    compute_keystone_placement,
+    compute_order_index_entry,
 )
-from watcher.index import SharedIndex, object_name
+from tenantdb.core.watching import compute_child_fingerprint
+from watcher.index import ObjectName, SharedIndex, object_name
 from watcher.publishing import IndexPublisher
 from watcher.routes import PublishTo, Route, order_route, register_routes
 
@@ -58,18 +63,124 @@ from watcher.routes import PublishTo, Route, order_route, register_routes
 ORDER_LABELLED = LABEL_NAME
 
 
+class ControlPlaneIndex:
+    """This term's ControlPlane fan-out: management-cluster orders by the ControlPlane they
+    name (each reduced to its name and controlPlaneRef), and the ControlPlanes reduced to
+    Keystone's placement and their namespace assignments (which a Database CR event is judged
+    by, and which a target cluster's namespaced watches follow)."""
+
+    def __init__(self, changed: threading.Event) -> None:
+        """Start empty; ``changed`` is set whenever what is known of the ControlPlanes changes."""
+        self._lock = threading.Lock()
+        self._orders: dict[ObjectName, dict[str, Any]] = {}
+        self._by_control_plane: dict[str, set[ObjectName]] = {}
+        self._placements: dict[ObjectName, ControlPlane] = {}
+        self._changed = changed
+        self.orders_synced = threading.Event()
+        self.control_planes_synced = threading.Event()
+
+    # -- management-cluster orders ---------------------------------------------------------------
+
+    def put_order(self, order: Mapping[str, Any]) -> None:
+        """Remember an order's controlPlaneRef (replacing what was known of it)."""
+        name = object_name(order)
+        entry = compute_order_index_entry(order)
+        with self._lock:
+            self._drop_order(name)
+            self._orders[name] = entry
+            self._by_control_plane.setdefault(compute_control_plane_index_key(entry), set()).add(
+                name
+            )
+
+    def drop_order(self, name: ObjectName) -> None:
+        """Forget a deleted order."""
+        with self._lock:
+            self._drop_order(name)
+
+    def replace_orders(self, orders: Iterable[Mapping[str, Any]]) -> None:
+        """Replace every order with a relist's."""
+        with self._lock:
+            self._orders.clear()
+            self._by_control_plane.clear()
+        for order in orders:
+            self.put_order(order)
+        self.orders_synced.set()
+
+    def _drop_order(self, name: ObjectName) -> None:
+        entry = self._orders.pop(name, None)
+        if entry is None:
+            return
+        index_key = compute_control_plane_index_key(entry)
+        names = self._by_control_plane.get(index_key)
+        if names is not None:
+            names.discard(name)
+            if not names:
+                del self._by_control_plane[index_key]
+
+    def orders_referencing(self, index_key: str) -> list[dict[str, Any]]:
+        """The reduced orders whose controlPlaneRef resolves to ``<namespace>/<name>``."""
+        with self._lock:
+            return [self._orders[n] for n in sorted(self._by_control_plane.get(index_key, ()))]
+
+    def orders(self) -> list[dict[str, Any]]:
+        """Every management-cluster order, reduced to what the mappers read."""
+        with self._lock:
+            return [self._orders[n] for n in sorted(self._orders)]
+
+    # -- ControlPlanes ---------------------------------------------------------------------------
+
+    def put_control_plane(self, cp: Mapping[str, Any]) -> None:
+        """Remember where a ControlPlane places Keystone."""
+        placed = compute_keystone_placement(cp)
+        name = object_name(cp)
+        with self._lock:
+            before = self._placements.pop(name, None)
+            if placed is not None:
+                self._placements[name] = placed
+        if before != placed:
+            self._changed.set()
+
+    def drop_control_plane(self, name: ObjectName) -> None:
+        """Forget a deleted ControlPlane."""
+        with self._lock:
+            before = self._placements.pop(name, None)
+        if before is not None:
+            self._changed.set()
+
+    def replace_control_planes(self, cps: Iterable[Mapping[str, Any]]) -> None:
+        """Replace every ControlPlane with a relist's."""
+        with self._lock:
+            self._placements.clear()
+        for cp in cps:
+            self.put_control_plane(cp)
+        self.control_planes_synced.set()
+        self._changed.set()
+
+    def control_planes(self) -> list[ControlPlane]:
+        """The known ControlPlanes, reduced to Keystone's placement and namespace assignments."""
+        with self._lock:
+            return list(self._placements.values())
+
+
+def control_plane_index(index: SharedIndex) -> ControlPlaneIndex:
+    """This term's ControlPlane index."""
+    return index.extension("mariadbdatabase", lambda: ControlPlaneIndex(index.namespaces_changed))
+
+
 class _OrderTracker:
     def __init__(self, index: SharedIndex) -> None:
-        self.put = index.put_order
-        self.drop = index.drop_order
-        self.replace = index.replace_orders
+        found = control_plane_index(index)
+        self.put = found.put_order
+        self.drop = found.drop_order
+        self.replace = found.replace_orders
 
 
 class _ControlPlaneTracker:
     def __init__(self, index: SharedIndex) -> None:
-        self.put = index.put_control_plane
-        self.drop = index.drop_control_plane
-        self.replace = index.replace_control_planes
+        found = control_plane_index(index)
+        self.put = found.put_control_plane
+        self.drop = found.drop_control_plane
+        self.replace = found.replace_control_planes
 
 
 def _database_slots(obj: Mapping[str, Any]) -> tuple[Slot, ...]:
@@ -92,7 +203,7 @@ def _map_secret(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> lis
 
 
 def _map_certificate(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
-    return map_client_certificate(obj, index.orders())
+    return map_client_certificate(obj, control_plane_index(index).orders())
 
 
 def _map_labelled(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
@@ -100,20 +211,29 @@ def _map_labelled(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> l
 
 
 def _map_database(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
-    return map_database_cr(obj, cluster, index.control_planes())
+    return map_database_cr(obj, cluster, control_plane_index(index).control_planes())
 
 
 def _assigned(index: SharedIndex, cluster: str) -> set[str]:
-    return compute_assigned_namespaces(index.control_planes(), cluster)
+    # None until the ControlPlanes are listed: a namespace watched early could be one they drop.
+    found = control_plane_index(index)
+    if not found.control_planes_synced.is_set():
+        return set()
+    return compute_assigned_namespaces(found.control_planes(), cluster)
 
 
 def _placed(index: SharedIndex, cluster: str) -> set[str]:
-    return compute_placed_namespaces(index.control_planes(), cluster)
+    found = control_plane_index(index)
+    if not found.control_planes_synced.is_set():
+        return set()
+    return compute_placed_namespaces(found.control_planes(), cluster)
 
 
 def _map_control_plane(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
     namespace, name = object_name(obj)
-    return map_control_plane(obj, index.orders_referencing(f"{namespace}/{name}"))
+    return map_control_plane(
+        obj, control_plane_index(index).orders_referencing(f"{namespace}/{name}")
+    )
 
 
 ROUTES: tuple[Route, ...] = (
@@ -126,7 +246,7 @@ ROUTES: tuple[Route, ...] = (
         should_enqueue_control_plane_update,
         _map_control_plane,
         tracker=_ControlPlaneTracker,
-        waits_for=lambda index: index.orders_synced,
+        waits_for=lambda index: control_plane_index(index).orders_synced,
     ),
     Route(
         SECRET,
@@ -162,7 +282,7 @@ ROUTES: tuple[Route, ...] = (
         _map_certificate,
         field_selector=f"metadata.name={CLIENT_CERTIFICATE}",
         name="ClientCertificate",
-        waits_for=lambda index: index.orders_synced,
+        waits_for=lambda index: control_plane_index(index).orders_synced,
     ),
     # Every Database CR, not only tenantdb's: the collision guard asks the schema index which
     # CRs carry a schema, whoever wrote them. Only labelled ones map to an order.
@@ -173,7 +293,7 @@ ROUTES: tuple[Route, ...] = (
         compute_child_fingerprint,
         should_enqueue_child_update,
         _map_database,
-        waits_for=lambda index: index.control_planes_synced,
+        waits_for=lambda index: control_plane_index(index).control_planes_synced,
         namespaces=_placed,
         publisher=_schema_publisher,
     ),

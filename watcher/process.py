@@ -224,7 +224,7 @@ class Watcher:
         while not stop.is_set() and time.monotonic() < deadline:
             if self._wake.wait(min(0.2, self.config.cluster_poll)):
                 break
-            if self._index.placements_changed.is_set():
+            if self._index.namespaces_changed.is_set():
                 break  # a target cluster's namespaces may have changed
             if self._lapsed.is_set() and self.lease.is_leader:
                 break  # the lease is confirmed again: relist what went unqueued at once
@@ -295,7 +295,7 @@ class Watcher:
                 # A new term (or the first): everything relists against a fresh index.
                 self._lapsed.clear()
                 self._index = SharedIndex()
-            self._index.placements_changed.clear()
+            self._index.namespaces_changed.clear()
             wanted: set[LoopId] = set()
             for cluster in sorted(self._digests, key=lambda c: (c != "", c)):
                 client = self._client(cluster)
@@ -348,8 +348,9 @@ class Watcher:
     def _namespaces(self, cluster: str, route: Route) -> list[str | None]:
         """Where a route is watched on a cluster: [None] is cluster-wide.
 
-        On a target cluster that grants the kind per namespace, the namespaces the ControlPlanes
-        assign or place Keystone in there; none until the ControlPlanes are listed.
+        On a target cluster that grants the kind per namespace, the namespaces the route names
+        there (for MariaDBDatabase: those the ControlPlanes assign or place Keystone in, none
+        until the ControlPlanes are listed).
         """
         if (
             cluster == MANAGEMENT_CLUSTER
@@ -357,8 +358,6 @@ class Watcher:
             or self.settings.target_watch_scope == "cluster"
         ):
             return [None]
-        if not self._index.control_planes_synced.is_set():
-            return []
         return [*sorted(route.namespaces(self._index, cluster))]
 
     def _start_loop(

@@ -58,6 +58,7 @@ from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import Timetable, compute_refresh_cap
 from tenantdb.core.tasknames import Queue
+from tenantdb.role import prepare
 from tenantdb.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -299,3 +300,7 @@ def run_beat_process(settings: Settings, stop: threading.Event) -> None:
         liveness=liveness,
     )
     campaign.join(timeout=5)
+
+
+if __name__ == "__main__":  # ``python -m workers.beat``, as ``tenantdb beat`` starts it
+    run_beat_process(*prepare())

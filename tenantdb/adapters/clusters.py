@@ -26,6 +26,7 @@ from pathlib import Path
 
 import yaml
 
+from tenantdb.adapters.errors import SafeError
 from tenantdb.adapters.kube import (
     KubeClient,
     client_from_kubeconfig,
@@ -38,7 +39,7 @@ from tenantdb.settings import Settings
 MANAGEMENT = ""
 
 
-class ClusterUnavailableError(LookupError):
+class ClusterUnavailableError(SafeError, LookupError):
     """A cluster name that no configured context serves."""
 
     def __init__(self, cluster: str) -> None:

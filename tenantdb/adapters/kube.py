@@ -33,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config as kube_config_loader
 
 from tenantdb.adapters import memfiles
+from tenantdb.adapters.errors import SafeError
 from tenantdb.adapters.useragent import user_agent
 from tenantdb.core.kinds import KindIdentity, registered_identities
 
@@ -119,6 +120,7 @@ KNOWN_RESOURCES: tuple[Resource, ...] = (
     MYSQL_FAILOVER_GROUP,
     CUSTOM_RESOURCE_DEFINITION,
 )
+
 _BY_KIND = {(r.api_version, r.kind): r for r in KNOWN_RESOURCES}
 
 
@@ -145,7 +147,7 @@ def resource_for(body: Mapping[str, Any]) -> Resource:
 # -- errors ----------------------------------------------------------------------------------------
 
 
-class KubeError(Exception):
+class KubeError(SafeError):
     """A request to a cluster failed. The message names the cluster, the verb and the object."""
 
     def __init__(self, cluster: str, verb: str, what: str, status: int, message: str) -> None:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from redis import RedisError
 
 from tenantdb.adapters.clusters import MANAGEMENT, ClusterRegistry, ClusterUnavailableError
+from tenantdb.adapters.errors import SafeError
 from tenantdb.adapters.events import record_event
 from tenantdb.adapters.kube import (
     CERTIFICATE,
@@ -47,20 +48,22 @@ from tenantdb.adapters.kube import (
 from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
 from tenantdb.adapters.schemaindex import SchemaIndex
 from tenantdb.core.actions import (
-    Action,
     ApplyObject,
     ApplyStrategy,
-    ClientCertificateRef,
     DeleteObject,
-    EnsureRole,
     ObjectRef,
     PatchObject,
-    RemoveRole,
     read_version,
 )
 from tenantdb.core.applied import is_applied
 from tenantdb.core.events import Event
 from tenantdb.core.keys import OrderKey
+from tenantdb.core.mariadbdatabase.actions import (
+    Action,
+    ClientCertificateRef,
+    EnsureRole,
+    RemoveRole,
+)
 from tenantdb.core.mariadbdatabase.conditions import build_status_body
 from tenantdb.core.mariadbdatabase.delivery import DeliveryObservation
 from tenantdb.core.mariadbdatabase.models import (
@@ -109,7 +112,7 @@ def _create_or_update(
     return client.patch(resource, namespace, name, patch)
 
 
-class ActionError(Exception):
+class ActionError(SafeError):
     """An action failed; ``status`` is the HTTP status the server answered, if any."""
 
     def __init__(self, message: str, status: int | None = None) -> None:
@@ -117,7 +120,7 @@ class ActionError(Exception):
         self.status = status
 
 
-class ReadError(Exception):
+class ReadError(SafeError):
     """A read failed for another reason than the object being absent."""
 
     def __init__(self, context: str, message: str) -> None:

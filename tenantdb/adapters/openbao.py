@@ -32,6 +32,7 @@ import hvac.exceptions
 import requests
 
 from tenantdb.adapters import memfiles
+from tenantdb.adapters.errors import SafeError
 from tenantdb.adapters.metrics import openbao_request
 from tenantdb.adapters.useragent import USER_AGENT
 from tenantdb.logs import redact
@@ -42,7 +43,7 @@ DATABASE_MOUNT = "database/mariadb"
 DEFAULT_TIMEOUT = 30.0
 
 
-class OpenBaoError(Exception):
+class OpenBaoError(SafeError):
     """An OpenBao request failed; ``status`` is the HTTP status, or None for a transport error."""
 
     def __init__(self, message: str, status: int | None = None) -> None:

@@ -1,9 +1,9 @@
 """The typed actions a plan hands the engine, and the log events it asks to be written.
 
 Owns the vocabulary between decision and I/O: apply this object, patch that one, delete that
-one, make sure this OpenBao role exists, remove that role. The engine runs the actions of a plan
-in order and stops at the first failure. Nothing here performs an action, and an action's repr
-never shows an object body, because a body can hold a credential.
+one; a kind adds its own (MariaDBDatabase: its OpenBao role). The engine runs the actions of a
+plan in order and stops at the first failure. Nothing here performs an action, and an action's
+repr never shows an object body, because a body can hold a credential.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
-
-from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection, RoleBody
 
 
 class ApplyStrategy(StrEnum):
@@ -100,35 +98,8 @@ class DeleteObject:
     ref: ObjectRef
 
 
-@dataclass(frozen=True)
-class ClientCertificateRef:
-    """The Secret holding the mTLS keypair and CA the operator presents to OpenBao."""
-
-    namespace: str
-    name: str
-
-
-@dataclass(frozen=True)
-class EnsureRole:
-    """Log in, read the role, write it when `should_write_role` says so, revoke the token."""
-
-    role_name: str
-    body: RoleBody
-    connection: OpenBaoConnection
-    client_certificate: ClientCertificateRef
-
-
-@dataclass(frozen=True)
-class RemoveRole:
-    """Log in, revoke every lease under creds_path, delete the role, revoke the token."""
-
-    role_name: str
-    creds_path: str
-    connection: OpenBaoConnection
-    client_certificate: ClientCertificateRef
-
-
-Action = ApplyObject | PatchObject | DeleteObject | EnsureRole | RemoveRole
+ObjectAction = ApplyObject | PatchObject | DeleteObject
+"""What a plan asks of a cluster: apply, patch or delete one object."""
 
 
 class LogLevel(StrEnum):

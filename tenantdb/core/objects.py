@@ -1,4 +1,5 @@
-"""Typed views of the Kubernetes objects every kind reads: metadata, conditions, Secrets.
+"""Typed views of the Kubernetes objects every kind reads: metadata, conditions, Secrets; and
+the few safe reads of an object still in its raw (dict) form.
 
 Every model is frozen, speaks the API's camelCase names and ignores fields a newer server adds.
 This module must never fetch or write anything, and must never let a Secret's data show up in a
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -120,3 +123,21 @@ class Secret(ApiModel):
             return base64.b64decode(raw, validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError):
             return ""
+
+
+def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A raw object's metadata; empty when it has none or it is not a mapping."""
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def status_of(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a raw object's status; empty when it has none or it is not a mapping."""
+    status = obj.get("status")
+    return dict(status) if isinstance(status, Mapping) else {}
+
+
+def generation_of(obj: Mapping[str, Any]) -> int:
+    """A raw object's metadata.generation; 0 when absent or not an integer."""
+    value = metadata_of(obj).get("generation")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -31,9 +31,10 @@ from tenantdb.adapters.mariadbdatabase import (
     parse_object,
 )
 from tenantdb.adapters.workqueue import Lease
-from tenantdb.core.actions import Action, ApplyObject, EnsureRole
+from tenantdb.core.actions import ApplyObject
 from tenantdb.core.events import Event
 from tenantdb.core.keys import OrderKey
+from tenantdb.core.mariadbdatabase.actions import Action, EnsureRole
 from tenantdb.core.mariadbdatabase.conditions import build_status_body
 from tenantdb.core.mariadbdatabase.delivery import DeliveryObservation, DeliveryPlan, plan_delivery
 from tenantdb.core.mariadbdatabase.models import (

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from tenantdb.core.actions import UNSTORED_VERSION, ApplyObject, EnsureRole
+from tenantdb.core.actions import UNSTORED_VERSION, ApplyObject
 from tenantdb.core.applied import is_applied
+from tenantdb.core.mariadbdatabase.actions import EnsureRole
 from tenantdb.core.mariadbdatabase.models import DatabaseCR
 from tenantdb.core.mariadbdatabase.provision import (
     ProvisionObservation,

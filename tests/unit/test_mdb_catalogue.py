@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tenantdb.core.mariadbdatabase.naming import FINALIZER
-from tenantdb.core.results import ORDER_REFRESH_AFTER, PassResult
+from tenantdb.core.mariadbdatabase.results import ORDER_REFRESH_AFTER, PassResult
 from tests.unit.mdb_builders import (
     World,
     client_certificate,

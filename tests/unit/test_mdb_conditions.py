@@ -225,7 +225,7 @@ def test_pinned_messages(world: World, condition: str, message: str) -> None:
 
 
 def test_requeue_constants() -> None:
-    from tenantdb.core import results
+    from tenantdb.core.mariadbdatabase import results
 
     assert timedelta(seconds=1) == results.REQUEUE_NEXT_PASS
     assert timedelta(seconds=10) == results.REQUEUE_SHORT

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from tenantdb.core.actions import ApplyObject, ApplyStrategy, EnsureRole
+from tenantdb.core.actions import ApplyObject, ApplyStrategy
+from tenantdb.core.mariadbdatabase.actions import EnsureRole
 from tenantdb.core.mariadbdatabase.conditions import build_status_body
 from tenantdb.core.mariadbdatabase.delivery import REFRESHED_LOG
 from tenantdb.core.mariadbdatabase.gates import should_read_control_plane

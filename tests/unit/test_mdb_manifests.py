@@ -18,7 +18,7 @@ from tenantdb.core.mariadbdatabase.manifests import (
 )
 from tenantdb.core.mariadbdatabase.models import DeletionPolicy
 from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection
-from tenantdb.core.results import (
+from tenantdb.core.mariadbdatabase.results import (
     ORDER_REFRESH_AFTER,
     REQUEUE_SHORT,
     PassResult,

@@ -6,16 +6,17 @@ from datetime import timedelta
 
 import pytest
 
-from tenantdb.core.actions import DeleteObject, PatchObject, RemoveRole
+from tenantdb.core.actions import DeleteObject, PatchObject
+from tenantdb.core.mariadbdatabase.actions import RemoveRole
 from tenantdb.core.mariadbdatabase.models import ControlPlane, MariaDBDatabase
 from tenantdb.core.mariadbdatabase.openbao import compute_connection
+from tenantdb.core.mariadbdatabase.results import PassResult
 from tenantdb.core.mariadbdatabase.teardown import (
     TeardownMode,
     TeardownObservation,
     compute_teardown_result,
     plan_teardown,
 )
-from tenantdb.core.results import PassResult
 from tests.unit.mdb_builders import (
     ORDER_UID,
     child_labels,

@@ -11,7 +11,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from tenantdb.core.actions import DeleteObject, RemoveRole
+from tenantdb.core.actions import DeleteObject
+from tenantdb.core.mariadbdatabase.actions import RemoveRole
 from tenantdb.core.mariadbdatabase.naming import FINALIZER
 from tests.unit.mdb_builders import (
     World,

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tenantdb.core.actions import (
+from tenantdb.core.actions import ApplyObject, DeleteObject, LogEvent, ObjectRef, PatchObject
+from tenantdb.core.mariadbdatabase.actions import (
     Action,
-    ApplyObject,
     ClientCertificateRef,
-    DeleteObject,
     EnsureRole,
-    LogEvent,
-    ObjectRef,
-    PatchObject,
     RemoveRole,
 )
 from tenantdb.core.mariadbdatabase.models import MariaDBDatabaseStatus

@@ -19,13 +19,15 @@ from tenantdb.core.mariadbdatabase.mappers import (
     should_enqueue_order_update,
 )
 from tenantdb.core.mariadbdatabase.naming import MANAGEMENT_CLUSTER
+from tenantdb.core.mariadbdatabase.watching import (
+    compute_control_plane_fingerprint,
+    compute_keystone_placement,
+    compute_order_index_entry,
+)
 from tenantdb.core.watching import (
     compute_backoff,
     compute_child_fingerprint,
-    compute_control_plane_fingerprint,
-    compute_keystone_placement,
     compute_order_fingerprint,
-    compute_order_index_entry,
 )
 
 

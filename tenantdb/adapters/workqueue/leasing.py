@@ -21,6 +21,7 @@ from typing import Self
 
 import redis
 
+from tenantdb.adapters.errors import SafeError
 from tenantdb.adapters.workqueue.base import SEQUENCE_TTL, QueueBase, text
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.tasknames import Queue
@@ -28,7 +29,7 @@ from tenantdb.core.tasknames import Queue
 log = logging.getLogger(__name__)
 
 
-class LeaseLostError(RuntimeError):
+class LeaseLostError(SafeError, RuntimeError):
     """The order's lease ran out or was taken over; the step must not write."""
 
     def __init__(self, key: OrderKey) -> None:

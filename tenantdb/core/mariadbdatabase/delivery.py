@@ -40,9 +40,9 @@ from tenantdb.core.mariadbdatabase.reasons import (
     msg_waiting_for_ca_bundle,
     msg_waiting_for_materialised_credential,
 )
+from tenantdb.core.mariadbdatabase.results import REQUEUE_SHORT, StepOutcome
 from tenantdb.core.mariadbdatabase.scope import OrderScope
 from tenantdb.core.objects import Secret
-from tenantdb.core.results import REQUEUE_SHORT, StepOutcome
 
 REFRESHED_LOG = "delivered a refreshed database credential"
 

@@ -30,8 +30,7 @@ from tenantdb.core.mariadbdatabase.reasons import (
     msg_namespace_not_assigned,
     msg_waiting_for_db_credentials,
 )
-from tenantdb.core.mariadbdatabase.validation import is_cluster_name_too_long
-from tenantdb.core.results import (
+from tenantdb.core.mariadbdatabase.results import (
     NO_REQUEUE,
     ORDER_REFRESH_AFTER,
     REQUEUE_ASSIGNMENT,
@@ -41,6 +40,7 @@ from tenantdb.core.results import (
     StepOutcome,
     compute_pass_result,
 )
+from tenantdb.core.mariadbdatabase.validation import is_cluster_name_too_long
 
 
 @dataclass(frozen=True)

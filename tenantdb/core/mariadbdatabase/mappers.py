@@ -31,17 +31,13 @@ from tenantdb.core.mariadbdatabase.naming import (
     MANAGEMENT_CLUSTER,
     SINGULAR,
 )
+from tenantdb.core.objects import metadata_of
 from tenantdb.core.watching import should_enqueue_order_update as should_enqueue_order_update
 
 ORDER_KIND = SINGULAR
 """The kind part of a MariaDBDatabase order key."""
 
 _VOLATILE_METADATA = ("resourceVersion", "managedFields")
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
 
 
 def _str_map(value: Any) -> dict[str, str]:
@@ -66,7 +62,7 @@ def _keys(key: OrderKey | None) -> list[OrderKey]:
 
 def map_order(obj: Mapping[str, Any], cluster: str) -> list[OrderKey]:
     """Map an event on an order to its own key, on the cluster the event came from."""
-    meta = _meta(obj)
+    meta = metadata_of(obj)
     return _keys(
         compute_order_key(cluster, str(meta.get("namespace", "")), str(meta.get("name", "")))
     )
@@ -74,7 +70,7 @@ def map_order(obj: Mapping[str, Any], cluster: str) -> list[OrderKey]:
 
 def map_delivered_secret(obj: Mapping[str, Any], cluster: str) -> list[OrderKey]:
     """Map a Secret to the order that controls it, on the event's cluster."""
-    meta = _meta(obj)
+    meta = metadata_of(obj)
     for ref in meta.get("ownerReferences") or ():
         if not isinstance(ref, Mapping) or not ref.get("controller"):
             continue
@@ -92,7 +88,7 @@ def map_labelled_child(obj: Mapping[str, Any]) -> list[OrderKey]:
     Both the name and the namespace label must be non-empty; an absent cluster label reads as
     the management cluster.
     """
-    labels = _str_map(_meta(obj).get("labels"))
+    labels = _str_map(metadata_of(obj).get("labels"))
     name, namespace = labels.get(LABEL_NAME, ""), labels.get(LABEL_NAMESPACE, "")
     return _keys(compute_order_key(labels.get(LABEL_CLUSTER, MANAGEMENT_CLUSTER), namespace, name))
 
@@ -118,7 +114,7 @@ def map_database_cr(
     keys = map_labelled_child(obj)
     if not keys:
         return []
-    namespace = str(_meta(obj).get("namespace", ""))
+    namespace = str(metadata_of(obj).get("namespace", ""))
     return keys if is_keystone_placed(namespace, cluster, control_planes) else []
 
 
@@ -128,7 +124,7 @@ def compute_control_plane_index_key(order: Mapping[str, Any]) -> str:
     ref = spec.get("controlPlaneRef") if isinstance(spec, Mapping) else None
     if not isinstance(ref, Mapping):
         return ""
-    namespace = ref.get("namespace") or _meta(order).get("namespace", "")
+    namespace = ref.get("namespace") or metadata_of(order).get("namespace", "")
     return f"{namespace}/{ref.get('name', '')}"
 
 
@@ -139,7 +135,7 @@ def map_control_plane(
 
     No ControlPlane event reaches an order on a target cluster; those rely on the refresh.
     """
-    meta = _meta(cp)
+    meta = metadata_of(cp)
     wanted = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     keys: list[OrderKey] = []
     for order in management_orders:
@@ -163,7 +159,7 @@ def _is_true(obj: Mapping[str, Any], condition_type: str) -> bool:
 
 def should_enqueue_control_plane_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Pass a ControlPlane update on a spec change, a deletion, or a DBCredentialsReady flip."""
-    old_meta, new_meta = _meta(old), _meta(new)
+    old_meta, new_meta = metadata_of(old), metadata_of(new)
     if old_meta.get("generation") != new_meta.get("generation"):
         return True
     if old_meta.get("deletionTimestamp") != new_meta.get("deletionTimestamp"):
@@ -178,7 +174,7 @@ def should_enqueue_child_update(old: Mapping[str, Any], new: Mapping[str, Any]) 
 
 def _strip_volatile(obj: Mapping[str, Any]) -> dict[str, Any]:
     stripped = dict(obj)
-    meta = {k: v for k, v in _meta(obj).items() if k not in _VOLATILE_METADATA}
+    meta = {k: v for k, v in metadata_of(obj).items() if k not in _VOLATILE_METADATA}
     stripped["metadata"] = meta
     return stripped
 
@@ -191,7 +187,7 @@ def map_client_certificate(
     The reference waits out its 10 s requeue until cert-manager has issued the certificate;
     mapping the Secret's events lets the orders waiting on it go on as soon as it is written.
     """
-    meta = _meta(secret)
+    meta = metadata_of(secret)
     if meta.get("name") != CLIENT_CERTIFICATE:
         return []
     namespace = str(meta.get("namespace", ""))

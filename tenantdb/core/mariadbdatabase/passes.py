@@ -26,7 +26,7 @@ from tenantdb.core.mariadbdatabase.gates import AdmissionDecision
 from tenantdb.core.mariadbdatabase.models import MariaDBDatabase, MariaDBDatabaseStatus
 from tenantdb.core.mariadbdatabase.provision import LegResult
 from tenantdb.core.mariadbdatabase.reasons import ConditionType, Reason
-from tenantdb.core.results import PassResult, compute_pass_result
+from tenantdb.core.mariadbdatabase.results import PassResult, compute_pass_result
 
 
 @dataclass(frozen=True)

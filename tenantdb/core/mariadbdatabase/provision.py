@@ -15,17 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tenantdb.core.actions import (
-    Action,
-    ApplyObject,
-    ApplyStrategy,
-    ClientCertificateRef,
-    EnsureRole,
-    LogEvent,
-    ObjectRef,
-    read_version,
-)
+from tenantdb.core.actions import ApplyObject, ApplyStrategy, LogEvent, ObjectRef, read_version
 from tenantdb.core.applied import is_applied, is_contained
+from tenantdb.core.mariadbdatabase.actions import Action, ClientCertificateRef, EnsureRole
 from tenantdb.core.mariadbdatabase.conditions import ConditionUpdate
 from tenantdb.core.mariadbdatabase.manifests import (
     build_client_certificate,
@@ -66,10 +58,10 @@ from tenantdb.core.mariadbdatabase.reasons import (
     msg_waiting_for_engine_username,
     msg_waiting_for_external_secret,
 )
+from tenantdb.core.mariadbdatabase.results import REQUEUE_SHORT, StepOutcome
 from tenantdb.core.mariadbdatabase.scope import OrderScope
 from tenantdb.core.mariadbdatabase.validation import classify_database_name
 from tenantdb.core.objects import KubeObject, ObjectMeta, Secret
-from tenantdb.core.results import REQUEUE_SHORT, StepOutcome
 
 READY = "Ready"
 CLIENT_CERTIFICATE_KEYS = ("tls.crt", "tls.key", "ca.crt")

@@ -11,15 +11,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from tenantdb.core.actions import (
-    Action,
-    ApplyObject,
-    DeleteObject,
-    EnsureRole,
-    LogEvent,
-    PatchObject,
-    RemoveRole,
-)
+from tenantdb.core.actions import ApplyObject, DeleteObject, LogEvent, PatchObject
+from tenantdb.core.mariadbdatabase.actions import Action, EnsureRole, RemoveRole
 from tenantdb.core.mariadbdatabase.teardown import (
     CERTIFICATE_GONE_LOG,
     CHILD_LOG,

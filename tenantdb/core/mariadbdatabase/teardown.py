@@ -15,16 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tenantdb.core.actions import (
-    Action,
-    ClientCertificateRef,
-    DeleteObject,
-    LogEvent,
-    LogLevel,
-    ObjectRef,
-    PatchObject,
-    RemoveRole,
-)
+from tenantdb.core.actions import DeleteObject, LogEvent, LogLevel, ObjectRef, PatchObject
+from tenantdb.core.mariadbdatabase.actions import Action, ClientCertificateRef, RemoveRole
 from tenantdb.core.mariadbdatabase.manifests import (
     DATABASE_API_VERSION,
     ESO_API_VERSION,
@@ -40,9 +32,9 @@ from tenantdb.core.mariadbdatabase.naming import (
 )
 from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection
 from tenantdb.core.mariadbdatabase.provision import CLIENT_CERTIFICATE_KEYS
+from tenantdb.core.mariadbdatabase.results import NO_REQUEUE, REQUEUE_SHORT, PassResult
 from tenantdb.core.mariadbdatabase.scope import OrderScope
 from tenantdb.core.objects import KubeObject, ObjectMeta, Secret
-from tenantdb.core.results import NO_REQUEUE, REQUEUE_SHORT, PassResult
 
 CHILD_LOG = "removing a MariaDBDatabase child"
 CERTIFICATE_GONE_LOG = "the OpenBao client certificate is gone; leaving database role"

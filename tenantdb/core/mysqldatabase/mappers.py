@@ -17,6 +17,7 @@ from typing import Any
 
 from tenantdb.core.mysqldatabase.group import compute_active_site, compute_fence
 from tenantdb.core.mysqldatabase.reading import group_name, owner_secret_name
+from tenantdb.core.objects import metadata_of
 from tenantdb.core.watching import Fingerprint
 
 
@@ -25,14 +26,9 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
 def compute_group_fingerprint(group: Mapping[str, Any]) -> Fingerprint:
     """What of a group its orders depend on: identity, deletion, active site, fence."""
-    meta = _meta(group)
+    meta = metadata_of(group)
     fence = compute_fence(group)
     return {
         "metadata": {},
@@ -51,7 +47,9 @@ def compute_secret_fingerprint(secret: Mapping[str, Any]) -> Fingerprint:
     """A digest of a Secret's data (and its identity), never the data itself."""
     return {
         "metadata": {},
-        "sha256": _digest([_meta(secret).get("uid"), secret.get("data"), secret.get("stringData")]),
+        "sha256": _digest(
+            [metadata_of(secret).get("uid"), secret.get("data"), secret.get("stringData")]
+        ),
     }
 
 

@@ -17,6 +17,7 @@ from tenantdb.core.mysqldatabase.conflicts import Claim
 from tenantdb.core.mysqldatabase.gates import GateObservation, OwnerSecret
 from tenantdb.core.mysqldatabase.group import compute_active_site, compute_fence
 from tenantdb.core.mysqldatabase.teardown import Sibling, TeardownObservation
+from tenantdb.core.objects import generation_of
 from tenantdb.core.readiness import compute_ready_state
 
 PRIMARY_CANDIDATE = "primary-candidate"
@@ -265,11 +266,6 @@ def compute_status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict
     return patch
 
 
-def _generation(order: Mapping[str, Any]) -> int:
-    value = _map(order.get("metadata")).get("generation")
-    return value if isinstance(value, int) else 0
-
-
 def compute_gate_observation(
     order: Mapping[str, Any],
     group: Mapping[str, Any] | None,
@@ -285,7 +281,7 @@ def compute_gate_observation(
     return GateObservation(
         name=_text(meta.get("name")),
         namespace=_text(meta.get("namespace")),
-        generation=_generation(order),
+        generation=generation_of(order),
         spec=_map(order.get("spec")),
         status=_map(order.get("status")),
         group=group,
