@@ -29,6 +29,7 @@ from enum import StrEnum
 
 import redis
 
+from tenantdb.adapters.redisclient import reply_text
 from tenantdb.settings import Settings
 
 _ENTER = """
@@ -137,7 +138,7 @@ class GroupGuard:
         pipe.get(self._circuit(address))
         pipe.pttl(self._circuit(address))
         message, ttl_ms = pipe.execute()
-        return None if message is None else (_text(message), max(int(ttl_ms), 0) / 1000)
+        return None if message is None else (reply_text(message), max(int(ttl_ms), 0) / 1000)
 
     def begin_dial(self, address: str, seconds: float) -> bool:
         """Whether this pass may connect to the site now (no other is connecting); it holds the
@@ -154,9 +155,9 @@ class GroupGuard:
         token = secrets.token_hex(8)
         keys = [self._circuit(address), self._slots(group)]
         answer, message, ttl_ms = self._enter(keys=keys, args=[token, self.limit, self.lease_ms])
-        entry = Entry(_text(answer))
+        entry = Entry(reply_text(answer))
         closes_in = max(int(ttl_ms), 0) / 1000
-        return Admission(entry, token if entry is Entry.GO else "", _text(message), closes_in)
+        return Admission(entry, token if entry is Entry.GO else "", reply_text(message), closes_in)
 
     def leave(self, group: str, token: str) -> None:
         """Give back a slot ``enter`` gave."""
@@ -172,7 +173,3 @@ class GroupGuard:
     def heal(self, address: str) -> None:
         """Close the site's circuit and forget its failures: a connect worked."""
         self.redis.delete(self._circuit(address), self._trips(address))
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -23,6 +23,7 @@ from typing import Any
 import redis
 
 from tenantdb.adapters.metrics import ORDER_READY_SECONDS
+from tenantdb.adapters.redisclient import reply_text
 from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
 from tenantdb.core.readiness import compute_ready_state, decode_state, encode_state
 
@@ -67,7 +68,7 @@ class ReadyBook:
         pipe.hset(self.name, field, encode_state(state))
         pipe.sadd(self.seen, field)
         before, _, first = pipe.execute()
-        was_ready = before is not None and (decode_state(_text(before)) or state).ready
+        was_ready = before is not None and (decode_state(reply_text(before)) or state).ready
         created = _created(order)
         if first and before is not None and not was_ready and created is not None:
             elapsed = max(0.0, (time.time() if now is None else now) - created)
@@ -85,10 +86,10 @@ class ReadyBook:
         found = Tally()
         for raw_key, raw_value in self.redis.hscan_iter(self.name, count=1000):
             try:
-                kind = OrderKey.parse(_text(raw_key)).kind
+                kind = OrderKey.parse(reply_text(raw_key)).kind
             except InvalidOrderKeyError:
                 continue
-            state = decode_state(_text(raw_value))
+            state = decode_state(reply_text(raw_value))
             if state is None:
                 continue
             label = (kind, state.status, state.reason)
@@ -107,7 +108,3 @@ def _created(order: Mapping[str, Any]) -> float | None:
         return datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

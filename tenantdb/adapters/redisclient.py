@@ -107,3 +107,8 @@ def warn_about_eviction(client: redis.Redis) -> None:
         return
     if problem:
         log.error("%s", problem)
+
+
+def reply_text(value: object) -> str:
+    """A Redis reply as text, whether the client decodes replies or not."""
+    return value.decode() if isinstance(value, bytes) else str(value)

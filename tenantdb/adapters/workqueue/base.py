@@ -105,8 +105,3 @@ class QueueBase:
         except BaseException:
             self.retry_later(key, PUBLISH_RETRY_SECONDS)
             raise
-
-
-def text(value: object) -> str:
-    """A Redis reply as text, whether the client decodes replies or not."""
-    return value.decode() if isinstance(value, bytes) else str(value)

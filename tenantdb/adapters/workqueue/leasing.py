@@ -22,7 +22,8 @@ from typing import Self
 import redis
 
 from tenantdb.adapters.errors import SafeError
-from tenantdb.adapters.workqueue.base import SEQUENCE_TTL, QueueBase, text
+from tenantdb.adapters.redisclient import reply_text
+from tenantdb.adapters.workqueue.base import SEQUENCE_TTL, QueueBase
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.tasknames import Queue
 
@@ -237,7 +238,7 @@ class Leasing(QueueBase):
         What the pass covers when it ends comes from its token in Redis, never from the message
         that names the pass: a forged or mangled step cannot make a pass cover events it never saw.
         """
-        value = text(self.redis.get(self.keys.lock(key)) or "")
+        value = reply_text(self.redis.get(self.keys.lock(key)) or "")
         token, _, fence = value.partition("#")
         if not token or pass_name(token) != name:
             return None
@@ -265,7 +266,7 @@ class Leasing(QueueBase):
     def holds(self, lease: Lease) -> bool:
         """Whether the lease is still ours, without renewing it."""
         value = self.redis.get(self.keys.lock(lease.key))
-        return text(value) == lease.value
+        return reply_text(value) == lease.value
 
     def progress(self, key: OrderKey) -> tuple[int, int]:
         """How many events were counted for the key, and how many a finished pass covered."""
@@ -281,7 +282,7 @@ class Leasing(QueueBase):
     def last_pass(self, key: OrderKey) -> tuple[float, str] | None:
         """When the key's last pass ended, and its reason; None before any."""
         at, reason = self.redis.hmget(self.keys.last_pass(key), ["at", "result"])
-        return None if at is None else (float(at), text(reason))
+        return None if at is None else (float(at), reply_text(reason))
 
     def is_locked(self, key: OrderKey) -> bool:
         """Whether some pass holds the key's lock."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tenantdb.adapters.workqueue.base import QueueBase, text
+from tenantdb.adapters.redisclient import reply_text
+from tenantdb.adapters.workqueue.base import QueueBase
 from tenantdb.adapters.workqueue.leasing import Lease
 
 
@@ -23,7 +24,7 @@ class Notes(QueueBase):
     def load_note(self, lease: Lease) -> str | None:
         """The note the pass ``lease`` belongs to left; None when it is gone or another's."""
         value = self.redis.get(self.keys.note(lease.key))
-        token, _, note = text(value or "").partition("\n")
+        token, _, note = reply_text(value or "").partition("\n")
         return note if value is not None and token == lease.token else None
 
     def note_written(self, cluster: str, obj: Mapping[str, Any], ttl_ms: int) -> None:
@@ -50,4 +51,4 @@ class Notes(QueueBase):
         key = self.keys.written(
             cluster, str(obj.get("kind", "")), str(meta.get("namespace", "")), str(meta.get("name"))
         )
-        return text(self.redis.get(key)) == str(version)
+        return reply_text(self.redis.get(key)) == str(version)

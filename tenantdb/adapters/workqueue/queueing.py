@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tenantdb.adapters.redisclient import reply_text
 from tenantdb.adapters.workqueue.base import (
     PUBLISH_RETRY_SECONDS,
     SEQUENCE_TTL,
     WRITES_TTL,
     QueueBase,
-    text,
 )
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.tasknames import Queue
@@ -80,7 +80,7 @@ class Queueing(QueueBase):
         """
         count = self.keys.writes(self.writer)
         with self._writes_lock:
-            now = int(text(self.redis.get(count) or "0"))
+            now = int(reply_text(self.redis.get(count) or "0"))
             self.redis.expire(count, WRITES_TTL)
             lost, self._lost = self._lost, None
             if lost is None and now < self._writes_seen:
@@ -138,7 +138,7 @@ class Queueing(QueueBase):
                 self.lock_ttl_ms,
             ],
         )
-        found = [OrderKey.parse(text(m)) for m in members]
+        found = [OrderKey.parse(reply_text(m)) for m in members]
         self._request_passes(found)
         return found
 
@@ -185,7 +185,7 @@ class Queueing(QueueBase):
             keys=[self.keys.waiting],
             args=[batch, self.keys.lock_prefix, self.lock_ttl_ms, *depths],
         )
-        found = [OrderKey.parse(text(m)) for m in members]
+        found = [OrderKey.parse(reply_text(m)) for m in members]
         self._request_passes(found)
         return found
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tenantdb.adapters.workqueue.base import QueueBase, text
+from tenantdb.adapters.redisclient import reply_text
+from tenantdb.adapters.workqueue.base import QueueBase
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import Timetable
 
@@ -58,7 +59,7 @@ class Timetables(QueueBase):
             args=[int(now * 1000), batch],
         )
         return [
-            Claimed(OrderKey.parse(text(member)), float(score) / 1000)
+            Claimed(OrderKey.parse(reply_text(member)), float(score) / 1000)
             for member, score in zip(found[::2], found[1::2], strict=True)
         ]
 
@@ -81,7 +82,7 @@ class Timetables(QueueBase):
     def stale_claims(self, older_than: float, table: Timetable = Timetable.DUE) -> list[OrderKey]:
         """The keys claimed before ``older_than`` and never released: their claimer died."""
         members = self.redis.zrangebyscore(self.keys.claims(table), "-inf", int(older_than * 1000))
-        return [OrderKey.parse(text(m)) for m in members]
+        return [OrderKey.parse(reply_text(m)) for m in members]
 
     def due_count(self, table: Timetable = Timetable.DUE) -> int:
         """How many keys the timetable holds."""
