@@ -39,14 +39,9 @@ from typing import IO, Any
 from devstack.mysql_group import INITIAL_PRIMARY, binaries_present
 from devstack.platform import role_env
 from tenantdb.adapters.clusters import ClusterRegistry
-from tenantdb.adapters.kube import (
-    MARIADB_DATABASE,
-    MYSQL_DATABASE,
-    SECRET,
-    KindNotServedError,
-    KubeError,
-    Resource,
-)
+from tenantdb.adapters.kube import SECRET, KindNotServedError, KubeError, Resource
+from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
+from tenantdb.adapters.mysqldatabase import MYSQL_DATABASE
 from tenantdb.core.kinds import KindIdentity
 from tenantdb.core.mariadbdatabase.naming import IDENTITY as MARIADB
 from tenantdb.core.mysqldatabase.naming import IDENTITY as MYSQL

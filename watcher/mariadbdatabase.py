@@ -17,11 +17,11 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tenantdb.adapters.kube import (
+from tenantdb.adapters.kube import SECRET
+from tenantdb.adapters.mariadbdatabase import (
     CONTROL_PLANE,
     DATABASE,
     EXTERNAL_SECRET,
-    SECRET,
     VAULT_DYNAMIC_SECRET,
 )
 from tenantdb.adapters.schemaindex import SchemaIndex, Slot

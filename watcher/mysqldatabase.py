@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from tenantdb.adapters.kube import MYSQL_FAILOVER_GROUP, SECRET
+from tenantdb.adapters.kube import SECRET
+from tenantdb.adapters.mysqldatabase import MYSQL_FAILOVER_GROUP
 from tenantdb.adapters.watchindex import WatchIndex
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase.mappers import (

@@ -74,24 +74,7 @@ CONFIG_MAP = Resource("", "v1", "configmaps", "ConfigMap")
 SERVICE_ACCOUNT = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 NAMESPACE = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
-MARIADB_DATABASE = Resource("c5c3.io", "v1alpha1", "mariadbdatabases", "MariaDBDatabase")
-CONTROL_PLANE = Resource("c5c3.io", "v1alpha1", "controlplanes", "ControlPlane")
-CERTIFICATE = Resource("cert-manager.io", "v1", "certificates", "Certificate")
-MARIADB = Resource("k8s.mariadb.com", "v1alpha1", "mariadbs", "MariaDB")
-DATABASE = Resource("k8s.mariadb.com", "v1alpha1", "databases", "Database")
-EXTERNAL_SECRET = Resource("external-secrets.io", "v1", "externalsecrets", "ExternalSecret")
-VAULT_DYNAMIC_SECRET = Resource(
-    "generators.external-secrets.io", "v1alpha1", "vaultdynamicsecrets", "VaultDynamicSecret"
-)
-SECRET_STORE = Resource("external-secrets.io", "v1", "secretstores", "SecretStore")
-CLUSTER_SECRET_STORE = Resource(
-    "external-secrets.io", "v1", "clustersecretstores", "ClusterSecretStore", namespaced=False
-)
 EVENT = Resource("", "v1", "events", "Event")
-MYSQL_DATABASE = Resource("shipstream.io", "v1alpha1", "mysqldatabases", "MysqlDatabase")
-MYSQL_FAILOVER_GROUP = Resource(
-    "shipstream.io", "v1alpha1", "mysqlfailovergroups", "MysqlFailoverGroup"
-)
 CUSTOM_RESOURCE_DEFINITION = Resource(
     "apiextensions.k8s.io",
     "v1",
@@ -106,22 +89,22 @@ KNOWN_RESOURCES: tuple[Resource, ...] = (
     SERVICE_ACCOUNT,
     NAMESPACE,
     LEASE,
-    MARIADB_DATABASE,
-    CONTROL_PLANE,
-    CERTIFICATE,
-    MARIADB,
-    DATABASE,
-    EXTERNAL_SECRET,
-    VAULT_DYNAMIC_SECRET,
-    SECRET_STORE,
-    CLUSTER_SECRET_STORE,
     EVENT,
-    MYSQL_DATABASE,
-    MYSQL_FAILOVER_GROUP,
     CUSTOM_RESOURCE_DEFINITION,
 )
+"""The resources every role may meet; each kind registers its own (``register_resources``)."""
 
 _BY_KIND = {(r.api_version, r.kind): r for r in KNOWN_RESOURCES}
+
+
+def register_resources(*resources: Resource) -> tuple[Resource, ...]:
+    """Make the resources a kind reads and writes known to ``resource_for``; returns them.
+
+    A kind's adapter registers its children and the objects it reads when it is imported.
+    """
+    for resource in resources:
+        _BY_KIND[(resource.api_version, resource.kind)] = resource
+    return resources
 
 
 def resource_of(identity: KindIdentity) -> Resource:

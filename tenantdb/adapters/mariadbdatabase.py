@@ -26,23 +26,15 @@ from tenantdb.adapters.clusters import MANAGEMENT, ClusterRegistry, ClusterUnava
 from tenantdb.adapters.errors import SafeError
 from tenantdb.adapters.events import record_event
 from tenantdb.adapters.kube import (
-    CERTIFICATE,
-    CLUSTER_SECRET_STORE,
-    CONTROL_PLANE,
-    DATABASE,
-    EXTERNAL_SECRET,
-    MARIADB,
-    MARIADB_DATABASE,
     SECRET,
-    SECRET_STORE,
     SERVICE_ACCOUNT,
-    VAULT_DYNAMIC_SECRET,
     ConflictError,
     KindNotServedError,
     KubeClient,
     KubeError,
     NotFoundError,
     Resource,
+    register_resources,
     resource_for,
 )
 from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
@@ -87,6 +79,34 @@ from tenantdb.core.mariadbdatabase.scope import OrderScope
 from tenantdb.core.mariadbdatabase.teardown import TeardownObservation
 from tenantdb.core.objects import KubeObject, Secret
 from tenantdb.settings import Settings
+
+# What a MariaDBDatabase pass reads and writes beyond core objects, registered with the kube
+# adapter so that it knows them by apiVersion and kind.
+MARIADB_DATABASE = Resource("c5c3.io", "v1alpha1", "mariadbdatabases", "MariaDBDatabase")
+CONTROL_PLANE = Resource("c5c3.io", "v1alpha1", "controlplanes", "ControlPlane")
+CERTIFICATE = Resource("cert-manager.io", "v1", "certificates", "Certificate")
+MARIADB = Resource("k8s.mariadb.com", "v1alpha1", "mariadbs", "MariaDB")
+DATABASE = Resource("k8s.mariadb.com", "v1alpha1", "databases", "Database")
+EXTERNAL_SECRET = Resource("external-secrets.io", "v1", "externalsecrets", "ExternalSecret")
+VAULT_DYNAMIC_SECRET = Resource(
+    "generators.external-secrets.io", "v1alpha1", "vaultdynamicsecrets", "VaultDynamicSecret"
+)
+SECRET_STORE = Resource("external-secrets.io", "v1", "secretstores", "SecretStore")
+CLUSTER_SECRET_STORE = Resource(
+    "external-secrets.io", "v1", "clustersecretstores", "ClusterSecretStore", namespaced=False
+)
+
+register_resources(
+    MARIADB_DATABASE,
+    CONTROL_PLANE,
+    CERTIFICATE,
+    MARIADB,
+    DATABASE,
+    EXTERNAL_SECRET,
+    VAULT_DYNAMIC_SECRET,
+    SECRET_STORE,
+    CLUSTER_SECRET_STORE,
+)
 
 log = logging.getLogger(__name__)
 

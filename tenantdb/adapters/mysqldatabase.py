@@ -22,13 +22,7 @@ import redis
 
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.events import record_event
-from tenantdb.adapters.kube import (
-    MYSQL_DATABASE,
-    MYSQL_FAILOVER_GROUP,
-    SECRET,
-    KubeClient,
-    NotFoundError,
-)
+from tenantdb.adapters.kube import SECRET, KubeClient, NotFoundError, Resource, register_resources
 from tenantdb.adapters.mysqladmin import AdminLogin, Target, site_address, site_server_name
 from tenantdb.adapters.watchindex import WatchIndex
 from tenantdb.core.events import Event
@@ -44,6 +38,15 @@ from tenantdb.core.mysqldatabase.reading import (
     tls_secret_name,
     waiting_slot,
 )
+
+# What a MysqlDatabase pass reads and writes beyond core objects, registered with the kube
+# adapter so that it knows them by apiVersion and kind.
+MYSQL_DATABASE = Resource("shipstream.io", "v1alpha1", "mysqldatabases", "MysqlDatabase")
+MYSQL_FAILOVER_GROUP = Resource(
+    "shipstream.io", "v1alpha1", "mysqlfailovergroups", "MysqlFailoverGroup"
+)
+
+register_resources(MYSQL_DATABASE, MYSQL_FAILOVER_GROUP)
 
 log = logging.getLogger(__name__)
 

@@ -46,13 +46,8 @@ from devstack.kube.api import AuditEntry
 from devstack.mysql_group import MysqlGroup
 from devstack.platform import Platform, role_env, start_platform
 from tenantdb.adapters.clusters import ClusterRegistry
-from tenantdb.adapters.kube import (
-    CONTROL_PLANE,
-    EXTERNAL_SECRET,
-    MARIADB_DATABASE,
-    SECRET,
-    KubeClient,
-)
+from tenantdb.adapters.kube import SECRET, KubeClient
+from tenantdb.adapters.mariadbdatabase import CONTROL_PLANE, EXTERNAL_SECRET, MARIADB_DATABASE
 from tenantdb.core.mariadbdatabase.naming import compute_order_names
 from tenantdb.settings import Settings
 from tests.conftest import REDIS_URL

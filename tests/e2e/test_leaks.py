@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from devstack.mysql_group import MysqlGroup
-from tenantdb.adapters.kube import MARIADB_DATABASE
+from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
 from tests.e2e import leaks
 from tests.e2e.conftest import Stack, _scan_for_leaks, free_port
 from tests.e2e.mysql_tenants import Tenants, order_with_grant

@@ -9,12 +9,12 @@ import pymysql
 import pytest
 import redis
 
-from tenantdb.adapters.kube import (
+from tenantdb.adapters.kube import SECRET
+from tenantdb.adapters.mariadbdatabase import (
     CONTROL_PLANE,
     DATABASE,
     EXTERNAL_SECRET,
     MARIADB_DATABASE,
-    SECRET,
 )
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mariadbdatabase.naming import compute_order_names

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tenantdb.adapters.kube import CONTROL_PLANE, MARIADB_DATABASE
+from tenantdb.adapters.mariadbdatabase import CONTROL_PLANE, MARIADB_DATABASE
 from tenantdb.core.keys import OrderKey
 from tests.e2e.conftest import Stack, free_port, order_quiet
 from tests.support import wait_for

@@ -20,15 +20,13 @@ import yaml
 
 from tenantdb.adapters.kube import (
     CUSTOM_RESOURCE_DEFINITION,
-    DATABASE,
     EVENT,
-    EXTERNAL_SECRET,
-    MARIADB_DATABASE,
     NAMESPACE,
     SECRET,
     SERVICE_ACCOUNT,
     InvalidError,
 )
+from tenantdb.adapters.mariadbdatabase import DATABASE, EXTERNAL_SECRET, MARIADB_DATABASE
 from tenantdb.core.mariadbdatabase.naming import FINALIZER, compute_order_names
 from tenantdb.core.mariadbdatabase.passes import WARNING_REASONS
 from tests.e2e.conftest import Stack
@@ -68,7 +66,7 @@ def _patch_database(fields: dict[str, Any]) -> Callable[[Stack, str], None]:
 
 
 def _db_credentials_not_ready(stack: Stack, name: str) -> None:
-    from tenantdb.adapters.kube import CONTROL_PLANE
+    from tenantdb.adapters.mariadbdatabase import CONTROL_PLANE
 
     stack.kube().patch(
         CONTROL_PLANE,

@@ -12,7 +12,7 @@ from functools import partial
 
 import pytest
 
-from tenantdb.adapters.kube import DATABASE, MARIADB_DATABASE
+from tenantdb.adapters.mariadbdatabase import DATABASE, MARIADB_DATABASE
 from tenantdb.core.mariadbdatabase.naming import compute_order_names
 from tenantdb.core.mariadbdatabase.provision import compute_database_slot
 from tests.e2e.conftest import Stack, at_once, schema_exists, wait_settled

@@ -53,7 +53,7 @@ from redis.sentinel import Sentinel
 from devstack.kube.api import AuditEntry
 from devstack.kube.cluster import Cluster
 from devstack.platform import start_platform
-from tenantdb.adapters.kube import MARIADB_DATABASE
+from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
 from tenantdb.adapters.workqueue import pass_name
 from tenantdb.core.keys import OrderKey
 from tests.e2e.conftest import Stack, _drop_leftovers, free_port

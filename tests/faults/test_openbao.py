@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from tenantdb.adapters.kube import MARIADB_DATABASE, SECRET
+from tenantdb.adapters.kube import SECRET
+from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
 from tests.faults.conftest import NAMESPACE, Faults
 from tests.support import wait_for
 

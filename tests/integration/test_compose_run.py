@@ -26,7 +26,8 @@ import pytest
 import redis
 import yaml
 
-from tenantdb.adapters.kube import MARIADB_DATABASE, client_from_kubeconfig
+from tenantdb.adapters.kube import client_from_kubeconfig
+from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
 from tests.conftest import REDIS_URL
 from tests.e2e.conftest import free_port
 from tests.support import stop_processes, wait_for

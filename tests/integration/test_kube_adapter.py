@@ -32,7 +32,6 @@ from tenantdb.adapters.clusters import (
     load_cluster_config,
 )
 from tenantdb.adapters.kube import (
-    MARIADB_DATABASE,
     NAMESPACE,
     SECRET,
     ConflictError,
@@ -43,6 +42,7 @@ from tenantdb.adapters.kube import (
     UnavailableError,
     client_from_kubeconfig,
 )
+from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
 from tenantdb.logs import configure_logging
 from tenantdb.settings import Settings
 
