@@ -208,7 +208,7 @@ class Settled:
     delivery_started: float = 0.0
 
 
-def plan(ctx: PassContext, fetched: FetchedOrder, gate: Gate) -> Plan:
+def plan(ctx: PassContext, fetched: FetchedOrder, gate: Gate) -> Plan[Settled]:
     """Observe the children once and plan; deliver from the entry when nothing else writes."""
     io, cp = orders(), gate.cp
     if cp is None:
@@ -269,14 +269,18 @@ def _observe_provision(
     return observation, planned
 
 
+Unmade = TeardownPlan | AdmissionDecision
+"""What a teardown with nothing to delete settles by: its plan, or why it is held."""
+
+
 class RefusedError(Exception):
     """A leg refused with an error its conditions already say; the pass backs off."""
 
 
-def settle(ctx: PassContext, fetched: FetchedOrder, gate: Gate, plan: Plan) -> PassOutcome:
+def settle(ctx: PassContext, fetched: FetchedOrder, gate: Gate, plan: Plan[Settled]) -> PassOutcome:
     """Record a pass with nothing to write: waiting, refused, or delivered from the entry."""
     settled = plan.local
-    if not isinstance(settled, Settled):
+    if settled is None:
         raise TypeError("a MariaDBDatabase plan without a write carries what settles it")
     provision = settled.plan.result
     if provision.outcome.error is not None:
@@ -485,7 +489,7 @@ class TeardownNote:
         return read(self.order)
 
 
-def teardown(ctx: PassContext, fetched: FetchedOrder) -> Plan:
+def teardown(ctx: PassContext, fetched: FetchedOrder) -> Plan[Unmade]:
     """Observe the children once and plan their removal; finalize here or hand over the deletes."""
     io = orders()
     try:
@@ -507,14 +511,14 @@ def teardown(ctx: PassContext, fetched: FetchedOrder) -> Plan:
     return Plan(steps, TeardownNote(note_order(fetched.raw), planned, steps), reason="TearingDown")
 
 
-def finalize(ctx: PassContext, fetched: FetchedOrder, plan: Plan) -> PassOutcome:
+def finalize(ctx: PassContext, fetched: FetchedOrder, plan: Plan[Unmade]) -> PassOutcome:
     """Decide the finalizer in the entry when the teardown has nothing to delete, or hold it."""
     planned = plan.local
+    if planned is None:
+        raise TypeError("a MariaDBDatabase teardown without a delete carries its plan")
     if isinstance(planned, AdmissionDecision):
         # Held on an object that does not parse: named on the order, nothing removed.
         return _outcome(record(ctx.guard.check, ctx.key, fetched, planned))
-    if not isinstance(planned, TeardownPlan):
-        raise TypeError("a MariaDBDatabase teardown without a delete carries its plan")
     result = _finalize(ctx.key, ctx.guard.check, fetched, planned, ())
     return PassOutcome(result.reason, result.requeue_after)
 

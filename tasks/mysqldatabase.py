@@ -330,7 +330,7 @@ def gated(ctx: PassContext, order: dict[str, Any], gate: Gate) -> PassOutcome:
     return PassOutcome(str(reason), requeue_after=wait)
 
 
-def plan(ctx: PassContext, order: dict[str, Any], gate: Gate) -> Plan:
+def plan(ctx: PassContext, order: dict[str, Any], gate: Gate) -> Plan[None]:
     """Apply when the inputs moved; check for drift when the verify period is due."""
     decision, group = gate.decision, gate.group or {}
     repair = decision.up_to_date
@@ -362,7 +362,7 @@ def plan(ctx: PassContext, order: dict[str, Any], gate: Gate) -> Plan:
     return Plan(("apply",), note, converged=True, reason="Verifying" if repair else "Applying")
 
 
-def settle(ctx: PassContext, order: dict[str, Any], gate: Gate, plan: Plan) -> PassOutcome:
+def settle(ctx: PassContext, order: dict[str, Any], gate: Gate, plan: Plan[None]) -> PassOutcome:
     """Nothing to send: the order is as its last apply left it."""
     return PassOutcome("UpToDate", requeue_after=_verify_seconds())
 
@@ -508,7 +508,7 @@ def _apply_on(
 # -- teardown ------------------------------------------------------------------------------------
 
 
-def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan:
+def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan[Decided]:
     """Decide what deleting the order removes, reading only what the decision needs."""
     kube, key = orders(), ctx.key
     group = kube.group(key, group_name(order)) if needs_group_for_teardown(order) else None
@@ -539,6 +539,10 @@ def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan:
     return Plan(("drop",), note, reason="Dropping")
 
 
+Decided = tuple[TeardownPlan, tuple[str, ...]]
+"""What a teardown with nothing to drop settles by: its plan, and the peers to wake."""
+
+
 def _stamp_deleting(
     ctx: PassContext | StepContext, order: dict[str, Any], message: str = ""
 ) -> dict[str, Any]:
@@ -562,11 +566,11 @@ def _release(ctx: PassContext | StepContext, order: dict[str, Any], peers: tuple
     return "FinalizerReleased"
 
 
-def finalize(ctx: PassContext, order: dict[str, Any], plan: Plan) -> PassOutcome:
+def finalize(ctx: PassContext, order: dict[str, Any], plan: Plan[Decided]) -> PassOutcome:
     """Release the finalizer, or defer the drop with the order saying why."""
-    decided, peers = plan.local if isinstance(plan.local, tuple) else (None, ())
-    if not isinstance(decided, TeardownPlan):
-        raise RuntimeError("a teardown without a teardown plan")
+    if plan.local is None:
+        raise RuntimeError("a teardown without a drop carries its plan")
+    decided, peers = plan.local
     if decided.step is TeardownStep.DEFER:
         message = decided.events[0].message if decided.events else ""
         stored = _stamp_deleting(ctx, order, message)

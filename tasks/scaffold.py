@@ -55,6 +55,10 @@ Order = TypeVar("Order")
 """A kind's typed view of its order."""
 Decision = TypeVar("Decision")
 """What a kind's gates decided, handed back to it when it plans or records."""
+Local = TypeVar("Local")
+"""What a live order's plan keeps in memory for ``settle`` when it writes nothing."""
+Gone = TypeVar("Gone")
+"""What a deleting order's plan keeps in memory for ``finalize`` when it deletes nothing."""
 
 _LEVELS = {
     LogLevel.INFO: logging.INFO,
@@ -72,7 +76,7 @@ class Admission(Generic[Decision]):
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(Generic[Local]):
     """What a kind plans for one pass.
 
     ``steps`` are the chain steps with a write, in order (empty: nothing to write). ``note`` is
@@ -84,7 +88,7 @@ class Plan:
     steps: tuple[str, ...]
     note: object | None = None
     converged: bool = False
-    local: object | None = None
+    local: Local | None = None
     reason: str = "Chained"
     """The entry's task result when it hands the steps to a chain."""
 
@@ -104,7 +108,7 @@ class Step:
 
 
 @dataclass(frozen=True)
-class KindSpec(Generic[Order, Decision]):
+class KindSpec(Generic[Order, Decision, Local, Gone]):
     """Everything the scaffold needs to serve one order kind."""
 
     identity: KindIdentity
@@ -114,13 +118,13 @@ class KindSpec(Generic[Order, Decision]):
     """Run the gates; given the previous decision when they run again after the finalizer."""
     gated: Callable[[PassContext, Order, Decision], PassOutcome]
     """Record why a gate stopped the pass."""
-    plan: Callable[[PassContext, Order, Decision], Plan]
+    plan: Callable[[PassContext, Order, Decision], Plan[Local]]
     """Observe what the live order's children need, once, and plan the writes."""
-    settle: Callable[[PassContext, Order, Decision, Plan], PassOutcome]
+    settle: Callable[[PassContext, Order, Decision, Plan[Local]], PassOutcome]
     """End a pass with nothing to write: record it, deliver what it read."""
-    teardown: Callable[[PassContext, Order], Plan]
+    teardown: Callable[[PassContext, Order], Plan[Gone]]
     """Observe what a deleting order left, once, and plan its removal."""
-    finalize: Callable[[PassContext, Order, Plan], PassOutcome]
+    finalize: Callable[[PassContext, Order, Plan[Gone]], PassOutcome]
     """End a teardown with nothing to delete: decide the finalizer."""
     steps: tuple[Step, ...] = ()
     """The steps a live order's chain is made of."""
@@ -230,7 +234,7 @@ def _deleted_meanwhile(ctx: StepContext, finalizer: str) -> bool:
 # -- the flow ------------------------------------------------------------------------------------
 
 
-def serve(spec: KindSpec[Order, Decision], ctx: PassContext) -> PassOutcome:
+def serve(spec: KindSpec[Order, Decision, Local, Gone], ctx: PassContext) -> PassOutcome:
     """One pass over one order of the kind, as ``decide_path`` leads it."""
     kind, key, store = spec.identity.singular, ctx.key, order_store()
     try:
@@ -287,19 +291,23 @@ def serve(spec: KindSpec[Order, Decision], ctx: PassContext) -> PassOutcome:
     return spec.settle(ctx, order, admission.decision, plan)
 
 
-def _tear_down(spec: KindSpec[Order, Decision], ctx: PassContext, order: Order) -> PassOutcome:
+def _tear_down(
+    spec: KindSpec[Order, Decision, Local, Gone], ctx: PassContext, order: Order
+) -> PassOutcome:
     plan = spec.teardown(ctx, order)
     if not plan.steps:
         return spec.finalize(ctx, order, plan)
     return _hand_over(spec, plan, teardown=True)
 
 
-def _hand_over(spec: KindSpec[Any, Any], plan: Plan, *, teardown: bool = False) -> PassOutcome:
+def _hand_over(
+    spec: KindSpec[Any, Any, Any, Any], plan: Plan[Any], *, teardown: bool = False
+) -> PassOutcome:
     tasks = spec.teardown_tasks if teardown else spec.step_tasks
     return PassOutcome(plan.reason, handoff=lambda lease: build_chain(tasks, lease, plan))
 
 
-def build_chain(tasks: Mapping[str, AnyTask], lease: Lease, plan: Plan) -> Signature:
+def build_chain(tasks: Mapping[str, AnyTask], lease: Lease, plan: Plan[Any]) -> Signature:
     """Leave the plan's note, then chain its steps; the abort callback ends a failed pass."""
     if plan.note is not None:
         workqueue().save_note(lease, note_text(plan.note), note_ttl_ms())
@@ -331,7 +339,9 @@ def save_note(ctx: StepContext, note: object) -> None:
     workqueue().save_note(ctx.lease, note_text(note), note_ttl_ms())
 
 
-def _step_task(spec: KindSpec[Any, Any], step: Step, *, teardown: bool = False) -> AnyTask:
+def _step_task(
+    spec: KindSpec[Any, Any, Any, Any], step: Step, *, teardown: bool = False
+) -> AnyTask:
     def body(ctx: StepContext) -> StepResult:
         note = load_note(ctx, step.note_type)
         if note is None:
@@ -348,7 +358,9 @@ def _step_task(spec: KindSpec[Any, Any], step: Step, *, teardown: bool = False) 
     return task
 
 
-def declare_kind(spec: KindSpec[Order, Decision]) -> KindSpec[Order, Decision]:
+def declare_kind(
+    spec: KindSpec[Order, Decision, Local, Gone],
+) -> KindSpec[Order, Decision, Local, Gone]:
     """Serve the kind: register its identity, a task per step and its entry.
 
     Raises:

@@ -87,7 +87,7 @@ def admit(ctx: PassContext, order: dict[str, Any], previous: None) -> Admission[
     return Admission(Verdict(add_finalizer=True, proceed=True), None)
 
 
-def plan(ctx: PassContext, order: dict[str, Any], decision: None) -> Plan:
+def plan(ctx: PassContext, order: dict[str, Any], decision: None) -> Plan[None]:
     note = _note(order)
     live = _live(ctx, order)
     if live is not None and (live.get("data") or {}).get("message") == note.message:
@@ -107,7 +107,7 @@ def build(ctx: StepContext, note: Note) -> StepResult:
     return StepResult(_ready(ctx, note.raw, note.message).reason, done=True)
 
 
-def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan:
+def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan[None]:
     return Plan(("remove",), _note(order)) if _live(ctx, order) else Plan(())
 
 

@@ -283,7 +283,7 @@ def _spy(run: list[Any], real: Callable[..., Any]) -> Callable[..., Any]:
 def _wired(world: World, captured: dict[str, Any]) -> Iterator[WorldIO]:
     io = WorldIO(world)
 
-    def build_chain(tasks: Any, lease: Lease, plan: scaffold.Plan) -> None:
+    def build_chain(tasks: Any, lease: Lease, plan: scaffold.Plan[Any]) -> None:
         captured["plan"] = plan
 
     with ExitStack() as stack:
@@ -317,7 +317,7 @@ def run_pass(world: World) -> PassRun:
         if outcome.handoff is None:
             return run
         outcome.handoff(Lease(key, "token", 1))
-        plan: scaffold.Plan = captured["plan"]
+        plan: scaffold.Plan[Any] = captured["plan"]
         run = replace(run, steps=plan.steps)
         deleting = world.order.metadata.deletion_timestamp is not None
         declared = kind.SPEC.teardown_steps if deleting else kind.SPEC.steps

@@ -3,6 +3,8 @@ operators' routes and dashboards, so the list is pinned here."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tasks.scaffold import KindSpec, Step, declare_kind
@@ -55,6 +57,16 @@ def test_two_steps_of_one_chain_may_not_share_a_name() -> None:
         "twice.example.test", "v1", "Twice", "twices", "f/t", "l/n", "l/ns", "l/c"
     )
     step = Step("same", Queue.PROVISION, _noop, dict)  # type: ignore[arg-type]
-    spec = KindSpec(identity, dict, _noop, _noop, _noop, _noop, _noop, _noop, (step, step))  # type: ignore[arg-type]
+    spec: KindSpec[Any, Any, Any, Any] = KindSpec(
+        identity,
+        dict,
+        _noop,  # type: ignore[arg-type]
+        _noop,  # type: ignore[arg-type]
+        _noop,  # type: ignore[arg-type]
+        _noop,  # type: ignore[arg-type]
+        _noop,  # type: ignore[arg-type]
+        _noop,  # type: ignore[arg-type]
+        (step, step),
+    )
     with pytest.raises(ValueError, match="step names repeat"):
         declare_kind(spec)
