@@ -290,11 +290,13 @@ def settle(ctx: PassContext, fetched: FetchedOrder, gate: Gate, plan: Plan[Settl
         return _outcome(record(ctx.guard.check, ctx.key, fetched, gate.decision, provision))
     observe_leg_since(DELIVERY, settled.delivery_started)
     delivery = settled.delivery
-    rec = record(ctx.guard.check, ctx.key, fetched, gate.decision, provision, delivery)
     if delivery.outcome.error is not None:
+        # Counted before the order shows it, so the error alert never lags what the order says.
         RECONCILE_ERRORS.labels(
             sub_reconciler=DELIVERY, condition_type=ConditionType.DELIVERY_READY
         ).inc()
+    rec = record(ctx.guard.check, ctx.key, fetched, gate.decision, provision, delivery)
+    if delivery.outcome.error is not None:
         raise ReadError("delivery", delivery.outcome.error)
     return _outcome(rec)
 
@@ -306,11 +308,11 @@ def _record_refusal(
     admission: AdmissionDecision,
     provision: LegResult,
 ) -> None:
-    """Record a provision leg that refused with an error, and count the error."""
-    record(check, key, fetched, admission, provision)
+    """Count a provision leg that refused with an error, then record it."""
     RECONCILE_ERRORS.labels(
         sub_reconciler=PROVISION, condition_type=ConditionType.DATABASE_READY
     ).inc()
+    record(check, key, fetched, admission, provision)
 
 
 def record(
@@ -424,6 +426,10 @@ def deliver_body(ctx: StepContext, note: PassNote) -> StepResult:
     with observe_leg(DELIVERY):
         delivery = _deliver(ctx, orders(), fetched, scope, cp)
     failure = delivery.outcome.error
+    if failure is not None:
+        RECONCILE_ERRORS.labels(
+            sub_reconciler=DELIVERY, condition_type=ConditionType.DELIVERY_READY
+        ).inc()
     rec = record(
         ctx.guard.check,
         ctx.key,
@@ -434,9 +440,6 @@ def deliver_body(ctx: StepContext, note: PassNote) -> StepResult:
         written=None if failure is None else _renote(ctx, note),
     )
     if failure is not None:
-        RECONCILE_ERRORS.labels(
-            sub_reconciler=DELIVERY, condition_type=ConditionType.DELIVERY_READY
-        ).inc()
         raise RetryStepError("DeliveryError", failure)
     return StepResult(describe_status(rec.status), done=True, requeue_after=_seconds(rec.result))
 

@@ -258,9 +258,10 @@ def _stop(
         generation=generation_of(order),
         now=_now(),
     )
-    _write(ctx, order, status)
+    # Counted before the order shows it, so the error alert never lags what the order says.
     if phase is Phase.FAILED or reason is Reason.PRIMARY_UNAVAILABLE:
         RECONCILE_ERRORS.labels(sub_reconciler=APPLY, condition_type=READY).inc()
+    _write(ctx, order, status)
     if phase is Phase.FAILED:
         orders().event(ctx.key, order, Event(EventType.WARNING, str(reason), message))
     log.info("%s: %s", reason, message, extra={"order": str(ctx.key)})
