@@ -61,7 +61,8 @@ from tenantdb.core.tasknames import Queue
 from tenantdb.role import prepare
 from tenantdb.settings import Settings
 
-log = logging.getLogger(__name__)
+# Named, not __name__: ``tenantdb beat`` runs this module as ``__main__``.
+log = logging.getLogger("workers.beat")
 
 GAUGE_INTERVAL = 10.0
 """Seconds between two exports of the queue gauges (counting pending keys is a scan)."""
