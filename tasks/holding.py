@@ -15,6 +15,12 @@ second after the mark would run out, so the orphan sweep publishes a new entry o
 is gone. A pending mark held this way renews for at most a second message an event published
 meanwhile; the holder lets go when the mark is gone.
 
+A hold ends when a pool process starts the task (``HoldingRequest.on_accepted``): from there the
+pass holds the order itself. A task that fails before its pass begins (Redis timing out during a
+fault) leaves the mark or fence behind; no longer renewed, it runs out within a lease and the
+orphan sweep starts the order's pass afresh, where a hold renewed on would have kept every later
+event from publishing.
+
 When the worker loses its broker connection, Celery forgets the messages it had received and not
 started (their delivery tags belong to the lost channel), and what the broker makes of them
 depends on whether the channel could put them back: if Redis was away at that moment they stay
@@ -86,6 +92,34 @@ class StepHolds:
         except (IndexError, InvalidOrderKeyError, RedisError) as exc:
             log.warning("could not hold a received entry (%s)", type(exc).__name__)
 
+    def started(self, name: str, args: Any) -> None:
+        """A message this worker held has started: stop holding for it.
+
+        From here its pass holds the order itself (``begin`` clears the entry's pending mark, a
+        step's claim moves its fence). A task that fails before it gets there (Redis timing out,
+        say) leaves the mark or fence in place: renewing it still would keep the order from
+        every later pass, so it is let run out within a lease and the orphan sweep takes over.
+        """
+        if not isinstance(args, (list, tuple)) or not args:
+            return
+        try:
+            order = OrderKey.parse(str(args[0]))
+        except InvalidOrderKeyError:
+            return
+        with self._lock:
+            if name == RECONCILE_ORDER:
+                self._entries.discard(order)
+                return
+            named = str(args[1]) if len(args) > 1 else None
+            for value, lease in list(self._held.items()):
+                if lease.key == order and named in (None, lease.name):
+                    del self._held[value]
+
+    def held(self) -> tuple[set[OrderKey], set[OrderKey]]:
+        """The orders whose entry, and whose chain step, this worker holds now."""
+        with self._lock:
+            return set(self._entries), {lease.key for lease in self._held.values()}
+
     def let_go(self) -> int:
         """Stop renewing every hold (the messages are no longer this worker's); how many."""
         with self._lock:
@@ -140,6 +174,11 @@ class HoldingRequest(Request):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _HOLDS.received(self.name, self.args, int(self.request_dict.get("retries") or 0))
+
+    def on_accepted(self, pid: str, time_accepted: float) -> None:
+        """A pool process started the task: the hold's work is done."""
+        _HOLDS.started(self.name, self.args)
+        super().on_accepted(pid, time_accepted)
 
 
 REQUEST = f"{__name__}:HoldingRequest"
