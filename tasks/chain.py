@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from celery import Task, shared_task
+from celery import Signature, Task, chain, shared_task
 from redis import RedisError
 
 from tasks.runtime import (
@@ -96,6 +96,32 @@ class RetryStepError(Exception):
 
 
 StepBody = Callable[[StepContext], StepResult]
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """The rest of a pass, as its entry returns it: the chain's steps and the note they read.
+
+    ``steps`` are the steps' Celery task names, in order; ``note`` is what they read instead of
+    observing again (JSON, never a credential; None: no note), kept for ``note_ttl_ms``.
+    """
+
+    steps: tuple[str, ...]
+    note: str | None = None
+    note_ttl_ms: int = 0
+
+
+def compose(queue: WorkQueue, handoff: Handoff, lease: Lease) -> Signature:
+    """Leave the handoff's note under ``lease``, then chain its steps; a step that fails for
+    good ends the pass through ``abort_pass``."""
+    if handoff.note is not None:
+        queue.save_note(lease, handoff.note, handoff.note_ttl_ms)
+    key = str(lease.key)
+    steps = [
+        Signature(name, args=(key, lease.name, position), immutable=True)
+        for position, name in enumerate(handoff.steps, start=1)
+    ]
+    return chain(*steps).on_error(Signature(RECONCILE_ABORT, args=(key,), immutable=True))
 
 
 def run_step(task: AnyTask, key: str, name: str, step: int, body: StepBody) -> dict[str, str]:

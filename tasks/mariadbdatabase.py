@@ -30,19 +30,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tasks.chain import RetryStepError, StepContext, StepResult
-from tasks.reconcile import PassContext, PassOutcome
-from tasks.runtime import PerRegistry, note_ready, workqueue
+from tasks.chain import RetryStepError, StepResult
+from tasks.reconcile import PassOutcome
+from tasks.runtime import PerRegistry, workqueue
 from tasks.scaffold import (
     Admission,
+    KindPass,
     KindSpec,
+    KindStep,
     Plan,
     Step,
     declare_kind,
     emit,
     note_order,
-    remember_write,
-    save_note,
 )
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import KubeError
@@ -57,7 +57,6 @@ from tenantdb.adapters.mariadbdatabase import (
 from tenantdb.adapters.metrics import RECONCILE_ERRORS, observe_leg, observe_leg_since
 from tenantdb.adapters.schemaindex import SchemaIndex
 from tenantdb.core.actions import ApplyObject
-from tenantdb.core.keys import OrderKey
 from tenantdb.core.mariadbdatabase.actions import EnsureRole
 from tenantdb.core.mariadbdatabase.conditions import compute_unreadable_status
 from tenantdb.core.mariadbdatabase.delivery import (
@@ -127,6 +126,9 @@ def _build_orders(registry: ClusterRegistry) -> MariaDBOrders:
 orders = PerRegistry(_build_orders)
 """The I/O of this worker process, rebuilt when the cluster configuration files change."""
 
+Ctx = KindPass[MariaDBOrders] | KindStep[MariaDBOrders]
+"""Where a pass is: its entry or one of its steps."""
+
 
 def _seconds(result: PassResult) -> float | None:
     return None if result.requeue_after is None else result.requeue_after.total_seconds()
@@ -152,13 +154,15 @@ class Gate:
     decision: AdmissionDecision
 
 
-def admit(ctx: PassContext, fetched: FetchedOrder, previous: Gate | None) -> Admission[Gate]:
+def admit(
+    ctx: KindPass[MariaDBOrders], fetched: FetchedOrder, previous: Gate | None
+) -> Admission[Gate]:
     """Run the gates, reading the ControlPlane once and only past the cluster-name gate."""
     if previous is not None:
         cp = previous.cp
     elif should_read_control_plane(ctx.key.cluster):
         try:
-            cp = orders().fetch_control_plane(fetched.order)
+            cp = ctx.io.fetch_control_plane(fetched.order)
         except UnreadableError as exc:
             decision = plan_unreadable_control_plane(exc.context, exc.message)
             return Admission(Verdict(add_finalizer=False, proceed=False), Gate(None, decision))
@@ -170,9 +174,9 @@ def admit(ctx: PassContext, fetched: FetchedOrder, previous: Gate | None) -> Adm
     return Admission(verdict, Gate(cp, decision))
 
 
-def gated(ctx: PassContext, fetched: FetchedOrder, gate: Gate) -> PassOutcome:
+def gated(ctx: KindPass[MariaDBOrders], fetched: FetchedOrder, gate: Gate) -> PassOutcome:
     """Record the gate that stopped the pass."""
-    return _outcome(record(ctx.guard.check, ctx.key, fetched, gate.decision))
+    return _outcome(record(ctx, fetched, gate.decision))
 
 
 @dataclass(frozen=True)
@@ -208,9 +212,9 @@ class Settled:
     delivery_started: float = 0.0
 
 
-def plan(ctx: PassContext, fetched: FetchedOrder, gate: Gate) -> Plan[Settled]:
+def plan(ctx: KindPass[MariaDBOrders], fetched: FetchedOrder, gate: Gate) -> Plan[Settled]:
     """Observe the children once and plan; deliver from the entry when nothing else writes."""
-    io, cp = orders(), gate.cp
+    io, cp = ctx.io, gate.cp
     if cp is None:
         raise TypeError("the gates let no MariaDBDatabase pass without a ControlPlane plan")
     scope = compute_order_scope(fetched.order, ctx.key.cluster, cp)
@@ -277,17 +281,19 @@ class RefusedError(Exception):
     """A leg refused with an error its conditions already say; the pass backs off."""
 
 
-def settle(ctx: PassContext, fetched: FetchedOrder, gate: Gate, plan: Plan[Settled]) -> PassOutcome:
+def settle(
+    ctx: KindPass[MariaDBOrders], fetched: FetchedOrder, gate: Gate, plan: Plan[Settled]
+) -> PassOutcome:
     """Record a pass with nothing to write: waiting, refused, or delivered from the entry."""
     settled = plan.local
     if settled is None:
         raise TypeError("a MariaDBDatabase plan without a write carries what settles it")
     provision = settled.plan.result
     if provision.outcome.error is not None:
-        _record_refusal(ctx.guard.check, ctx.key, fetched, gate.decision, provision)
+        _record_refusal(ctx, fetched, gate.decision, provision)
         raise RefusedError(provision.outcome.error)
     if settled.delivery is None:
-        return _outcome(record(ctx.guard.check, ctx.key, fetched, gate.decision, provision))
+        return _outcome(record(ctx, fetched, gate.decision, provision))
     observe_leg_since(DELIVERY, settled.delivery_started)
     delivery = settled.delivery
     if delivery.outcome.error is not None:
@@ -295,15 +301,14 @@ def settle(ctx: PassContext, fetched: FetchedOrder, gate: Gate, plan: Plan[Settl
         RECONCILE_ERRORS.labels(
             sub_reconciler=DELIVERY, condition_type=ConditionType.DELIVERY_READY
         ).inc()
-    rec = record(ctx.guard.check, ctx.key, fetched, gate.decision, provision, delivery)
+    rec = record(ctx, fetched, gate.decision, provision, delivery)
     if delivery.outcome.error is not None:
         raise ReadError("delivery", delivery.outcome.error)
     return _outcome(rec)
 
 
 def _record_refusal(
-    check: Callable[[], None],
-    key: OrderKey,
+    ctx: Ctx,
     fetched: FetchedOrder,
     admission: AdmissionDecision,
     provision: LegResult,
@@ -312,12 +317,11 @@ def _record_refusal(
     RECONCILE_ERRORS.labels(
         sub_reconciler=PROVISION, condition_type=ConditionType.DATABASE_READY
     ).inc()
-    record(check, key, fetched, admission, provision)
+    record(ctx, fetched, admission, provision)
 
 
 def record(
-    check: Callable[[], None],
-    key: OrderKey,
+    ctx: Ctx,
     fetched: FetchedOrder,
     admission: AdmissionDecision,
     provision: LegResult | None = None,
@@ -329,6 +333,7 @@ def record(
 
     ``written`` receives the order as the status write left it.
     """
+    check, key = ctx.guard.check, ctx.key
     rec = compute_pass_record(
         fetched.order,
         cluster=key.cluster,
@@ -340,9 +345,9 @@ def record(
     emit(key, rec.logs)
     if rec.write_status:
         check()
-        stored = orders().write_status(key, fetched, rec.status, check)
-        note_ready(key, stored)
-        orders().record_events(key, stored, rec.events)
+        stored = ctx.io.write_status(key, fetched, rec.status, check)
+        ctx.runtime.note_ready(key, stored)
+        ctx.io.record_events(key, stored, rec.events)
         if written is not None:
             written(stored)
     return rec
@@ -351,18 +356,18 @@ def record(
 # -- provision -----------------------------------------------------------------------------------
 
 
-def _admission(ctx: StepContext, note: PassNote) -> AdmissionDecision:
+def _admission(ctx: KindStep[MariaDBOrders], note: PassNote) -> AdmissionDecision:
     return plan_admission(AdmissionObservation(note.fetched().order, ctx.key.cluster, note.cp()))
 
 
-def _renote(ctx: StepContext, note: PassNote) -> Callable[[dict[str, Any]], None]:
+def _renote(ctx: KindStep[MariaDBOrders], note: PassNote) -> Callable[[dict[str, Any]], None]:
     # A step that records a failure and retries leaves the order as written in the note: the
     # retry, and the steps after it, must decide over the status now stored, not the entry's.
-    return lambda stored: save_note(ctx, replace(note, order=stored))
+    return lambda stored: ctx.save_note(replace(note, order=stored))
 
 
 def _fail_provision(
-    ctx: StepContext,
+    ctx: KindStep[MariaDBOrders],
     note: PassNote,
     admission: AdmissionDecision,
     index: int,
@@ -373,28 +378,28 @@ def _fail_provision(
     RECONCILE_ERRORS.labels(
         sub_reconciler=PROVISION, condition_type=ConditionType.DATABASE_READY
     ).inc()
-    rec = record(
-        ctx.guard.check, ctx.key, fetched, admission, provision=leg, written=_renote(ctx, note)
-    )
+    rec = record(ctx, fetched, admission, provision=leg, written=_renote(ctx, note))
     return RetryStepError(describe_status(rec.status), leg.outcome.error or str(error))
 
 
-def provision_body(step: ProvisionStep) -> Callable[[StepContext, PassNote], StepResult]:
+def provision_body(
+    step: ProvisionStep,
+) -> Callable[[KindStep[MariaDBOrders], PassNote], StepResult]:
     """The body of one provision step: its writes of the entry's plan, in plan order."""
 
-    def body(ctx: StepContext, note: PassNote) -> StepResult:
+    def body(ctx: KindStep[MariaDBOrders], note: PassNote) -> StepResult:
         fetched, admission, plan = note.fetched(), _admission(ctx, note), note.plan
         for index, action in enumerate(plan.actions):
             if classify_provision_action(action) is not step:
                 continue
             ctx.guard.check()
             try:
-                answer = orders().run(action, ctx.guard.check)
+                answer = ctx.io.run(action, ctx.guard.check)
             except ActionError as error:
                 observe_leg_since(PROVISION, note.provision_started)
                 raise _fail_provision(ctx, note, admission, index, error) from None
             if isinstance(action, ApplyObject):
-                remember_write(action.ref.cluster, answer)
+                ctx.runtime.remember_write(action.ref.cluster, answer)
         following = note.steps[ctx.step :]
         if not following or following[0] == DELIVERY_STEP:
             observe_leg_since(PROVISION, note.provision_started)
@@ -402,9 +407,9 @@ def provision_body(step: ProvisionStep) -> Callable[[StepContext, PassNote], Ste
             return StepResult(f"{step.name.title()}Done")
         if plan.result.outcome.error is not None:
             # The writes are done; the next pass observes them, refuses again and backs off.
-            _record_refusal(ctx.guard.check, ctx.key, fetched, admission, plan.result)
+            _record_refusal(ctx, fetched, admission, plan.result)
             return StepResult("Refused", done=True, completed=False, again=True)
-        rec = record(ctx.guard.check, ctx.key, fetched, admission, provision=plan.result)
+        rec = record(ctx, fetched, admission, provision=plan.result)
         return StepResult(
             describe_status(rec.status), done=True, requeue_after=_seconds(rec.result)
         )
@@ -415,7 +420,7 @@ def provision_body(step: ProvisionStep) -> Callable[[StepContext, PassNote], Ste
 # -- delivery ------------------------------------------------------------------------------------
 
 
-def deliver_body(ctx: StepContext, note: PassNote) -> StepResult:
+def deliver_body(ctx: KindStep[MariaDBOrders], note: PassNote) -> StepResult:
     """Deliver the credential beside the order, record the pass, and end it.
 
     It reads the issued Secret and the delivered one itself: a credential never travels in a
@@ -424,15 +429,14 @@ def deliver_body(ctx: StepContext, note: PassNote) -> StepResult:
     fetched, admission, cp = note.fetched(), _admission(ctx, note), note.cp()
     scope = compute_order_scope(fetched.order, ctx.key.cluster, cp)
     with observe_leg(DELIVERY):
-        delivery = _deliver(ctx, orders(), fetched, scope, cp)
+        delivery = _deliver(ctx, ctx.io, fetched, scope, cp)
     failure = delivery.outcome.error
     if failure is not None:
         RECONCILE_ERRORS.labels(
             sub_reconciler=DELIVERY, condition_type=ConditionType.DELIVERY_READY
         ).inc()
     rec = record(
-        ctx.guard.check,
-        ctx.key,
+        ctx,
         fetched,
         admission,
         note.plan.result,
@@ -445,7 +449,7 @@ def deliver_body(ctx: StepContext, note: PassNote) -> StepResult:
 
 
 def _deliver(
-    ctx: StepContext,
+    ctx: KindStep[MariaDBOrders],
     io: MariaDBOrders,
     fetched: FetchedOrder,
     scope: OrderScope,
@@ -466,7 +470,7 @@ def _deliver(
             return plan_delivery_failure(
                 f"delivering Secret {ref.namespace}/{ref.name}", str(error)
             )
-        remember_write(plan.apply.ref.cluster, answer)
+        ctx.runtime.remember_write(plan.apply.ref.cluster, answer)
         applied = None if answer is None else Secret.model_validate(answer)
     return compute_delivery_result(observation, plan, applied)
 
@@ -492,9 +496,9 @@ class TeardownNote:
         return read(self.order)
 
 
-def teardown(ctx: PassContext, fetched: FetchedOrder) -> Plan[Unmade]:
+def teardown(ctx: KindPass[MariaDBOrders], fetched: FetchedOrder) -> Plan[Unmade]:
     """Observe the children once and plan their removal; finalize here or hand over the deletes."""
-    io = orders()
+    io = ctx.io
     try:
         cp = io.fetch_control_plane(fetched.order)
         scope = compute_order_scope(fetched.order, ctx.key.cluster, cp)
@@ -514,22 +518,26 @@ def teardown(ctx: PassContext, fetched: FetchedOrder) -> Plan[Unmade]:
     return Plan(steps, TeardownNote(note_order(fetched.raw), planned, steps), reason="TearingDown")
 
 
-def finalize(ctx: PassContext, fetched: FetchedOrder, plan: Plan[Unmade]) -> PassOutcome:
+def finalize(
+    ctx: KindPass[MariaDBOrders], fetched: FetchedOrder, plan: Plan[Unmade]
+) -> PassOutcome:
     """Decide the finalizer in the entry when the teardown has nothing to delete, or hold it."""
     planned = plan.local
     if planned is None:
         raise TypeError("a MariaDBDatabase teardown without a delete carries its plan")
     if isinstance(planned, AdmissionDecision):
         # Held on an object that does not parse: named on the order, nothing removed.
-        return _outcome(record(ctx.guard.check, ctx.key, fetched, planned))
-    result = _finalize(ctx.key, ctx.guard.check, fetched, planned, ())
+        return _outcome(record(ctx, fetched, planned))
+    result = _finalize(ctx, fetched, planned, ())
     return PassOutcome(result.reason, result.requeue_after)
 
 
-def teardown_body(step: TeardownStep) -> Callable[[StepContext, TeardownNote], StepResult]:
+def teardown_body(
+    step: TeardownStep,
+) -> Callable[[KindStep[MariaDBOrders], TeardownNote], StepResult]:
     """The body of one teardown step: its deletes of the entry's plan, in plan order."""
 
-    def body(ctx: StepContext, note: TeardownNote) -> StepResult:
+    def body(ctx: KindStep[MariaDBOrders], note: TeardownNote) -> StepResult:
         plan = note.plan
         emit(ctx.key, (e for e in plan.logs if classify_teardown_log(e) is step))
         failures = list(note.failures)
@@ -538,7 +546,7 @@ def teardown_body(step: TeardownStep) -> Callable[[StepContext, TeardownNote], S
                 continue
             ctx.guard.check()
             try:
-                orders().run(action, ctx.guard.check)
+                ctx.io.run(action, ctx.guard.check)
             except ActionError as error:
                 worded = describe_teardown_failure(action, str(error))
                 if plan.mode is TeardownMode.HELD:
@@ -546,7 +554,7 @@ def teardown_body(step: TeardownStep) -> Callable[[StepContext, TeardownNote], S
                 log.error("%s", worded, extra={"order": str(ctx.key)})
                 failures.append((index, str(error)))
         if len(failures) > len(note.failures):
-            save_note(ctx, replace(note, failures=tuple(failures)))
+            ctx.save_note(replace(note, failures=tuple(failures)))
             return StepResult("Failed")
         return StepResult("Done")
 
@@ -554,29 +562,31 @@ def teardown_body(step: TeardownStep) -> Callable[[StepContext, TeardownNote], S
 
 
 def _finalize(
-    key: OrderKey,
-    check: Callable[[], None],
+    ctx: Ctx,
     fetched: FetchedOrder,
     plan: TeardownPlan,
     failures: tuple[tuple[int, str], ...],
 ) -> StepResult:
     """Decide the finalizer on the deletes the plan issued, as the reference counts them."""
+    check, key = ctx.guard.check, ctx.key
     decision = compute_teardown_result(plan, failures)
     emit(key, decision.logs)
     if decision.release_finalizer:
         check()
         remaining = [f for f in fetched.order.metadata.finalizers if f != FINALIZER]
-        orders().set_finalizers(key, fetched, remaining)
+        ctx.io.set_finalizers(key, fetched, remaining)
         return StepResult("FinalizerReleased", done=True)
     return StepResult("TeardownHeld", done=True, requeue_after=_seconds(decision.result))
 
 
-def finalize_body(ctx: StepContext, note: TeardownNote) -> StepResult:
+def finalize_body(ctx: KindStep[MariaDBOrders], note: TeardownNote) -> StepResult:
     """Decide the finalizer after the deletes were issued, and end the pass."""
-    return _finalize(ctx.key, ctx.guard.check, note.fetched(), note.plan, note.failures)
+    return _finalize(ctx, note.fetched(), note.plan, note.failures)
 
 
-def unreadable(ctx: PassContext, raw: dict[str, Any], error: ValidationError) -> PassOutcome:
+def unreadable(
+    ctx: KindPass[MariaDBOrders], raw: dict[str, Any], error: ValidationError
+) -> PassOutcome:
     """Say on an order whose own body does not parse which fields fail, and do nothing else.
 
     Without the typed order no child can be planned, and a deleting order keeps its finalizer
@@ -591,7 +601,7 @@ def unreadable(ctx: PassContext, raw: dict[str, Any], error: ValidationError) ->
     generation = int(meta.get("generation") or 0)
     log.warning("%s", message, extra={"order": str(ctx.key)})
     ctx.guard.check()
-    orders().write_unreadable_status(
+    ctx.io.write_unreadable_status(
         ctx.key,
         raw,
         lambda stored: compute_unreadable_status(
@@ -607,6 +617,7 @@ def unreadable(ctx: PassContext, raw: dict[str, Any], error: ValidationError) ->
 SPEC = declare_kind(
     KindSpec(
         identity=IDENTITY,
+        io=orders,
         unreadable=unreadable,
         read=read,
         admit=admit,

@@ -26,17 +26,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tasks.chain import StepContext, StepResult
-from tasks.reconcile import PassContext, PassOutcome
-from tasks.runtime import PerRegistry, note_ready, workqueue
+from tasks.chain import StepResult
+from tasks.reconcile import PassOutcome
+from tasks.runtime import PerRegistry, workqueue
 from tasks.scaffold import (
     Admission,
+    KindPass,
     KindSpec,
+    KindStep,
     Plan,
     Step,
     declare_kind,
     note_order,
-    remember_write,
 )
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.metrics import RECONCILE_ERRORS
@@ -51,7 +52,6 @@ from tenantdb.adapters.mysqldatabase import CredentialError, MysqlOrders, Secret
 from tenantdb.adapters.watchindex import WatchIndex
 from tenantdb.adapters.workqueue import LeaseLostError
 from tenantdb.core.events import Event, EventType
-from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase import sql
 from tenantdb.core.mysqldatabase.apply import (
     OWNER_PASSWORD,
@@ -132,6 +132,9 @@ def _build_orders(registry: ClusterRegistry) -> MysqlOrders:
 
 orders = PerRegistry(_build_orders)
 """The MysqlDatabase reads and writes of this worker process."""
+
+Ctx = KindPass[MysqlOrders] | KindStep[MysqlOrders]
+"""Where a pass is: its entry or one of its steps."""
 
 VERIFY = "mysql-verify"
 """The periodic work of a Ready order: its drift check."""
@@ -219,25 +222,21 @@ def _verify_seconds() -> float:
     return load_settings().mysql_verify_seconds
 
 
-def _write(
-    ctx: PassContext | StepContext, order: dict[str, Any], status: Mapping[str, Any]
-) -> dict[str, Any]:
-    written = orders().write_status(ctx.key, order, status, ctx.guard.check)
-    note_ready(ctx.key, written)
+def _write(ctx: Ctx, order: dict[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+    written = ctx.io.write_status(ctx.key, order, status, ctx.guard.check)
+    ctx.runtime.note_ready(ctx.key, written)
     if written is not order:
-        remember_write(ctx.key.cluster, written)
+        ctx.runtime.remember_write(ctx.key.cluster, written)
     return written
 
 
-def _events(
-    key: OrderKey, order: Mapping[str, Any], events: tuple[Event, ...] | list[Event]
-) -> None:
+def _events(ctx: Ctx, order: Mapping[str, Any], events: tuple[Event, ...] | list[Event]) -> None:
     for event in events:
-        orders().event(key, order, event)
+        ctx.io.event(ctx.key, order, event)
 
 
 def _stop(
-    ctx: PassContext | StepContext,
+    ctx: Ctx,
     order: dict[str, Any],
     phase: Phase,
     reason: Reason,
@@ -263,27 +262,27 @@ def _stop(
         RECONCILE_ERRORS.labels(sub_reconciler=APPLY, condition_type=READY).inc()
     _write(ctx, order, status)
     if phase is Phase.FAILED:
-        orders().event(ctx.key, order, Event(EventType.WARNING, str(reason), message))
+        ctx.io.event(ctx.key, order, Event(EventType.WARNING, str(reason), message))
     log.info("%s: %s", reason, message, extra={"order": str(ctx.key)})
     return _wait_for(phase)
 
 
 def _peer_users(
-    key: OrderKey, peers: tuple[dict[str, Any], ...], needed: Callable[[dict[str, Any]], bool]
+    ctx: Ctx, peers: tuple[dict[str, Any], ...], needed: Callable[[dict[str, Any]], bool]
 ) -> dict[str, str]:
     """The usernames the owner Secrets of the ``needed`` peers name, by peer."""
     found: dict[str, str] = {}
     for peer in peers:
         if needed(peer):
-            secret = orders().owner(key, owner_secret_name(peer))
+            secret = ctx.io.owner(ctx.key, owner_secret_name(peer))
             if secret is not None and secret.username:
                 found[str(metadata_of(peer).get("name"))] = secret.username
     return found
 
 
-def _wake(peers: tuple[str, ...], namespace: str) -> None:
+def _wake(ctx: Ctx, peers: tuple[str, ...], namespace: str) -> None:
     """Ask for a pass of each peer order: what it is checked against changed."""
-    queue = workqueue()
+    queue = ctx.runtime.queue
     for name in peers:
         queue.enqueue(IDENTITY.key(namespace, name))
 
@@ -291,11 +290,13 @@ def _wake(peers: tuple[str, ...], namespace: str) -> None:
 # -- the entry -----------------------------------------------------------------------------------
 
 
-def admit(ctx: PassContext, order: dict[str, Any], previous: Gate | None) -> Admission[Gate]:
+def admit(
+    ctx: KindPass[MysqlOrders], order: dict[str, Any], previous: Gate | None
+) -> Admission[Gate]:
     """Run the gates, reading only as far as they need."""
     if previous is not None:
         return Admission(Verdict(True, previous.decision.phase is None), previous)
-    kube, key = orders(), ctx.key
+    kube, key = ctx.io, ctx.key
     group = kube.group(key, group_name(order))
     owner = kube.owner(key, owner_secret_name(order))
     first = plan_gates(compute_gate_observation(order, group, owner, {}))
@@ -306,7 +307,7 @@ def admit(ctx: PassContext, order: dict[str, Any], previous: Gate | None) -> Adm
     peers = found.orders
     me = claim_of(order, owner.username if owner else None)
     peer_users = _peer_users(
-        key,
+        ctx,
         peers,
         lambda peer: (
             needs_secret_username(me, claim_of(peer, None)) or needs_sibling_username(peer)
@@ -323,7 +324,7 @@ def admit(ctx: PassContext, order: dict[str, Any], previous: Gate | None) -> Adm
     return Admission(Verdict(True, decision.phase is None), gate)
 
 
-def gated(ctx: PassContext, order: dict[str, Any], gate: Gate) -> PassOutcome:
+def gated(ctx: KindPass[MysqlOrders], order: dict[str, Any], gate: Gate) -> PassOutcome:
     """Record why a gate stopped the pass."""
     decision = gate.decision
     phase, reason = decision.phase or Phase.PENDING, decision.reason or Reason.GROUP_NOT_FOUND
@@ -331,15 +332,15 @@ def gated(ctx: PassContext, order: dict[str, Any], gate: Gate) -> PassOutcome:
     return PassOutcome(str(reason), requeue_after=wait)
 
 
-def plan(ctx: PassContext, order: dict[str, Any], gate: Gate) -> Plan[None]:
+def plan(ctx: KindPass[MysqlOrders], order: dict[str, Any], gate: Gate) -> Plan[None]:
     """Apply when the inputs moved; check for drift when the verify period is due."""
     decision, group = gate.decision, gate.group or {}
     repair = decision.up_to_date
     if repair:
         period_ms = int(_verify_seconds() * 900)  # a little under the period: the come-back
-        if not workqueue().claim_period(VERIFY, ctx.key, period_ms):
+        if not ctx.runtime.queue.claim_period(VERIFY, ctx.key, period_ms):
             return Plan((), converged=True)
-    reassert = repair and workqueue().take_period(REASSERT, ctx.key)
+    reassert = repair and ctx.runtime.queue.take_period(REASSERT, ctx.key)
     if decision.spec is None:  # the gates let the pass on only with a valid spec
         raise RuntimeError("the gates passed without a validated spec")
     siblings = [
@@ -363,7 +364,9 @@ def plan(ctx: PassContext, order: dict[str, Any], gate: Gate) -> Plan[None]:
     return Plan(("apply",), note, converged=True, reason="Verifying" if repair else "Applying")
 
 
-def settle(ctx: PassContext, order: dict[str, Any], gate: Gate, plan: Plan[None]) -> PassOutcome:
+def settle(
+    ctx: KindPass[MysqlOrders], order: dict[str, Any], gate: Gate, plan: Plan[None]
+) -> PassOutcome:
     """Nothing to send: the order is as its last apply left it."""
     return PassOutcome("UpToDate", requeue_after=_verify_seconds())
 
@@ -379,9 +382,9 @@ def _unreachable(note: ApplyNote | DropNote, problem: str) -> str:
     return f'cannot reach the primary of group "{note.group}": {problem}'
 
 
-def apply(ctx: StepContext, note: ApplyNote) -> StepResult:
+def apply(ctx: KindStep[MysqlOrders], note: ApplyNote) -> StepResult:
     """Connect to the primary, look once, then refuse or apply and record."""
-    kube, key, order = orders(), ctx.key, note.order
+    kube, key, order = ctx.io, ctx.key, note.order
     owner = kube.secret(key, note.owner_secret)
     group = kube.group(key, note.group)
     if owner is None or owner.resource_version != note.owner_version or _group_moved(note, group):
@@ -400,13 +403,13 @@ def apply(ctx: StepContext, note: ApplyNote) -> StepResult:
     except LeaseLostError:
         # A newer pass may have run since, and a statement of this one (an ALTER USER with an
         # older password) may have landed after it: its next drift check sets the password.
-        queue = workqueue()
+        queue = ctx.runtime.queue
         queue.claim_period(REASSERT, key, REASSERT_MS)
         queue.release_period(VERIFY, key)
         raise
     except GroupBusyError:
         if note.repair:
-            workqueue().release_period(VERIFY, key)
+            ctx.runtime.queue.release_period(VERIFY, key)
         return StepResult("GroupBusy", done=True, completed=False, requeue_after=_busy_wait())
     except (CredentialError, TLSRequiredError) as error:
         message, closes_in = _unreachable(note, str(error)), 0.0
@@ -416,7 +419,7 @@ def apply(ctx: StepContext, note: ApplyNote) -> StepResult:
         message = _unreachable(note, str(failure))
         closes_in = failure.retry_after
     if note.repair:
-        workqueue().release_period(VERIFY, key)
+        ctx.runtime.queue.release_period(VERIFY, key)
     wait = _stop(ctx, order, Phase.PENDING, Reason.PRIMARY_UNAVAILABLE, message)
     return StepResult(
         str(Reason.PRIMARY_UNAVAILABLE), done=True, requeue_after=_behind_circuit(wait, closes_in)
@@ -424,7 +427,7 @@ def apply(ctx: StepContext, note: ApplyNote) -> StepResult:
 
 
 def _apply_on(
-    ctx: StepContext, note: ApplyNote, session: AdminSession, owner: SecretData
+    ctx: KindStep[MysqlOrders], note: ApplyNote, session: AdminSession, owner: SecretData
 ) -> StepResult:
     key, order, spec = ctx.key, note.order, note.spec
     prior = status_of(order)
@@ -497,10 +500,10 @@ def _apply_on(
     repaired = [drift_repaired_event(decided, note.site)] if note.repair else []
     if session.read_only_bypassed:
         repaired.append(read_only_bypass_event(note.group, note.site))
-    _events(key, stored, [*decided.events, *repaired])
-    workqueue().claim_period(VERIFY, key, int(_verify_seconds() * 900))
+    _events(ctx, stored, [*decided.events, *repaired])
+    ctx.runtime.queue.claim_period(VERIFY, key, int(_verify_seconds() * 900))
     if not note.repair:
-        _wake(note.peers, key.namespace)
+        _wake(ctx, note.peers, key.namespace)
     return StepResult(
         "Repaired" if note.repair else "Applied", done=True, requeue_after=_verify_seconds()
     )
@@ -509,9 +512,9 @@ def _apply_on(
 # -- teardown ------------------------------------------------------------------------------------
 
 
-def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan[Decided]:
+def teardown(ctx: KindPass[MysqlOrders], order: dict[str, Any]) -> Plan[Decided]:
     """Decide what deleting the order removes, reading only what the decision needs."""
-    kube, key = orders(), ctx.key
+    kube, key = ctx.io, ctx.key
     group = kube.group(key, group_name(order)) if needs_group_for_teardown(order) else None
     reserved: frozenset[str] | None = None
     peers: tuple[dict[str, Any], ...] = ()
@@ -525,7 +528,7 @@ def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan[Decided]:
             reserved = None
         found = kube.peers(key, order, None)
         peers, peer_names = found.orders, found.waiting
-    peer_users = _peer_users(key, peers, needs_sibling_username)
+    peer_users = _peer_users(ctx, peers, needs_sibling_username)
     decided = plan_teardown(compute_teardown_observation(order, group, reserved, peers, peer_users))
     if decided.step is not TeardownStep.DROP:
         return Plan((), local=(decided, peer_names))
@@ -544,9 +547,7 @@ Decided = tuple[TeardownPlan, tuple[str, ...]]
 """What a teardown with nothing to drop settles by: its plan, and the peers to wake."""
 
 
-def _stamp_deleting(
-    ctx: PassContext | StepContext, order: dict[str, Any], message: str = ""
-) -> dict[str, Any]:
+def _stamp_deleting(ctx: Ctx, order: dict[str, Any], message: str = "") -> dict[str, Any]:
     ctx.guard.check()
     database = str((order.get("spec") or {}).get("databaseName") or "")
     status = compute_deleting_status(
@@ -559,15 +560,15 @@ def _stamp_deleting(
     return _write(ctx, order, status)
 
 
-def _release(ctx: PassContext | StepContext, order: dict[str, Any], peers: tuple[str, ...]) -> str:
+def _release(ctx: Ctx, order: dict[str, Any], peers: tuple[str, ...]) -> str:
     ctx.guard.check()
     kept = [f for f in metadata_of(order).get("finalizers") or () if f != IDENTITY.finalizer]
-    orders().set_finalizers(ctx.key, order, kept)
-    _wake(peers, ctx.key.namespace)
+    ctx.io.set_finalizers(ctx.key, order, kept)
+    _wake(ctx, peers, ctx.key.namespace)
     return "FinalizerReleased"
 
 
-def finalize(ctx: PassContext, order: dict[str, Any], plan: Plan[Decided]) -> PassOutcome:
+def finalize(ctx: KindPass[MysqlOrders], order: dict[str, Any], plan: Plan[Decided]) -> PassOutcome:
     """Release the finalizer, or defer the drop with the order saying why."""
     if plan.local is None:
         raise RuntimeError("a teardown without a drop carries its plan")
@@ -575,15 +576,15 @@ def finalize(ctx: PassContext, order: dict[str, Any], plan: Plan[Decided]) -> Pa
     if decided.step is TeardownStep.DEFER:
         message = decided.events[0].message if decided.events else ""
         stored = _stamp_deleting(ctx, order, message)
-        _events(ctx.key, stored, decided.events)
+        _events(ctx, stored, decided.events)
         return PassOutcome("DropDeferred", requeue_after=_pending_wait())
-    _events(ctx.key, order, decided.events)
+    _events(ctx, order, decided.events)
     return PassOutcome(_release(ctx, order, peers))
 
 
-def drop(ctx: StepContext, note: DropNote) -> StepResult:
+def drop(ctx: KindStep[MysqlOrders], note: DropNote) -> StepResult:
     """Revoke and drop what the order created on the primary, then release the finalizer."""
-    kube, key, decided = orders(), ctx.key, note.plan
+    kube, key, decided = ctx.io, ctx.key, note.plan
     group = kube.group(key, note.group)
     if group is None or _group_moved(note, group):
         return StepResult("InputsMoved", done=True, again=True)
@@ -611,7 +612,7 @@ def drop(ctx: StepContext, note: DropNote) -> StepResult:
         stored = _stamp_deleting(
             ctx, order, f'dropping database {db}: waiting for the primary of group "{note.group}"'
         )
-        _events(key, stored, [Event(EventType.WARNING, "DatabaseDropDeferred", message)])
+        _events(ctx, stored, [Event(EventType.WARNING, "DatabaseDropDeferred", message)])
         closes_in = error.retry_after if isinstance(error, AdminError) else 0.0
         wait = _behind_circuit(_pending_wait(), closes_in)
         return StepResult("DropDeferred", done=True, requeue_after=wait)
@@ -619,7 +620,7 @@ def drop(ctx: StepContext, note: DropNote) -> StepResult:
     judged = plan_after_drop(
         decided, note.site, None if after is None else compute_active_site(after)
     )
-    _events(key, order, judged.events)
+    _events(ctx, order, judged.events)
     if not judged.release:
         return StepResult("DropDeferred", done=True, again=True)
     return StepResult(_release(ctx, order, note.peers), done=True)
@@ -628,6 +629,7 @@ def drop(ctx: StepContext, note: DropNote) -> StepResult:
 SPEC = declare_kind(
     KindSpec(
         identity=IDENTITY,
+        io=orders,
         read=lambda raw: raw,
         admit=admit,
         gated=gated,

@@ -24,6 +24,7 @@ from typing import Any
 from celery import Signature, Task, shared_task
 from celery.exceptions import Reject
 
+from tasks.chain import Handoff, compose
 from tasks.runtime import (
     AnyTask,
     backoff,
@@ -62,13 +63,13 @@ class PassOutcome:
     """What a pass function reports.
 
     ``reason`` goes into the task result; ``requeue_after`` says when to come back (None: on an
-    event). ``handoff`` hands the rest of the pass to a chain: given the lease, it returns the
-    chain's signature, and the chain's last step ends the pass instead of the entry task.
+    event). ``handoff`` hands the rest of the pass to a chain of steps, and the chain's last
+    step ends the pass instead of the entry task.
     """
 
     reason: str
     requeue_after: float | None = None
-    handoff: Callable[[Lease], Signature] | None = None
+    handoff: Handoff | None = None
     gone: bool = False
     """The order no longer exists: its come-backs are dropped, and an event brings it back."""
 
@@ -132,7 +133,7 @@ def reconcile_order(self: AnyTask, key: str) -> dict[str, str]:
             queue.request_pass(order)
             return result(key, "LeaseLost")
         try:
-            steps = outcome.handoff(handed)
+            steps = compose(queue, outcome.handoff, handed)
             steps.apply_async()
         except Exception as exc:
             # Without its chain the pass is over; the retry begins a new one.

@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-from celery import Signature, chain, shared_task
+from celery import shared_task
 from pydantic import TypeAdapter, ValidationError
 from redis import RedisError
 
-from tasks.chain import StepContext, StepResult, StepTask, run_step
+from tasks.chain import Handoff, StepContext, StepResult, StepTask, run_step
 from tasks.reconcile import PassContext, PassOutcome, register_pass
 from tasks.runtime import (
     NOTE_LIMIT_BYTES,
@@ -40,13 +40,13 @@ from tasks.runtime import (
 from tenantdb.adapters.clusters import ClusterUnavailableError
 from tenantdb.adapters.metrics import PASSES
 from tenantdb.adapters.orders import OrderStore
-from tenantdb.adapters.workqueue import Lease
+from tenantdb.adapters.workqueue import Heartbeat, Lease, WorkQueue
 from tenantdb.core.actions import LogEvent, LogLevel
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.kinds import KindIdentity, register_identity
 from tenantdb.core.objects import ObjectMeta
 from tenantdb.core.pass_path import PassPath, Verdict, decide_path, observe_order
-from tenantdb.core.tasknames import RECONCILE_ABORT, Queue, step_task_name
+from tenantdb.core.tasknames import Queue, step_task_name
 from tenantdb.settings import load_settings
 
 log = logging.getLogger(__name__)
@@ -59,12 +59,96 @@ Local = TypeVar("Local")
 """What a live order's plan keeps in memory for ``settle`` when it writes nothing."""
 Gone = TypeVar("Gone")
 """What a deleting order's plan keeps in memory for ``finalize`` when it deletes nothing."""
+IO = TypeVar("IO")
+"""A kind's own I/O: the children it reads and writes."""
 
 _LEVELS = {
     LogLevel.INFO: logging.INFO,
     LogLevel.DEBUG: logging.DEBUG,
     LogLevel.ERROR: logging.ERROR,
 }
+
+
+class Orders(Protocol):
+    """The order reads and writes every kind's pass makes (``OrderStore`` in a worker)."""
+
+    def fetch(self, key: OrderKey) -> dict[str, Any] | None:
+        """The order as stored; None when it is gone."""
+        ...
+
+    def set_finalizers(
+        self, key: OrderKey, raw: dict[str, Any], finalizers: list[str]
+    ) -> dict[str, Any]:
+        """Replace the order's finalizers; return the order as written."""
+        ...
+
+    def write_status(
+        self, key: OrderKey, raw: dict[str, Any], status: dict[str, Any], check: Callable[[], None]
+    ) -> dict[str, Any]:
+        """Write the order's status body; return the order as written."""
+        ...
+
+
+class Runtime(Protocol):
+    """What a pass uses besides its kind's own I/O: the orders, the pass's note, the Ready
+    book, the record of its own writes and the work queue (timetables, wakes)."""
+
+    @property
+    def orders(self) -> Orders:
+        """The order store."""
+        ...
+
+    @property
+    def queue(self) -> WorkQueue:
+        """The work queue."""
+        ...
+
+    def note_ready(self, key: OrderKey, order: Mapping[str, Any]) -> None:
+        """Record the order's Ready state as read or written."""
+        ...
+
+    def remember_write(self, cluster: str, answer: Mapping[str, Any] | None) -> None:
+        """Remember an object the pass wrote, so its watch event wakes no order."""
+        ...
+
+    def save_note(self, lease: Lease, note: object) -> None:
+        """Replace the pass's note for the steps after this one."""
+        ...
+
+    def load_note(self, lease: Lease, note_type: type[Any]) -> Any:
+        """The note the pass left, as ``note_type``; None when it expired."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class KindPass(Generic[IO]):
+    """What a kind's entry callbacks receive: the order, the lease's guard, and the I/O."""
+
+    key: OrderKey
+    guard: Heartbeat
+    io: IO
+    """The kind's own I/O."""
+    runtime: Runtime
+
+
+@dataclass(frozen=True, slots=True)
+class KindStep(Generic[IO]):
+    """What a kind's step bodies receive: the step's place in its pass, and the I/O."""
+
+    key: OrderKey
+    lease: Lease
+    guard: Heartbeat
+    io: IO
+    runtime: Runtime
+    step: int = 1
+    """The step's position in its chain, 1 first."""
+    attempt: int = 0
+    """Which attempt of the step this is, 0 first; a retry is 1 and up."""
+
+    def save_note(self, note: object) -> None:
+        """Replace the pass's note, for the steps after this one."""
+        self.guard.check()
+        self.runtime.save_note(self.lease, note)
 
 
 @dataclass(frozen=True)
@@ -102,29 +186,31 @@ class Step:
 
     name: str
     chain: Queue
-    body: Callable[[StepContext, Any], StepResult]
+    body: Callable[[KindStep[Any], Any], StepResult]
     note_type: type[Any]
     doc: str = ""
 
 
 @dataclass(frozen=True)
-class KindSpec(Generic[Order, Decision, Local, Gone]):
+class KindSpec(Generic[Order, Decision, Local, Gone, IO]):
     """Everything the scaffold needs to serve one order kind."""
 
     identity: KindIdentity
+    io: Callable[[], IO]
+    """The kind's I/O in this process (rebuilt when the cluster configuration changes)."""
     read: Callable[[dict[str, Any]], Order]
     """Validate the order as stored into the kind's typed view."""
-    admit: Callable[[PassContext, Order, Decision | None], Admission[Decision]]
+    admit: Callable[[KindPass[IO], Order, Decision | None], Admission[Decision]]
     """Run the gates; given the previous decision when they run again after the finalizer."""
-    gated: Callable[[PassContext, Order, Decision], PassOutcome]
+    gated: Callable[[KindPass[IO], Order, Decision], PassOutcome]
     """Record why a gate stopped the pass."""
-    plan: Callable[[PassContext, Order, Decision], Plan[Local]]
+    plan: Callable[[KindPass[IO], Order, Decision], Plan[Local]]
     """Observe what the live order's children need, once, and plan the writes."""
-    settle: Callable[[PassContext, Order, Decision, Plan[Local]], PassOutcome]
+    settle: Callable[[KindPass[IO], Order, Decision, Plan[Local]], PassOutcome]
     """End a pass with nothing to write: record it, deliver what it read."""
-    teardown: Callable[[PassContext, Order], Plan[Gone]]
+    teardown: Callable[[KindPass[IO], Order], Plan[Gone]]
     """Observe what a deleting order left, once, and plan its removal."""
-    finalize: Callable[[PassContext, Order, Plan[Gone]], PassOutcome]
+    finalize: Callable[[KindPass[IO], Order, Plan[Gone]], PassOutcome]
     """End a teardown with nothing to delete: decide the finalizer."""
     steps: tuple[Step, ...] = ()
     """The steps a live order's chain is made of."""
@@ -134,7 +220,7 @@ class KindSpec(Generic[Order, Decision, Local, Gone]):
     """Filled by ``declare_kind``: the Celery task of each of ``steps``, by name."""
     teardown_tasks: Mapping[str, AnyTask] = field(default_factory=dict)
     """Filled by ``declare_kind``: the Celery task of each of ``teardown_steps``, by name."""
-    unreadable: Callable[[PassContext, dict[str, Any], ValidationError], PassOutcome] | None = None
+    unreadable: Callable[[KindPass[IO], dict[str, Any], ValidationError], PassOutcome] | None = None
     """Say on the order that its own body does not parse (``read`` raised), and end the pass;
     None for a kind whose ``read`` cannot fail."""
 
@@ -148,51 +234,8 @@ class KindSpec(Generic[Order, Decision, Local, Gone]):
 order_store = PerRegistry(OrderStore)
 """The order reads and writes of this worker process, on its current clusters."""
 
-
-def emit(key: OrderKey, events: Iterable[LogEvent]) -> None:
-    """Write the log lines a decision asked for; their fields never hold a credential."""
-    for event in events:
-        fields = dict(event.fields)
-        text = " ".join(f"{k}={v!r}" for k, v in fields.items())
-        log.log(
-            _LEVELS[event.level],
-            "%s%s",
-            event.message,
-            f" ({text})" if text else "",
-            extra={"order": str(key), "fields": fields},
-        )
-
-
 OWN_WRITE_TTL_MS = 60_000
 """How long the watcher recognises the event of one of tenantdb's writes as its echo."""
-
-
-def remember_write(cluster: str, answer: Mapping[str, Any] | None) -> None:
-    """Remember the object a pass wrote, so the watch event it causes wakes no order.
-
-    A Redis failure here only costs that event's pass.
-    """
-    if answer is None:
-        return
-    try:
-        workqueue().note_written(cluster, answer, OWN_WRITE_TTL_MS)
-    except RedisError:
-        log.warning("could not note an own write; its watch event will cost a pass")
-
-
-def note_order(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The order as a note carries it: without its annotations and managed fields.
-
-    No step reads either, and they are what can make an order large (annotations up to 256 KiB,
-    a managed-fields entry per writer); every write a step makes patches, so nothing of them is
-    lost on the object.
-    """
-    meta = {
-        k: v
-        for k, v in dict(raw.get("metadata") or {}).items()
-        if k not in ("annotations", "managedFields")
-    }
-    return {**raw, "metadata": meta}
 
 
 def note_text(note: object) -> str:
@@ -210,9 +253,75 @@ def note_ttl_ms() -> int:
     return handover_ms() + int(backoff * 1000)
 
 
-def abort_signature(key: str) -> Signature:
-    """A chain's error callback: it asks for a new pass when a step failed for good."""
-    return Signature(RECONCILE_ABORT, args=(key,), immutable=True)
+class ProcessRuntime:
+    """The runtime of a worker process: its orders on its current clusters, its Redis."""
+
+    @property
+    def orders(self) -> Orders:
+        """The order store of the current cluster configuration."""
+        return order_store()
+
+    @property
+    def queue(self) -> WorkQueue:
+        """The process's work queue."""
+        return workqueue()
+
+    def note_ready(self, key: OrderKey, order: Mapping[str, Any]) -> None:
+        """Record the order's Ready state; a Redis failure costs only the gauge's freshness."""
+        note_ready(key, order)
+
+    def remember_write(self, cluster: str, answer: Mapping[str, Any] | None) -> None:
+        """Remember the object a pass wrote, so the watch event it causes wakes no order.
+
+        A Redis failure here only costs that event's pass.
+        """
+        if answer is None:
+            return
+        try:
+            workqueue().note_written(cluster, answer, OWN_WRITE_TTL_MS)
+        except RedisError:
+            log.warning("could not note an own write; its watch event will cost a pass")
+
+    def save_note(self, lease: Lease, note: object) -> None:
+        """Replace the pass's note, for the steps after this one."""
+        workqueue().save_note(lease, note_text(note), note_ttl_ms())
+
+    def load_note(self, lease: Lease, note_type: type[Any]) -> Any:
+        """The note the pass's entry left, as ``note_type``; None when it expired."""
+        text = workqueue().load_note(lease)
+        return None if text is None else _adapter(note_type).validate_json(text)
+
+
+PROCESS_RUNTIME = ProcessRuntime()
+
+
+def emit(key: OrderKey, events: Iterable[LogEvent]) -> None:
+    """Write the log lines a decision asked for; their fields never hold a credential."""
+    for event in events:
+        fields = dict(event.fields)
+        text = " ".join(f"{k}={v!r}" for k, v in fields.items())
+        log.log(
+            _LEVELS[event.level],
+            "%s%s",
+            event.message,
+            f" ({text})" if text else "",
+            extra={"order": str(key), "fields": fields},
+        )
+
+
+def note_order(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The order as a note carries it: without its annotations and managed fields.
+
+    No step reads either, and they are what can make an order large (annotations up to 256 KiB,
+    a managed-fields entry per writer); every write a step makes patches, so nothing of them is
+    lost on the object.
+    """
+    meta = {
+        k: v
+        for k, v in dict(raw.get("metadata") or {}).items()
+        if k not in ("annotations", "managedFields")
+    }
+    return {**raw, "metadata": meta}
 
 
 NOTE_GONE = StepResult("NoteGone", done=True, completed=False, again=True)
@@ -222,11 +331,11 @@ DELETED_MEANWHILE = StepResult("DeletedMeanwhile", done=True, completed=False, a
 """A retried step of a live order's chain whose order is being deleted: the teardown goes first."""
 
 
-def _deleted_meanwhile(ctx: StepContext, finalizer: str) -> bool:
+def _deleted_meanwhile(ctx: KindStep[Any], finalizer: str) -> bool:
     # A step retrying through an outage keeps the order's lease, so a deletion would wait for
     # the outage to end. Each retry looks at the order first (one read) and gives way when the
     # flow would no longer admit it: gone, or being deleted.
-    raw = order_store().fetch(ctx.key)
+    raw = ctx.runtime.orders.fetch(ctx.key)
     meta = None if raw is None else ObjectMeta.model_validate(raw.get("metadata") or {})
     return decide_path(observe_order(meta, finalizer)) is not PassPath.ADMIT
 
@@ -234,9 +343,19 @@ def _deleted_meanwhile(ctx: StepContext, finalizer: str) -> bool:
 # -- the flow ------------------------------------------------------------------------------------
 
 
-def serve(spec: KindSpec[Order, Decision, Local, Gone], ctx: PassContext) -> PassOutcome:
-    """One pass over one order of the kind, as ``decide_path`` leads it."""
-    kind, key, store = spec.identity.singular, ctx.key, order_store()
+def serve(
+    spec: KindSpec[Order, Decision, Local, Gone, IO],
+    pass_ctx: PassContext,
+    *,
+    io: IO | None = None,
+    runtime: Runtime = PROCESS_RUNTIME,
+) -> PassOutcome:
+    """One pass over one order of the kind, as ``decide_path`` leads it.
+
+    ``io`` and ``runtime`` default to this process's; a test hands in its own.
+    """
+    ctx = KindPass(pass_ctx.key, pass_ctx.guard, spec.io() if io is None else io, runtime)
+    kind, key, store = spec.identity.singular, ctx.key, runtime.orders
     try:
         raw = store.fetch(key)
     except ClusterUnavailableError:
@@ -253,7 +372,7 @@ def serve(spec: KindSpec[Order, Decision, Local, Gone], ctx: PassContext) -> Pas
     if raw is None or path is PassPath.GONE:
         PASSES.labels(kind=kind, path=PassPath.GONE.value).inc()
         return PassOutcome("Gone", gone=True)
-    note_ready(key, raw)
+    runtime.note_ready(key, raw)
     if path is PassPath.RELEASED:
         return PassOutcome("Deleting")
     try:
@@ -292,7 +411,7 @@ def serve(spec: KindSpec[Order, Decision, Local, Gone], ctx: PassContext) -> Pas
 
 
 def _tear_down(
-    spec: KindSpec[Order, Decision, Local, Gone], ctx: PassContext, order: Order
+    spec: KindSpec[Order, Decision, Local, Gone, IO], ctx: KindPass[IO], order: Order
 ) -> PassOutcome:
     plan = spec.teardown(ctx, order)
     if not plan.steps:
@@ -301,19 +420,13 @@ def _tear_down(
 
 
 def _hand_over(
-    spec: KindSpec[Any, Any, Any, Any], plan: Plan[Any], *, teardown: bool = False
+    spec: KindSpec[Any, Any, Any, Any, Any], plan: Plan[Any], *, teardown: bool = False
 ) -> PassOutcome:
-    tasks = spec.teardown_tasks if teardown else spec.step_tasks
-    return PassOutcome(plan.reason, handoff=lambda lease: build_chain(tasks, lease, plan))
-
-
-def build_chain(tasks: Mapping[str, AnyTask], lease: Lease, plan: Plan[Any]) -> Signature:
-    """Leave the plan's note, then chain its steps; the abort callback ends a failed pass."""
-    if plan.note is not None:
-        workqueue().save_note(lease, note_text(plan.note), note_ttl_ms())
-    args = (str(lease.key), lease.name)
-    steps = [tasks[name].si(*args, i) for i, name in enumerate(plan.steps, start=1)]
-    return chain(*steps).on_error(abort_signature(str(lease.key)))
+    """The entry's outcome for a plan with writes: its steps' tasks and its note."""
+    steps = {step.name: step for step in (spec.teardown_steps if teardown else spec.steps)}
+    names = tuple(spec.task_name(steps[name]) for name in plan.steps)
+    note = None if plan.note is None else note_text(plan.note)
+    return PassOutcome(plan.reason, handoff=Handoff(names, note, note_ttl_ms()))
 
 
 _ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
@@ -327,28 +440,41 @@ def _adapter(note_type: type[Any]) -> TypeAdapter[Any]:
     return found
 
 
-def load_note(ctx: StepContext, note_type: type[Any]) -> Any:
-    """The note the pass's entry left, as ``note_type``; None when it expired."""
-    text = workqueue().load_note(ctx.lease)
-    return None if text is None else _adapter(note_type).validate_json(text)
+def run_body(
+    spec: KindSpec[Any, Any, Any, Any, Any],
+    step: Step,
+    step_ctx: StepContext,
+    *,
+    teardown: bool = False,
+    io: Any = None,
+    runtime: Runtime = PROCESS_RUNTIME,
+) -> StepResult:
+    """Run one step's body over the note its pass left, as the step's task does.
 
-
-def save_note(ctx: StepContext, note: object) -> None:
-    """Replace the pass's note, for the steps after this one."""
-    ctx.guard.check()
-    workqueue().save_note(ctx.lease, note_text(note), note_ttl_ms())
+    ``io`` and ``runtime`` default to this process's; a test hands in its own.
+    """
+    ctx = KindStep(
+        step_ctx.key,
+        step_ctx.lease,
+        step_ctx.guard,
+        spec.io() if io is None else io,
+        runtime,
+        step_ctx.step,
+        step_ctx.attempt,
+    )
+    note = runtime.load_note(ctx.lease, step.note_type)
+    if note is None:
+        return NOTE_GONE
+    if ctx.attempt > 0 and not teardown and _deleted_meanwhile(ctx, spec.identity.finalizer):
+        return DELETED_MEANWHILE
+    return step.body(ctx, note)
 
 
 def _step_task(
-    spec: KindSpec[Any, Any, Any, Any], step: Step, *, teardown: bool = False
+    spec: KindSpec[Any, Any, Any, Any, Any], step: Step, *, teardown: bool = False
 ) -> AnyTask:
     def body(ctx: StepContext) -> StepResult:
-        note = load_note(ctx, step.note_type)
-        if note is None:
-            return NOTE_GONE
-        if ctx.attempt > 0 and not teardown and _deleted_meanwhile(ctx, spec.identity.finalizer):
-            return DELETED_MEANWHILE
-        return step.body(ctx, note)
+        return run_body(spec, step, ctx, teardown=teardown)
 
     @shared_task(name=spec.task_name(step), bind=True, max_retries=None, base=StepTask)
     def task(self: AnyTask, key: str, name: str, position: int) -> dict[str, str]:
@@ -359,8 +485,8 @@ def _step_task(
 
 
 def declare_kind(
-    spec: KindSpec[Order, Decision, Local, Gone],
-) -> KindSpec[Order, Decision, Local, Gone]:
+    spec: KindSpec[Order, Decision, Local, Gone, IO],
+) -> KindSpec[Order, Decision, Local, Gone, IO]:
     """Serve the kind: register its identity, a task per step and its entry.
 
     Raises:

@@ -15,13 +15,10 @@ import os
 from functools import lru_cache
 
 import redis
-from celery import Signature, chain
 
-from tasks.chain import StepContext, StepResult, StepTask, run_step
+from tasks.chain import Handoff, StepContext, StepResult, StepTask, run_step
 from tasks.reconcile import PassContext, PassOutcome, register_pass
 from tasks.runtime import AnyTask
-from tenantdb.adapters.workqueue import Lease
-from tenantdb.core.tasknames import RECONCILE_ABORT
 from tenantdb.settings import load_settings
 from workers.app import app
 
@@ -85,22 +82,15 @@ def chain_keys(prefix: str) -> dict[str, str]:
     return {name: f"{base}{name}" for name in names}
 
 
-def _two_steps(second: AnyTask) -> PassOutcome:
-    """Hand the pass to probe step 1, then to ``second``."""
-
-    def handoff(lease: Lease) -> Signature:
-        args = (str(lease.key), lease.name)
-        return chain(probe_step.si(*args, 1), second.si(*args, 2)).on_error(
-            Signature(RECONCILE_ABORT, args=(str(lease.key),), immutable=True)
-        )
-
-    return PassOutcome("Chained", handoff=handoff)
+def _two_steps(second: str) -> PassOutcome:
+    """Hand the pass to probe step 1, then to the step named ``second``."""
+    return PassOutcome("Chained", handoff=Handoff((CHAIN_STEP, second)))
 
 
 def probechain_pass(ctx: PassContext) -> PassOutcome:
     """Count the pass and hand it to the two probe steps, as a kind's provision chain does."""
     _redis().incr(chain_keys(load_settings().key_prefix)["entries"])
-    return _two_steps(probe_step)
+    return _two_steps(CHAIN_STEP)
 
 
 @app.task(name=CHAIN_STEP, bind=True, max_retries=None, base=StepTask)
@@ -134,7 +124,7 @@ DELIVERY_STEP = "tenantdb.probehandover.delivery.step"
 
 def probehandover_pass(ctx: PassContext) -> PassOutcome:
     """Hand the pass to a step on the reconcile queue that hands over to one on delivery."""
-    return _two_steps(delivery_step)
+    return _two_steps(DELIVERY_STEP)
 
 
 @app.task(name=DELIVERY_STEP, bind=True, max_retries=None, base=StepTask)

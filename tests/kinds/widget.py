@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tasks.chain import StepContext, StepResult
-from tasks.reconcile import PassContext, PassOutcome
+from tasks.chain import StepResult
+from tasks.reconcile import PassOutcome
 from tasks.runtime import cluster_registry
-from tasks.scaffold import Admission, KindSpec, Plan, Step, declare_kind, order_store
+from tasks.scaffold import Admission, KindPass, KindSpec, KindStep, Plan, Step, declare_kind
+from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import CONFIG_MAP
 from tenantdb.core.kinds import KindIdentity
 from tenantdb.core.pass_path import Verdict
@@ -54,9 +55,12 @@ def _config_map(order: dict[str, Any], message: str) -> dict[str, Any]:
     }
 
 
-def _live(ctx: PassContext | StepContext, order: dict[str, Any]) -> dict[str, Any] | None:
+Ctx = KindPass[ClusterRegistry] | KindStep[ClusterRegistry]
+
+
+def _live(ctx: Ctx, order: dict[str, Any]) -> dict[str, Any] | None:
     meta = order["metadata"]
-    client = cluster_registry().get(ctx.key.cluster)
+    client = ctx.io.get(ctx.key.cluster)
     return client.get_or_none(CONFIG_MAP, meta["namespace"], f"{meta['name']}-widget")
 
 
@@ -66,7 +70,7 @@ def _note(order: dict[str, Any]) -> Note:
     return Note(meta["namespace"], meta["name"], tuple(meta.get("finalizers", ())), order, message)
 
 
-def _ready(ctx: PassContext | StepContext, order: dict[str, Any], message: str) -> PassOutcome:
+def _ready(ctx: Ctx, order: dict[str, Any], message: str) -> PassOutcome:
     status = order.get("status") or {}
     if status.get("message") != message:
         ctx.guard.check()
@@ -79,15 +83,15 @@ def _ready(ctx: PassContext | StepContext, order: dict[str, Any], message: str) 
             "lastTransitionTime": now,
         }
         body = {"message": message, "conditions": [condition]}
-        order_store().write_status(ctx.key, order, body, ctx.guard.check)
+        ctx.runtime.orders.write_status(ctx.key, order, body, ctx.guard.check)
     return PassOutcome("Built")
 
 
-def admit(ctx: PassContext, order: dict[str, Any], previous: None) -> Admission[None]:
+def admit(ctx: KindPass[ClusterRegistry], order: dict[str, Any], previous: None) -> Admission[None]:
     return Admission(Verdict(add_finalizer=True, proceed=True), None)
 
 
-def plan(ctx: PassContext, order: dict[str, Any], decision: None) -> Plan[None]:
+def plan(ctx: KindPass[ClusterRegistry], order: dict[str, Any], decision: None) -> Plan[None]:
     note = _note(order)
     live = _live(ctx, order)
     if live is not None and (live.get("data") or {}).get("message") == note.message:
@@ -99,35 +103,34 @@ REFUSED = "refuse"
 """A message the build step fails on, every attempt: a step retrying through an outage."""
 
 
-def build(ctx: StepContext, note: Note) -> StepResult:
+def build(ctx: KindStep[ClusterRegistry], note: Note) -> StepResult:
     if note.message == REFUSED:
         raise RuntimeError("the widget refuses this message")
     ctx.guard.check()
-    cluster_registry().get(ctx.key.cluster).apply(_config_map(note.raw, note.message))
+    ctx.io.get(ctx.key.cluster).apply(_config_map(note.raw, note.message))
     return StepResult(_ready(ctx, note.raw, note.message).reason, done=True)
 
 
-def teardown(ctx: PassContext, order: dict[str, Any]) -> Plan[None]:
+def teardown(ctx: KindPass[ClusterRegistry], order: dict[str, Any]) -> Plan[None]:
     return Plan(("remove",), _note(order)) if _live(ctx, order) else Plan(())
 
 
-def release(ctx: PassContext | StepContext, raw: dict[str, Any]) -> str:
+def release(ctx: Ctx, raw: dict[str, Any]) -> str:
     ctx.guard.check()
     kept = [f for f in raw["metadata"].get("finalizers", ()) if f != IDENTITY.finalizer]
-    order_store().set_finalizers(ctx.key, raw, kept)
+    ctx.runtime.orders.set_finalizers(ctx.key, raw, kept)
     return "FinalizerReleased"
 
 
-def remove(ctx: StepContext, note: Note) -> StepResult:
+def remove(ctx: KindStep[ClusterRegistry], note: Note) -> StepResult:
     ctx.guard.check()
-    cluster_registry().get(ctx.key.cluster).delete(
-        CONFIG_MAP, note.namespace, f"{note.name}-widget"
-    )
+    ctx.io.get(ctx.key.cluster).delete(CONFIG_MAP, note.namespace, f"{note.name}-widget")
     return StepResult(release(ctx, note.raw), done=True)
 
 
 SPEC = declare_kind(
     KindSpec(
+        io=cluster_registry,
         identity=IDENTITY,
         read=lambda raw: raw,
         admit=admit,

@@ -12,8 +12,8 @@ product's own functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
 from unittest import mock
@@ -22,7 +22,7 @@ from pydantic import TypeAdapter
 
 import tasks.mariadbdatabase as kind
 import tasks.scaffold as scaffold
-from tasks.chain import RetryStepError, StepContext
+from tasks.chain import RetryStepError
 from tasks.reconcile import PassContext
 from tenantdb.adapters.mariadbdatabase import (
     ActionError,
@@ -30,7 +30,7 @@ from tenantdb.adapters.mariadbdatabase import (
     parse_databases,
     parse_object,
 )
-from tenantdb.adapters.workqueue import Lease
+from tenantdb.adapters.workqueue import Lease, WorkQueue
 from tenantdb.core.actions import ApplyObject
 from tenantdb.core.events import Event
 from tenantdb.core.keys import OrderKey
@@ -63,9 +63,6 @@ class NoteLog:
     """The notes a step left for the steps after it (Redis, in a real worker)."""
 
     saved: list[object] = field(default_factory=list)
-
-    def append_note(self, ctx: StepContext, note: object) -> None:
-        self.saved.append(note)
 
 
 @dataclass
@@ -279,32 +276,63 @@ def _spy(run: list[Any], real: Callable[..., Any]) -> Callable[..., Any]:
     return spy
 
 
-@contextmanager
-def _wired(world: World, captured: dict[str, Any]) -> Iterator[WorldIO]:
-    io = WorldIO(world)
+@dataclass
+class WorldOrders:
+    """The order store over a World: reads the World's order, records finalizer writes."""
 
-    def build_chain(tasks: Any, lease: Lease, plan: scaffold.Plan[Any]) -> None:
-        captured["plan"] = plan
+    io: WorldIO
 
-    with ExitStack() as stack:
-        stack.enter_context(mock.patch.object(kind, "orders", return_value=io))
-        stack.enter_context(mock.patch.object(scaffold, "order_store", return_value=io))
-        stack.enter_context(mock.patch.object(scaffold, "build_chain", build_chain))
-        stack.enter_context(mock.patch.object(kind, "save_note", io.notes.append_note))
-        stack.enter_context(mock.patch.object(scaffold, "note_ready", io.note_ready))
-        stack.enter_context(mock.patch.object(kind, "note_ready", io.note_ready))
-        yield io
+    def fetch(self, key: OrderKey) -> dict[str, Any] | None:
+        return self.io.fetch(key)
+
+    def set_finalizers(
+        self, key: OrderKey, raw: dict[str, Any], finalizers: list[str]
+    ) -> dict[str, Any]:
+        return self.io.set_finalizers(key, raw, finalizers)
+
+    def write_status(
+        self, key: OrderKey, raw: dict[str, Any], status: dict[str, Any], check: Callable[[], None]
+    ) -> dict[str, Any]:
+        self.io.status_patches.append(status)
+        return {**raw, "status": status}
+
+
+@dataclass
+class WorldRuntime:
+    """The scaffold's runtime over a World: the order store is the World's, Redis is lists."""
+
+    io: WorldIO
+
+    @property
+    def orders(self) -> WorldOrders:
+        return WorldOrders(self.io)
+
+    @property
+    def queue(self) -> WorkQueue:
+        raise AssertionError("a MariaDBDatabase pass uses no work queue of its own")
+
+    def note_ready(self, key: OrderKey, order: Mapping[str, Any]) -> None:
+        self.io.note_ready(key, dict(order))
+
+    def remember_write(self, cluster: str, answer: Mapping[str, Any] | None) -> None:
+        """The watcher's echo record is Redis's; nothing here reads it."""
+
+    def save_note(self, lease: Lease, note: object) -> None:
+        self.io.notes.saved.append(note)
+
+    def load_note(self, lease: Lease, note_type: type[Any]) -> Any:
+        raise AssertionError("the run hands each step its note itself")
 
 
 def run_pass(world: World) -> PassRun:
     """Run the entry of one pass over the world's order, then its chain's steps in order."""
     key = IDENTITY.key(world.order.metadata.namespace, world.order.metadata.name, world.cluster)
-    captured: dict[str, Any] = {}
     records: list[PassRecord] = []
     provisions: list[ProvisionPlan] = []
     deliveries: list[DeliveryPlan] = []
+    io = WorldIO(world)
+    runtime = WorldRuntime(io)
     with ExitStack() as stack:
-        io = stack.enter_context(_wired(world, captured))
         stack.enter_context(mock.patch.object(kind, "record", _spy(records, kind.record)))
         stack.enter_context(
             mock.patch.object(kind, "plan_provision", _spy(provisions, plan_provision))
@@ -312,22 +340,20 @@ def run_pass(world: World) -> PassRun:
         stack.enter_context(
             mock.patch.object(kind, "plan_delivery", _spy(deliveries, plan_delivery))
         )
-        outcome = scaffold.serve(kind.SPEC, PassContext(key, _Guard()))  # type: ignore[arg-type]
+        outcome = scaffold.serve(kind.SPEC, PassContext(key, _Guard()), io=io, runtime=runtime)  # type: ignore[arg-type, misc]
         run = PassRun(io, outcome.reason, records, provisions, deliveries)
         if outcome.handoff is None:
             return run
-        outcome.handoff(Lease(key, "token", 1))
-        plan: scaffold.Plan[Any] = captured["plan"]
-        run = replace(run, steps=plan.steps)
+        handoff = outcome.handoff
         deleting = world.order.metadata.deletion_timestamp is not None
         declared = kind.SPEC.teardown_steps if deleting else kind.SPEC.steps
-        steps = {step.name: step for step in declared}
-        for position, name in enumerate(plan.steps, start=1):
+        steps = {kind.SPEC.task_name(step): step for step in declared}
+        run = replace(run, steps=tuple(steps[name].name for name in handoff.steps))
+        for position, name in enumerate(handoff.steps, start=1):
             step = steps[name]
             # The note travels as JSON, as it does through Redis.
-            text = TypeAdapter(type(plan.note)).dump_json(plan.note)
-            note = TypeAdapter(step.note_type).validate_json(text)
-            ctx = StepContext(key, Lease(key, "token", 1), _Guard(), position)  # type: ignore[arg-type]
+            note = TypeAdapter(step.note_type).validate_json(handoff.note or "null")
+            ctx = scaffold.KindStep(key, Lease(key, "token", 1), _Guard(), io, runtime, position)  # type: ignore[arg-type]
             try:
                 result = step.body(ctx, note)
             except RetryStepError as failure:

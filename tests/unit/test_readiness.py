@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 from typing import Any
-from unittest import mock
 
 import pytest
 from prometheus_client import REGISTRY
@@ -151,19 +150,23 @@ def test_a_mysqldatabase_status_write_records_the_state_it_left() -> None:
         def write_status(self, *args: Any) -> dict[str, Any]:
             return written
 
+    class Runtime:
+        def note_ready(self, key: OrderKey, order: dict[str, Any]) -> None:
+            recorded.append((key, order))
+
+        def remember_write(self, cluster: str, answer: Any) -> None:
+            """The watcher's echo record; nothing here reads it."""
+
     class Context:
         def __init__(self) -> None:
             self.key = key
             self.guard = self
+            self.io = Orders()
+            self.runtime = Runtime()
 
         def check(self) -> None:
             """The lease holds."""
 
-    with (
-        mock.patch.object(mysql_kind, "orders", return_value=Orders()),
-        mock.patch.object(mysql_kind, "remember_write"),
-        mock.patch.object(mysql_kind, "note_ready", lambda k, o: recorded.append((k, o))),
-    ):
-        mysql_kind._write(Context(), _order(), written["status"])  # type: ignore[arg-type]
+    mysql_kind._write(Context(), _order(), written["status"])  # type: ignore[arg-type]
     assert recorded == [(key, written)]
     assert compute_ready_state(recorded[0][1]).reason == "PrimaryUnavailable"

@@ -57,8 +57,9 @@ def test_two_steps_of_one_chain_may_not_share_a_name() -> None:
         "twice.example.test", "v1", "Twice", "twices", "f/t", "l/n", "l/ns", "l/c"
     )
     step = Step("same", Queue.PROVISION, _noop, dict)  # type: ignore[arg-type]
-    spec: KindSpec[Any, Any, Any, Any] = KindSpec(
+    spec: KindSpec[Any, Any, Any, Any, Any] = KindSpec(
         identity,
+        dict,
         dict,
         _noop,  # type: ignore[arg-type]
         _noop,  # type: ignore[arg-type]
