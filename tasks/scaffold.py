@@ -40,7 +40,7 @@ from tasks.runtime import (
 from tenantdb.adapters.clusters import ClusterUnavailableError
 from tenantdb.adapters.metrics import PASSES
 from tenantdb.adapters.orders import OrderStore
-from tenantdb.adapters.workqueue import Heartbeat, Lease, WorkQueue
+from tenantdb.adapters.workqueue import Lease, WorkQueue
 from tenantdb.core.actions import LogEvent, LogLevel
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.kinds import KindIdentity, register_identity
@@ -89,6 +89,14 @@ class Orders(Protocol):
         ...
 
 
+class Guard(Protocol):
+    """What confirms the pass still holds its lease before each write (``Heartbeat``)."""
+
+    def check(self) -> None:
+        """Raise ``LeaseLostError`` when the lease is lost."""
+        ...
+
+
 class Runtime(Protocol):
     """What a pass uses besides its kind's own I/O: the orders, the pass's note, the Ready
     book, the record of its own writes and the work queue (timetables, wakes)."""
@@ -125,7 +133,7 @@ class KindPass(Generic[IO]):
     """What a kind's entry callbacks receive: the order, the lease's guard, and the I/O."""
 
     key: OrderKey
-    guard: Heartbeat
+    guard: Guard
     io: IO
     """The kind's own I/O."""
     runtime: Runtime
@@ -137,7 +145,7 @@ class KindStep(Generic[IO]):
 
     key: OrderKey
     lease: Lease
-    guard: Heartbeat
+    guard: Guard
     io: IO
     runtime: Runtime
     step: int = 1

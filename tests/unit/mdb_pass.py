@@ -353,7 +353,7 @@ def run_pass(world: World) -> PassRun:
             step = steps[name]
             # The note travels as JSON, as it does through Redis.
             note = TypeAdapter(step.note_type).validate_json(handoff.note or "null")
-            ctx = scaffold.KindStep(key, Lease(key, "token", 1), _Guard(), io, runtime, position)  # type: ignore[arg-type]
+            ctx = scaffold.KindStep(key, Lease(key, "token", 1), _Guard(), io, runtime, position)
             try:
                 result = step.body(ctx, note)
             except RetryStepError as failure:
