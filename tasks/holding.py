@@ -115,11 +115,6 @@ class StepHolds:
                 if lease.key == order and named in (None, lease.name):
                     del self._held[value]
 
-    def held(self) -> tuple[set[OrderKey], set[OrderKey]]:
-        """The orders whose entry, and whose chain step, this worker holds now."""
-        with self._lock:
-            return set(self._entries), {lease.key for lease in self._held.values()}
-
     def let_go(self) -> int:
         """Stop renewing every hold (the messages are no longer this worker's); how many."""
         with self._lock:

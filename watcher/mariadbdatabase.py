@@ -214,19 +214,18 @@ def _map_database(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> l
     return map_database_cr(obj, cluster, control_plane_index(index).control_planes())
 
 
-def _assigned(index: SharedIndex, cluster: str) -> set[str]:
-    # None until the ControlPlanes are listed: a namespace watched early could be one they drop.
+def _listed_control_planes(index: SharedIndex) -> list[ControlPlane]:
+    # Empty until the ControlPlanes are listed: a namespace watched early could be one they drop.
     found = control_plane_index(index)
-    if not found.control_planes_synced.is_set():
-        return set()
-    return compute_assigned_namespaces(found.control_planes(), cluster)
+    return found.control_planes() if found.control_planes_synced.is_set() else []
+
+
+def _assigned(index: SharedIndex, cluster: str) -> set[str]:
+    return compute_assigned_namespaces(_listed_control_planes(index), cluster)
 
 
 def _placed(index: SharedIndex, cluster: str) -> set[str]:
-    found = control_plane_index(index)
-    if not found.control_planes_synced.is_set():
-        return set()
-    return compute_placed_namespaces(found.control_planes(), cluster)
+    return compute_placed_namespaces(_listed_control_planes(index), cluster)
 
 
 def _map_control_plane(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
