@@ -16,6 +16,12 @@ that lost its lease stops and asks for another pass. ``abort_pass`` is the chain
 callback for a step that failed for good (a hard time limit): it asks for another pass, which
 runs once the dead step's lease runs out.
 
+The entry hands its pass over as a ``Handoff``: the steps' task names and the pass's note, the
+observation and plan the steps read instead of observing again. ``compose`` leaves the note in
+Redis under the pass's token and chains the steps; a step reads the note back (``note_value``)
+and may replace it for the steps after it. A note is JSON, never holds a credential, and is
+refused past ``NOTE_LIMIT_BYTES``.
+
 Step arguments are the order key, the pass's public name (``Lease.name``), the event count and
 the step's position; results name the order and a reason only. The lease token stays in Redis:
 a message forged from what Flower shows can at most be another copy of one of the pass's own
@@ -30,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from celery import Signature, Task, chain, shared_task
+from pydantic import TypeAdapter
 from redis import RedisError
 
 from tasks.runtime import (
@@ -41,6 +48,7 @@ from tasks.runtime import (
     result,
     workqueue,
 )
+from tenantdb.adapters.errors import SafeError
 from tenantdb.adapters.metrics import DUPLICATE_STEPS, RETRIES
 from tenantdb.adapters.useragent import serving
 from tenantdb.adapters.workqueue import (
@@ -96,6 +104,55 @@ class RetryStepError(Exception):
 
 
 StepBody = Callable[[StepContext], StepResult]
+
+
+# -- the pass's note ---------------------------------------------------------------------------
+
+NOTE_LIMIT_BYTES = 256 * 1024
+"""The largest note a pass leaves its steps. Notes live in the broker's Redis, one per order in
+flight; an order's spec and status are far below this, so a note past it is refused."""
+
+
+class NoteTooLargeError(SafeError, ValueError):
+    """A pass's note is past ``NOTE_LIMIT_BYTES``; the message gives sizes only."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(
+            f"the pass's note is {size} bytes, over the {NOTE_LIMIT_BYTES}-byte limit of what a"
+            " pass may carry to its steps"
+        )
+        self.size = size
+
+
+_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
+
+
+def _adapter(note_type: type[Any]) -> TypeAdapter[Any]:
+    # Building an adapter for a nested note costs milliseconds; every step needs one.
+    found = _ADAPTERS.get(note_type)
+    if found is None:
+        found = _ADAPTERS[note_type] = TypeAdapter(note_type)
+    return found
+
+
+def note_text(note: object) -> str:
+    """The note as stored (JSON); ``NoteTooLargeError`` past the limit."""
+    text = _adapter(type(note)).dump_json(note).decode()
+    if len(text) > NOTE_LIMIT_BYTES:
+        raise NoteTooLargeError(len(text))
+    return text
+
+
+def note_value(text: str, note_type: type[Any]) -> Any:
+    """A stored note read back as ``note_type``."""
+    return _adapter(note_type).validate_json(text)
+
+
+def note_ttl_ms() -> int:
+    """How long a pass's note lives: every hand-over's wait, and a retry's backoff on top."""
+    settings = load_settings()
+    backoff = settings.retry_backoff_max_seconds + settings.lock_ttl_seconds
+    return handover_ms() + int(backoff * 1000)
 
 
 @dataclass(frozen=True, slots=True)

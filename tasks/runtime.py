@@ -171,22 +171,6 @@ def backoff(retries: int) -> int:
     )
 
 
-NOTE_LIMIT_BYTES = 256 * 1024
-"""The largest note a pass leaves its steps. Notes live in the broker's Redis, one per order in
-flight; an order's spec and status are far below this, so a note past it is refused."""
-
-
-class NoteTooLargeError(SafeError, ValueError):
-    """A pass's note is past ``NOTE_LIMIT_BYTES``; the message gives sizes only."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__(
-            f"the pass's note is {size} bytes, over the {NOTE_LIMIT_BYTES}-byte limit of what a"
-            " pass may carry to its steps"
-        )
-        self.size = size
-
-
 def describe_error(exc: Exception) -> str:
     """What a log line may say about a failure: the message of a ``SafeError``, else the type."""
     if isinstance(exc, SafeError):

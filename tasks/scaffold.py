@@ -10,9 +10,15 @@ The flow is the scaffold's, decided step by step by ``tenantdb.core.pass_path.de
 the order once; gone or released ends the pass; a deleting order holding the finalizer is torn
 down; otherwise the kind's gates run, the finalizer is added in the same pass when they ask for
 it (that write wakes nothing), a gate that stops the pass has the kind record why, and past the
-gates the kind plans. A plan with a write hands its steps to a chain under the pass's lease,
-leaving the plan's note in Redis for the steps to read instead of observing again; a plan
+gates the kind plans. A plan with a write returns its steps and note as the entry's
+``Handoff`` (``tasks.chain``), which the entry task chains under the pass's lease; a plan
 without one is settled by the kind in the entry. The teardown works the same way.
+
+A kind's callbacks receive a ``KindPass`` (the entry) or a ``KindStep`` (a chain step): the
+order's key and lease guard, the kind's own I/O (``KindSpec.io``) and the ``Runtime`` every kind
+shares (the order store, the work queue, the Ready book, the pass's note, the record of own
+writes). ``serve`` and ``run_body`` take both as parameters, so a test runs a real pass or step
+over I/O of its own.
 """
 
 from __future__ import annotations
@@ -23,20 +29,21 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from celery import shared_task
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 from redis import RedisError
 
-from tasks.chain import Handoff, StepContext, StepResult, StepTask, run_step
-from tasks.reconcile import PassContext, PassOutcome, register_pass
-from tasks.runtime import (
-    NOTE_LIMIT_BYTES,
-    AnyTask,
-    NoteTooLargeError,
-    PerRegistry,
-    handover_ms,
-    note_ready,
-    workqueue,
+from tasks.chain import (
+    Handoff,
+    StepContext,
+    StepResult,
+    StepTask,
+    note_text,
+    note_ttl_ms,
+    note_value,
+    run_step,
 )
+from tasks.reconcile import PassContext, PassOutcome, register_pass
+from tasks.runtime import AnyTask, PerRegistry, note_ready, workqueue
 from tenantdb.adapters.clusters import ClusterUnavailableError
 from tenantdb.adapters.metrics import PASSES
 from tenantdb.adapters.orders import OrderStore
@@ -47,7 +54,6 @@ from tenantdb.core.kinds import KindIdentity, register_identity
 from tenantdb.core.objects import ObjectMeta
 from tenantdb.core.pass_path import PassPath, Verdict, decide_path, observe_order
 from tenantdb.core.tasknames import Queue, step_task_name
-from tenantdb.settings import load_settings
 
 log = logging.getLogger(__name__)
 
@@ -246,21 +252,6 @@ OWN_WRITE_TTL_MS = 60_000
 """How long the watcher recognises the event of one of tenantdb's writes as its echo."""
 
 
-def note_text(note: object) -> str:
-    """The note as stored; ``NoteTooLargeError`` past the limit."""
-    text = _adapter(type(note)).dump_json(note).decode()
-    if len(text) > NOTE_LIMIT_BYTES:
-        raise NoteTooLargeError(len(text))
-    return text
-
-
-def note_ttl_ms() -> int:
-    """How long a pass's note lives: every hand-over's wait, and a retry's backoff on top."""
-    settings = load_settings()
-    backoff = settings.retry_backoff_max_seconds + settings.lock_ttl_seconds
-    return handover_ms() + int(backoff * 1000)
-
-
 class ProcessRuntime:
     """The runtime of a worker process: its orders on its current clusters, its Redis."""
 
@@ -297,7 +288,7 @@ class ProcessRuntime:
     def load_note(self, lease: Lease, note_type: type[Any]) -> Any:
         """The note the pass's entry left, as ``note_type``; None when it expired."""
         text = workqueue().load_note(lease)
-        return None if text is None else _adapter(note_type).validate_json(text)
+        return None if text is None else note_value(text, note_type)
 
 
 PROCESS_RUNTIME = ProcessRuntime()
@@ -435,17 +426,6 @@ def _hand_over(
     names = tuple(spec.task_name(steps[name]) for name in plan.steps)
     note = None if plan.note is None else note_text(plan.note)
     return PassOutcome(plan.reason, handoff=Handoff(names, note, note_ttl_ms()))
-
-
-_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
-
-
-def _adapter(note_type: type[Any]) -> TypeAdapter[Any]:
-    # Building an adapter for a nested note costs milliseconds; every step needs one.
-    found = _ADAPTERS.get(note_type)
-    if found is None:
-        found = _ADAPTERS[note_type] = TypeAdapter(note_type)
-    return found
 
 
 def run_body(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from tasks.runtime import NoteTooLargeError, describe_error
+from tasks.chain import NoteTooLargeError
+from tasks.runtime import describe_error
 from tenantdb.adapters.clusters import ClusterUnavailableError
 from tenantdb.adapters.kube import ConflictError
 from tenantdb.adapters.mariadbdatabase import ActionError, ReadError

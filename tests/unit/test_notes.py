@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from tasks.runtime import NOTE_LIMIT_BYTES, NoteTooLargeError, describe_error
-from tasks.scaffold import note_order, note_text
+from tasks.chain import NOTE_LIMIT_BYTES, NoteTooLargeError, note_text
+from tasks.runtime import describe_error
+from tasks.scaffold import note_order
 
 
 def _order(**metadata: Any) -> dict[str, Any]:
