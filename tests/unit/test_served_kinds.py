@@ -37,6 +37,20 @@ def test_the_crd_is_the_kinds(kind: ServedKind) -> None:
     assert crd["spec"]["names"]["kind"] == kind.identity.kind
 
 
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_the_kind_may_watch_and_read_its_orders(kind: ServedKind) -> None:
+    def verbs(place: str) -> set[str]:
+        return {
+            verb
+            for grant in getattr(kind.access, place)
+            if grant.api_group == kind.identity.group and kind.identity.plural in grant.resources
+            for verb in grant.verbs
+        }
+
+    assert {"list", "watch"} <= verbs("watcher")
+    assert {"get", "patch"} <= verbs("worker")
+
+
 def test_the_derived_lists_name_every_kind_once() -> None:
     assert len({kind.identity.kind for kind in KINDS}) == len(KINDS)
     assert task_modules() == tuple(kind.task_module for kind in KINDS)
