@@ -113,10 +113,6 @@ include them beside the rules no kind owns.
 - apiGroups: [shipstream.io]
   resources: [mysqldatabases/status]
   verbs: [patch]
-# MysqlDatabase: owner references blocking the order's deletion.
-- apiGroups: [shipstream.io]
-  resources: [mysqldatabases/finalizers]
-  verbs: [update]
 # MysqlDatabase: the failover group: where its primary is and whether it may be written.
 - apiGroups: [shipstream.io]
   resources: [mysqlfailovergroups]
@@ -124,22 +120,24 @@ include them beside the rules no kind owns.
 {{- end }}
 
 {{- define "tenantdb.kindRules.targetAssigned" -}}
-# MariaDBDatabase: the orders of the namespace are watched, read, and their finalizer patched.
+# MariaDBDatabase: the orders of the namespace are watched, read at the start of a pass, and their
+#   finalizer set and dropped by patch.
 - apiGroups: [c5c3.io]
   resources: [mariadbdatabases]
-  verbs: [get, list, watch, update, patch]
+  verbs: [get, list, watch, patch]
 # MariaDBDatabase: the status is written by patch.
 - apiGroups: [c5c3.io]
   resources: [mariadbdatabases/status]
-  verbs: [get, update, patch]
+  verbs: [patch]
 # MariaDBDatabase: the delivered Secret's blocking owner reference to the order.
 - apiGroups: [c5c3.io]
   resources: [mariadbdatabases/finalizers]
   verbs: [update]
-# MariaDBDatabase: the delivered Secret is watched, read, applied and deleted.
+# MariaDBDatabase: the delivered Secret is watched, read, applied (server-side apply creates it)
+#   and deleted.
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get, list, watch, create, update, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 {{- end }}
 
 {{- define "tenantdb.kindRules.targetPlaced" -}}

@@ -128,15 +128,11 @@ ACCESS = KindAccess(
         Grant(
             _GROUP,
             (_ORDERS,),
-            ("get", "list", "watch", "update", "patch"),
-            "the orders of the namespace are watched, read, and their finalizer patched.",
+            ("get", "list", "watch", "patch"),
+            "the orders of the namespace are watched, read at the start of a pass, and their"
+            " finalizer set and dropped by patch.",
         ),
-        Grant(
-            _GROUP,
-            (_STATUS,),
-            ("get", "update", "patch"),
-            "the status is written by patch.",
-        ),
+        Grant(_GROUP, (_STATUS,), ("patch",), "the status is written by patch."),
         Grant(
             _GROUP,
             (_FINALIZERS,),
@@ -146,8 +142,9 @@ ACCESS = KindAccess(
         Grant(
             "",
             ("secrets",),
-            ("get", "list", "watch", "create", "update", "patch", "delete"),
-            "the delivered Secret is watched, read, applied and deleted.",
+            ("get", "list", "watch", "create", "patch", "delete"),
+            "the delivered Secret is watched, read, applied (server-side apply creates it) and"
+            " deleted.",
         ),
     ),
     target_placed=(

@@ -41,12 +41,6 @@ ACCESS = KindAccess(
         Grant(_GROUP, (order_resource(IDENTITY, "status"),), ("patch",), "the status, by patch."),
         Grant(
             _GROUP,
-            (order_resource(IDENTITY, "finalizers"),),
-            ("update",),
-            "owner references blocking the order's deletion.",
-        ),
-        Grant(
-            _GROUP,
             ("mysqlfailovergroups",),
             ("get",),
             "the failover group: where its primary is and whether it may be written.",
