@@ -47,8 +47,9 @@ fmt: $(STAMP) ## Format and auto-fix what ruff can
 	$(BIN)/ruff check --fix .
 
 .PHONY: gen
-gen: $(STAMP) ## Regenerate the CRDs, the metrics table (docs/metrics.md), the chart's values table and schema descriptions
+gen: $(STAMP) ## Regenerate the CRDs, the kinds' Role rules, the metrics table (docs/metrics.md), the chart's values table and schema descriptions
 	$(BIN)/python tools/gen_crds.py
+	$(BIN)/python tools/gen_rbac.py
 	$(BIN)/python tools/gen_metrics_doc.py
 	$(BIN)/python tools/gen_chart_readme.py
 

@@ -31,7 +31,7 @@ from tenantdb.core.report import (
     build_unreadable_report,
 )
 from tenantdb.core.schedule import Timetable
-from tenantdb.core.served import SERVED_KINDS
+from tenantdb.core.served import KINDS
 from tenantdb.settings import Settings
 
 
@@ -41,8 +41,8 @@ def load_kinds(settings: Settings) -> None:
     Raises:
         ImportError: a kind module does not import.
     """
-    for served in SERVED_KINDS:
-        register_identity(served.identity)
+    for kind in KINDS:
+        register_identity(kind.identity)
     for module in settings.kind_module_names:
         importlib.import_module(module)
 

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,11 +102,16 @@ class Watcher:
         lease: LeaderLease,
         config: WatcherConfig | None = None,
         *,
+        route_modules: Iterable[str],
         load_config: Callable[[Settings], ClusterConfig] = load_cluster_config,
         config_stamp: Callable[[Settings], object] = compute_config_stamp,
     ) -> None:
-        """Prepare a replica; ``run`` campaigns and watches."""
-        load_routes(settings.kind_module_names)
+        """Prepare a replica; ``run`` campaigns and watches.
+
+        ``route_modules`` declare the routes of the served kinds (the entry point names those of
+        ``tenantdb.core.served.KINDS``); the settings' kind modules are imported after them.
+        """
+        load_routes((*route_modules, *settings.kind_module_names))
         self.settings = settings
         self.queue = queue
         self.lease = lease
@@ -432,6 +437,7 @@ def run_watcher(
     settings: Settings,
     stop: threading.Event,
     *,
+    route_modules: Iterable[str],
     publish: Publish | None = None,
     config: WatcherConfig | None = None,
 ) -> None:
@@ -440,6 +446,7 @@ def run_watcher(
     Args:
         settings: the process settings (Redis, key prefix, kubeconfig, metrics port).
         stop: set it to shut down; the lease is released so a standby takes over at once.
+        route_modules: the modules declaring the routes of the served kinds.
         publish: sends the reconcile task of a key; the Celery publisher by default.
         config: pacing; read from the settings by default.
     """
@@ -456,7 +463,7 @@ def run_watcher(
     lease = LeaderLease(
         client, ROLE, prefix=settings.key_prefix, ttl=config.leader_ttl, retry=config.leader_retry
     )
-    watcher = Watcher(settings, queue, lease, config)
+    watcher = Watcher(settings, queue, lease, config, route_modules=route_modules)
     max_age = settings.watcher_liveness_seconds
     serve_metrics(settings.metrics_port, lambda: watcher.liveness(max_age))
     try:

@@ -4,8 +4,9 @@ A ``Route`` is one watched kind: where it is watched (every engaged cluster, or 
 cluster only; on a target cluster cluster-wide or in the namespaces the ControlPlanes assign or
 place Keystone in there), with which selectors, how an object is fingerprinted, which updates
 pass, how an event maps to order keys, and what keeps the shared index. Each order kind declares
-its routes in a module of its own (``watcher.mariadbdatabase`` for MariaDBDatabase) with
-``register_routes``; ``routes_for`` gives the watcher every registered route of a cluster.
+its routes in a module of its own (``watcher.mariadbdatabase`` for MariaDBDatabase, named in
+``tenantdb.core.served.KINDS``) with ``register_routes``; ``routes_for`` gives the watcher every
+registered route of a cluster.
 
 The ``Dispatcher`` of one (cluster, route) watch feeds every event through the route's mapper
 and update predicate, keeps the fan-out index up to date, and hands the keys to ``enqueue``.
@@ -47,9 +48,6 @@ LISTED = "LISTED"
 
 OWN_WRITE = "OWN_WRITE"
 """Counted for an event that is the echo of tenantdb's own write, and so names no order."""
-
-ROUTE_MODULES = ("watcher.mariadbdatabase", "watcher.mysqldatabase")
-"""The modules declaring the routes of tenantdb's own kinds."""
 
 
 class Publisher(Protocol):
@@ -167,9 +165,13 @@ def register_routes(routes: Iterable[Route]) -> None:
             raise ValueError(f"two routes are named {route.kind!r}; name one of them")
 
 
-def load_routes(modules: Iterable[str] = ()) -> None:
-    """Import the modules that declare routes: tenantdb's own kinds', then ``modules``."""
-    for module in (*ROUTE_MODULES, *modules):
+def load_routes(modules: Iterable[str]) -> None:
+    """Import the modules that declare routes, in order.
+
+    The watcher's entry point names them: the route module of every kind in
+    ``tenantdb.core.served.KINDS``, then the settings' kind modules. This module names no kind.
+    """
+    for module in modules:
         importlib.import_module(module)
 
 

@@ -18,17 +18,13 @@ from celery.signals import setup_logging, worker_init, worker_process_shutdown
 
 from tenantdb.adapters.celeryapp import build_celery_app
 from tenantdb.adapters.metrics import Progress, mark_process_dead, serve
+from tenantdb.core.served import task_modules
 from tenantdb.logs import configure_logging
 from tenantdb.settings import load_settings
 
-TASK_MODULES = (
-    "tasks.reconcile",
-    "tasks.chain",
-    "tasks.holding",
-    "tasks.mariadbdatabase",
-    "tasks.mysqldatabase",
-)
-"""The task modules of every worker: the entry, the chain protocol, and each kind's declaration."""
+TASK_MODULES = ("tasks.reconcile", "tasks.chain", "tasks.holding", *task_modules())
+"""The task modules of every worker: the entry, the chain protocol, and the declaration of each
+kind in ``tenantdb.core.served.KINDS``."""
 
 app = build_celery_app(load_settings(), include=(*TASK_MODULES, *load_settings().kind_module_names))
 

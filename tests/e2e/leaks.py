@@ -58,7 +58,7 @@ from devstack.kube.store import Store
 from devstack.openbao.core import OpenBaoCore, Token
 from devstack.openbao.database import CredentialPlan, DatabaseMount
 from devstack.platform import Platform
-from tenantdb.core.served import SERVED_KINDS
+from tenantdb.core.served import KINDS
 
 PASSWORD = "password"
 TOKEN = "token"
@@ -500,7 +500,7 @@ def order_places(platform: Platform) -> list[Place]:
     places: list[Place] = []
     for cluster_name, endpoint in platform.endpoints.items():
         cluster = endpoint.client
-        for served in SERVED_KINDS:
+        for served in KINDS:
             identity = served.identity
             try:
                 orders = cluster.list(f"{identity.plural}.{identity.group}")

@@ -451,7 +451,6 @@ WORKER_CAN = EVERYONE | {
     ("mariadbdatabases.c5c3.io/finalizers", "", "update"),
     ("mysqldatabases.shipstream.io", "", "get list patch"),
     ("mysqldatabases.shipstream.io/status", "", "patch"),
-    ("mysqldatabases.shipstream.io/finalizers", "", "update"),
     ("mysqlfailovergroups.shipstream.io", "", "get"),
     ("events", "", "get create patch"),
     ("controlplanes.c5c3.io", "", "get"),
@@ -467,10 +466,10 @@ WORKER_CAN = EVERYONE | {
     ("secrets", "", "get create patch delete"),
 }
 TARGET_ASSIGNED_CAN = EVERYONE | {
-    ("mariadbdatabases.c5c3.io", "", "get list watch update patch"),
-    ("mariadbdatabases.c5c3.io/status", "", "get update patch"),
+    ("mariadbdatabases.c5c3.io", "", "get list watch patch"),
+    ("mariadbdatabases.c5c3.io/status", "", "patch"),
     ("mariadbdatabases.c5c3.io/finalizers", "", "update"),
-    ("secrets", "", "get list watch create update patch delete"),
+    ("secrets", "", "get list watch create patch delete"),
     ("events", "", "get create patch"),
 }
 TARGET_PLACED_CAN = EVERYONE | {("mariadbdatabases.c5c3.io", "", "get list watch")}

@@ -971,10 +971,11 @@ def test_the_echo_of_an_own_write_wakes_no_order_and_a_later_change_does(
     client: redis.Redis, key_prefix: str
 ) -> None:
     from tenantdb.adapters.kube import WatchEvent
+    from tenantdb.core.served import route_modules
     from watcher.index import SharedIndex
     from watcher.routes import Dispatcher, load_routes, routes_for
 
-    load_routes()
+    load_routes(route_modules())
     route = next(r for r in routes_for("") if r.kind == "Secret")
     queue = _queue(client, key_prefix)
     sent: list[OrderKey] = []

@@ -12,7 +12,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 LAYERS = ("tenantdb/core", "tenantdb/adapters", "tasks", "watcher")
 REGISTRY = {"tenantdb.core.served"}
-"""The one place that names every kind (its CRD and identity), by design."""
+"""The one place that names every kind (``KINDS``: identity, CRD, modules, access), by design."""
 
 
 def _contracts() -> dict[str, dict[str, list[str]]]:

@@ -18,6 +18,7 @@ from tenantdb.core.readiness import (
     decode_state,
     encode_state,
 )
+from tenantdb.core.served import route_modules
 from tests.unit.mdb_builders import World, make_mariadb
 from tests.unit.mdb_pass import run_pass
 from watcher.index import SharedIndex
@@ -114,7 +115,7 @@ def _last_heard(cluster: str, kind: str) -> float | None:
 
 
 def test_every_event_bookmark_and_relist_marks_the_watch_as_heard_from() -> None:
-    load_routes()
+    load_routes(route_modules())
     route = next(r for r in routes_for("edge-7") if r.kind == "MariaDBDatabase")
     dispatcher = Dispatcher(route, "edge-7", SharedIndex(), lambda key: None, threading.Event())
     assert _last_heard("edge-7", "MariaDBDatabase") is None

@@ -460,10 +460,10 @@ def test_target_cluster_mode_renders_only_the_access_it_grants(chart: Chart) -> 
     assert sorted(orders) == ["team-a", "team-b"]
     for rules in orders.values():
         assert rules == (
-            _grants("c5c3.io", "mariadbdatabases", "get,list,watch,update,patch")
-            | _grants("c5c3.io", "mariadbdatabases/status", "get,update,patch")
+            _grants("c5c3.io", "mariadbdatabases", "get,list,watch,patch")
+            | _grants("c5c3.io", "mariadbdatabases/status", "patch")
             | _grants("c5c3.io", "mariadbdatabases/finalizers", "update")
-            | _grants("", "secrets", "get,list,watch,create,update,patch,delete")
+            | _grants("", "secrets", "get,list,watch,create,patch,delete")
             | _grants("", "events", "get,create,patch")
         )
     reads = [r for r in by_kind(objects, "Role") if r["metadata"]["name"].endswith("-read")]

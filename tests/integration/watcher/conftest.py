@@ -24,6 +24,7 @@ from devstack.kube.server import ClusterServer, kubeconfig
 from tenantdb.adapters.leader import LeaderLease
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
+from tenantdb.core.served import route_modules
 from tenantdb.settings import Settings
 from tests.conftest import REDIS_URL
 from tests.support import wait_for
@@ -223,7 +224,11 @@ def start_watcher(
             real_redis, "watcher", prefix=key_prefix, ttl=config.leader_ttl, retry=0.1
         )
         watcher = Watcher(
-            settings or settings_for(kubeconfig_file, key_prefix), queue, lease, config
+            settings or settings_for(kubeconfig_file, key_prefix),
+            queue,
+            lease,
+            config,
+            route_modules=route_modules(),
         )
         stop = threading.Event()
         thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
@@ -249,7 +254,9 @@ def watching(
     """Run one watcher in a thread for the block; at its end, stop it and check it stopped."""
     queue = WorkQueue(real_redis, published, prefix=key_prefix)
     lease = LeaderLease(real_redis, "watcher", prefix=key_prefix, ttl=10.0, retry=0.1)
-    watcher = Watcher(settings_for(kubeconfig_file, key_prefix), queue, lease, FAST)
+    watcher = Watcher(
+        settings_for(kubeconfig_file, key_prefix), queue, lease, FAST, route_modules=route_modules()
+    )
     stop = threading.Event()
     thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
     thread.start()

@@ -15,6 +15,7 @@ import threading
 import redis
 
 from tenantdb.core.keys import OrderKey
+from tenantdb.core.served import route_modules
 from tenantdb.settings import Settings
 from watcher.loop import LoopTiming
 from watcher.process import WatcherConfig, run_watcher
@@ -36,7 +37,7 @@ def main() -> None:
         cluster_poll=0.5,
     )
     client.set(f"{settings.key_prefix}test:up:{pid}", "1", ex=120)
-    run_watcher(settings, stop, publish=publish, config=config)
+    run_watcher(settings, stop, route_modules=route_modules(), publish=publish, config=config)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,159 @@
+"""The Kubernetes access MariaDBDatabase needs, by role and place (``tenantdb.core.rbac``).
+
+Written from the calls of ``tenantdb.adapters.mariadbdatabase`` (its registered resources), the
+scaffold's order reads and writes, and the routes of ``watcher.mariadbdatabase``. ``make gen``
+renders it into the chart's Role rules; a unit test fails while the chart is stale.
+"""
+
+from __future__ import annotations
+
+from tenantdb.core.mariadbdatabase.naming import IDENTITY, SHARED_SERVICE_ACCOUNT
+from tenantdb.core.rbac import Grant, KindAccess, order_resource
+
+_ORDERS = order_resource(IDENTITY)
+_STATUS = order_resource(IDENTITY, "status")
+_FINALIZERS = order_resource(IDENTITY, "finalizers")
+_GROUP = IDENTITY.group
+
+ACCESS = KindAccess(
+    watcher=(
+        Grant(_GROUP, (_ORDERS,), ("list", "watch"), "every change of an order starts a pass."),
+        Grant(
+            _GROUP,
+            ("controlplanes",),
+            ("list", "watch"),
+            "which orders a ControlPlane serves, and the namespaces a target cluster is"
+            " watched in.",
+        ),
+        Grant(
+            "",
+            ("secrets",),
+            ("list", "watch"),
+            "the delivered Secret (an edit or a deletion is repaired), the Secret ESO writes"
+            " (a refresh is delivered) and the OpenBao client certificate (a renewal).",
+        ),
+        Grant(
+            "external-secrets.io",
+            ("externalsecrets",),
+            ("list", "watch"),
+            "the ExternalSecret of the credential in the ControlPlane namespace.",
+        ),
+        Grant(
+            "generators.external-secrets.io",
+            ("vaultdynamicsecrets",),
+            ("list", "watch"),
+            "the ESO generator of the credential in the ControlPlane namespace.",
+        ),
+        Grant(
+            "k8s.mariadb.com",
+            ("databases",),
+            ("list", "watch"),
+            "every Database CR beside the MariaDB, for the schema index of the collision guard.",
+        ),
+    ),
+    worker=(
+        Grant(
+            _GROUP,
+            (_ORDERS,),
+            ("get", "list", "patch"),
+            "the order is read at the start of a pass and its finalizer set and dropped by"
+            " patch; the ops shell (`tenantdb status`) lists the orders.",
+        ),
+        Grant(_GROUP, (_STATUS,), ("patch",), "the status is written by patch."),
+        Grant(
+            _GROUP,
+            (_FINALIZERS,),
+            ("update",),
+            "the delivered Secret's blocking owner reference to the order.",
+        ),
+        Grant(_GROUP, ("controlplanes",), ("get",), "provision reads the order's ControlPlane."),
+        Grant("k8s.mariadb.com", ("mariadbs",), ("get",), "provision reads the MariaDB."),
+        Grant(
+            "external-secrets.io",
+            ("secretstores", "clustersecretstores"),
+            ("get",),
+            "the ControlPlane's secret store names the OpenBao server.",
+        ),
+        Grant(
+            "k8s.mariadb.com",
+            ("databases",),
+            ("get", "list", "create", "patch", "delete"),
+            "the Database CR is applied in provision (server-side apply creates it), its cleanup"
+            " policy patched and it is deleted in teardown; the list is the guard against two"
+            " orders claiming one database name.",
+        ),
+        Grant(
+            "external-secrets.io",
+            ("externalsecrets",),
+            ("get", "list", "create", "patch", "delete"),
+            "the ExternalSecret of the credential: applied in provision, listed by its order"
+            " labels and deleted in teardown.",
+        ),
+        Grant(
+            "generators.external-secrets.io",
+            ("vaultdynamicsecrets",),
+            ("get", "list", "create", "patch", "delete"),
+            "the ESO generator of the credential: applied in provision, listed by its order"
+            " labels and deleted in teardown.",
+        ),
+        Grant(
+            "cert-manager.io",
+            ("certificates",),
+            ("get", "create", "patch"),
+            "the shared OpenBao client certificate of a ControlPlane namespace, applied.",
+        ),
+        Grant(
+            "",
+            ("serviceaccounts",),
+            ("create",),
+            "the shared ServiceAccount ESO's generator logs in as (the admission policy lets"
+            " the worker create no other).",
+        ),
+        Grant(
+            "",
+            ("serviceaccounts",),
+            ("get", "patch"),
+            "the shared ServiceAccount, read and applied.",
+            resource_names=(SHARED_SERVICE_ACCOUNT,),
+        ),
+        Grant(
+            "",
+            ("secrets",),
+            ("get", "create", "patch", "delete"),
+            "the client certificate, ESO's credential and the CA bundle are read; the delivered"
+            " Secret is applied and deleted (only Opaque ones, by the admission policy).",
+        ),
+    ),
+    target_assigned=(
+        Grant(
+            _GROUP,
+            (_ORDERS,),
+            ("get", "list", "watch", "patch"),
+            "the orders of the namespace are watched, read at the start of a pass, and their"
+            " finalizer set and dropped by patch.",
+        ),
+        Grant(_GROUP, (_STATUS,), ("patch",), "the status is written by patch."),
+        Grant(
+            _GROUP,
+            (_FINALIZERS,),
+            ("update",),
+            "the delivered Secret's blocking owner reference to the order.",
+        ),
+        Grant(
+            "",
+            ("secrets",),
+            ("get", "list", "watch", "create", "patch", "delete"),
+            "the delivered Secret is watched, read, applied (server-side apply creates it) and"
+            " deleted.",
+        ),
+    ),
+    target_placed=(
+        Grant(
+            _GROUP,
+            (_ORDERS,),
+            ("get", "list", "watch"),
+            "the orders of a namespace Keystone is placed in are read.",
+        ),
+    ),
+)
+"""What MariaDBDatabase needs of the management cluster and of a target cluster."""
