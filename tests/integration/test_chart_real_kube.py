@@ -472,7 +472,11 @@ TARGET_ASSIGNED_CAN = EVERYONE | {
     ("secrets", "", "get list watch create patch delete"),
     ("events", "", "get create patch"),
 }
-TARGET_PLACED_CAN = EVERYONE | {("mariadbdatabases.c5c3.io", "", "get list watch")}
+TARGET_PLACED_CAN = EVERYONE | {
+    ("databases.k8s.mariadb.com", "", "get list watch create patch delete"),
+    ("mariadbs.k8s.mariadb.com", "", "get"),
+    ("secrets", "", "get"),
+}
 
 
 @pytest.mark.parametrize(

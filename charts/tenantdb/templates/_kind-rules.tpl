@@ -141,8 +141,18 @@ include them beside the rules no kind owns.
 {{- end }}
 
 {{- define "tenantdb.kindRules.targetPlaced" -}}
-# MariaDBDatabase: the orders of a namespace Keystone is placed in are read.
-- apiGroups: [c5c3.io]
-  resources: [mariadbdatabases]
-  verbs: [get, list, watch]
+# MariaDBDatabase: Keystone's Database CRs: every one is watched for the schema index of the
+#   collision guard; the order's is applied in provision (server-side apply creates it), its
+#   cleanup policy patched and it is deleted in teardown.
+- apiGroups: [k8s.mariadb.com]
+  resources: [databases]
+  verbs: [get, list, watch, create, patch, delete]
+# MariaDBDatabase: provision reads the MariaDB.
+- apiGroups: [k8s.mariadb.com]
+  resources: [mariadbs]
+  verbs: [get]
+# MariaDBDatabase: delivery reads the database's CA bundle beside Keystone.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
 {{- end }}

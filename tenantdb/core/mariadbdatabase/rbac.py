@@ -149,10 +149,19 @@ ACCESS = KindAccess(
     ),
     target_placed=(
         Grant(
-            _GROUP,
-            (_ORDERS,),
-            ("get", "list", "watch"),
-            "the orders of a namespace Keystone is placed in are read.",
+            "k8s.mariadb.com",
+            ("databases",),
+            ("get", "list", "watch", "create", "patch", "delete"),
+            "Keystone's Database CRs: every one is watched for the schema index of the"
+            " collision guard; the order's is applied in provision (server-side apply creates"
+            " it), its cleanup policy patched and it is deleted in teardown.",
+        ),
+        Grant("k8s.mariadb.com", ("mariadbs",), ("get",), "provision reads the MariaDB."),
+        Grant(
+            "",
+            ("secrets",),
+            ("get",),
+            "delivery reads the database's CA bundle beside Keystone.",
         ),
     ),
 )

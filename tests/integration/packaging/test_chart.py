@@ -466,9 +466,14 @@ def test_target_cluster_mode_renders_only_the_access_it_grants(chart: Chart) -> 
             | _grants("", "secrets", "get,list,watch,create,patch,delete")
             | _grants("", "events", "get,create,patch")
         )
-    reads = [r for r in by_kind(objects, "Role") if r["metadata"]["name"].endswith("-read")]
+    reads = [r for r in by_kind(objects, "Role") if r["metadata"]["name"].endswith("-keystone")]
     assert [(r["metadata"]["namespace"], _rules(r)) for r in reads] == [
-        ("openstack", _grants("c5c3.io", "mariadbdatabases", "get,list,watch"))
+        (
+            "openstack",
+            _grants("k8s.mariadb.com", "databases", "get,list,watch,create,patch,delete")
+            | _grants("k8s.mariadb.com", "mariadbs", "get")
+            | _grants("", "secrets", "get"),
+        )
     ]
     for binding in by_kind(objects, "RoleBinding"):
         assert binding["subjects"] == [
