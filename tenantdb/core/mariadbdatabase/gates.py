@@ -38,9 +38,11 @@ from tenantdb.core.mariadbdatabase.results import (
     REQUEUE_SHORT,
     PassResult,
     StepOutcome,
+    Unreadable,
     compute_pass_result,
 )
 from tenantdb.core.mariadbdatabase.validation import is_cluster_name_too_long
+from tenantdb.core.pass_path import Verdict
 
 
 @dataclass(frozen=True)
@@ -156,3 +158,54 @@ def _plan_dynamic_gates(
         )
         return _refuse(outcome, PassResult(requeue_after=REQUEUE_SHORT))
     return AdmissionDecision(outcome=StepOutcome(proceed=True), result=None)
+
+
+@dataclass(frozen=True)
+class ControlPlaneRead:
+    """The ControlPlane as the gates saw it: found, absent or not read (None), or unreadable."""
+
+    control_plane: ControlPlane | None = None
+    unreadable: Unreadable | None = None
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The ControlPlane the gates read, and what they decided over it."""
+
+    seen: ControlPlaneRead
+    decision: AdmissionDecision
+
+    def verdict(self) -> Verdict:
+        """The decision as the pass flow needs it."""
+        return Verdict(self.decision.add_finalizer, self.decision.outcome.proceed)
+
+    def admitted_control_plane(self) -> ControlPlane:
+        """The ControlPlane the gates let the pass go on with.
+
+        Raises:
+            TypeError: the gates let the pass go on without one, which they never do.
+        """
+        if self.seen.control_plane is None:
+            raise TypeError("the gates let no MariaDBDatabase pass without a ControlPlane plan")
+        return self.seen.control_plane
+
+
+def known_control_plane(cluster: str, previous: Gate | None) -> ControlPlaneRead | None:
+    """The ControlPlane the gates decide on without reading it; None when it must be read.
+
+    Gates that run again (after the finalizer was added) decide on what they read before; past a
+    cluster name too long for a label nothing is read at all.
+    """
+    if previous is not None:
+        return previous.seen
+    if not should_read_control_plane(cluster):
+        return ControlPlaneRead()
+    return None
+
+
+def plan_gate(order: MariaDBDatabase, cluster: str, seen: ControlPlaneRead) -> Gate:
+    """Run the gates over the ControlPlane as read; one that does not parse refuses at once."""
+    if seen.unreadable is not None:
+        unreadable = seen.unreadable
+        return Gate(seen, plan_unreadable_control_plane(unreadable.what, unreadable.detail))
+    return Gate(seen, plan_admission(AdmissionObservation(order, cluster, seen.control_plane)))
