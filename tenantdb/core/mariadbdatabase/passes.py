@@ -87,6 +87,30 @@ reasons that are not True say the order waits for something on its way (a certif
 Database CR, the credential) and record no Event."""
 
 
+@dataclass(frozen=True)
+class Legs:
+    """What a pass composes its record from: the gates' decision, then the legs that ran.
+
+    ``provision`` only when the gates let the pass go on, ``delivery`` only when the provision
+    leg converged.
+    """
+
+    admission: AdmissionDecision
+    provision: LegResult | None = None
+    delivery: DeliveryResult | None = None
+
+    def record(self, order: MariaDBDatabase, cluster: str, now: datetime) -> PassRecord:
+        """The pass these legs make of ``order`` on ``cluster`` at ``now``."""
+        return compute_pass_record(
+            order,
+            cluster=cluster,
+            now=now,
+            admission=self.admission,
+            provision=self.provision,
+            delivery=self.delivery,
+        )
+
+
 def compute_pass_events(
     old: MariaDBDatabaseStatus, new: MariaDBDatabaseStatus
 ) -> tuple[Event, ...]:

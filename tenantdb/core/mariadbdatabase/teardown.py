@@ -86,6 +86,12 @@ class TeardownPlan:
     deletes: int
     logs: tuple[LogEvent, ...] = ()
 
+    @property
+    def fails_open(self) -> bool:
+        """Whether every delete is issued whatever fails (the ControlPlane is gone), rather
+        than the first failure stopping the teardown."""
+        return self.mode is TeardownMode.FAIL_OPEN
+
 
 @dataclass(frozen=True)
 class TeardownResult:
