@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
@@ -27,21 +27,17 @@ from tasks.runtime import PerRegistry, workqueue
 from tasks.scaffold import Admission, KindPass, KindStep, Plan, Step, emit
 from tenantdb.adapters import mariadbdatabase as adapter
 from tenantdb.adapters.clusters import ClusterRegistry
-from tenantdb.adapters.mariadbdatabase import FetchedOrder, MariaDBIO, ReadError
+from tenantdb.adapters.mariadbdatabase import FetchedOrder, Kept, MariaDBIO, ReadError, keep_nothing
 from tenantdb.adapters.metrics import observe_leg, observe_leg_since
 from tenantdb.adapters.schemaindex import SchemaIndex
 from tenantdb.core.mariadbdatabase import conditions, delivery, gates, passes, provision, steps
 from tenantdb.core.mariadbdatabase import teardown as removal
-from tenantdb.core.mariadbdatabase.delivery import DeliveryResult
-from tenantdb.core.mariadbdatabase.models import MariaDBDatabase
 from tenantdb.core.mariadbdatabase.naming import IDENTITY
 from tenantdb.core.mariadbdatabase.passes import Leg, Legs, PassRecord
-from tenantdb.core.mariadbdatabase.provision import LegResult
 from tenantdb.core.mariadbdatabase.reasons import Reason
 from tenantdb.core.mariadbdatabase.results import ORDER_REFRESH_AFTER
 from tenantdb.core.mariadbdatabase.scope import compute_order_scope
 from tenantdb.core.mariadbdatabase.steps import PassNote, ProvisionStep, TeardownNote, TeardownStep
-from tenantdb.core.tasknames import Queue
 from tenantdb.settings import load_settings
 
 log = logging.getLogger(__name__)
@@ -58,6 +54,7 @@ orders = PerRegistry(_build_orders)
 
 Pass = KindPass[MariaDBIO]
 StepCtx = KindStep[MariaDBIO]
+Ctx = Pass | StepCtx
 Ending = Callable[[], PassOutcome]
 """How the entry ends a pass it hands no chain, decided when it planned."""
 
@@ -73,17 +70,7 @@ FAILURES: dict[Leg, Callable[[str], Exception]] = {
 """What the entry raises on a leg that failed, once its status says so."""
 
 
-def read(raw: dict[str, Any]) -> FetchedOrder:
-    """The order as stored, and its typed view."""
-    return FetchedOrder(raw, MariaDBDatabase.model_validate(raw))
-
-
-def record(
-    ctx: Pass | StepCtx,
-    fetched: FetchedOrder,
-    legs: Legs,
-    kept: adapter.Kept = adapter.keep_nothing,
-) -> PassRecord:
+def record(ctx: Ctx, fetched: FetchedOrder, legs: Legs, kept: Kept = keep_nothing) -> PassRecord:
     """Compose the pass with core, log what it asks, have the I/O carry out its writes; ``kept``
     receives the order as the status write left it."""
     rec = legs.record(fetched.order, ctx.key.cluster, datetime.now(UTC))
@@ -109,9 +96,6 @@ def _ending(ctx: Pass, fetched: FetchedOrder, plan: Plan[Ending]) -> PassOutcome
     if plan.local is None:
         raise TypeError("a MariaDBDatabase plan without a chain carries how it ends")
     return plan.local()
-
-
-# -- the entry: gates, plan, settle ----------------------------------------------------------
 
 
 def admit(ctx: Pass, fetched: FetchedOrder, previous: gates.Gate | None) -> Admission[gates.Gate]:
@@ -157,31 +141,19 @@ def plan(ctx: Pass, fetched: FetchedOrder, gate: gates.Gate) -> Plan[Ending]:
     return Plan(chain, note, converged=converged, local=ending, reason="Provisioning")
 
 
-# -- the chain's steps ---------------------------------------------------------------------
-
-
-def _renote(ctx: StepCtx, note: PassNote, stored: dict[str, Any]) -> None:
-    # The retry, and the steps after it, decide over the status now stored, not the entry's.
-    ctx.save_note(replace(note, order=stored))
-
-
-def _legs(
-    ctx: StepCtx, note: PassNote, leg: LegResult, delivered: DeliveryResult | None = None
-) -> Legs:
-    seen = gates.ControlPlaneRead(note.cp())
-    admission = gates.plan_gate(read(note.order).order, ctx.key.cluster, seen).decision
-    return Legs(admission, leg, delivered)
-
-
 def _retry(ctx: StepCtx, note: PassNote, legs: Legs) -> RetryStepError:
-    """Record a failed write, keep the order as written in the note, and retry the step."""
-    ending = passes.decide_retry(record(ctx, read(note.order), legs, partial(_renote, ctx, note)))
+    """Record a failed write and retry the step, leaving the order as written in the note: the
+    retry, and the steps after it, decide over the status now stored, not the entry's."""
+    rec = record(
+        ctx, FetchedOrder.of(note.order), legs, lambda s: ctx.save_note(replace(note, order=s))
+    )
+    ending = passes.decide_retry(rec)
     return RetryStepError(ending.reason, ending.retry or "")
 
 
 def _finish(ctx: StepCtx, note: PassNote, legs: Legs) -> StepResult:
     """Record the pass at the end of its chain, and end it."""
-    end = passes.decide_chain_end(record(ctx, read(note.order), legs))
+    end = passes.decide_chain_end(record(ctx, FetchedOrder.of(note.order), legs))
     return StepResult(end.reason, True, end.requeue_after, end.completed, end.again)
 
 
@@ -195,18 +167,18 @@ def provision_step(step: ProvisionStep, ctx: StepCtx, note: PassNote) -> StepRes
         leg = provision.plan_provision_failure(
             note.plan, error.index, str(error), status_code=error.status
         )
-        raise _retry(ctx, note, _legs(ctx, note, leg)) from None
+        raise _retry(ctx, note, Legs(note.admission(ctx.key.cluster), leg)) from None
     end = steps.decide_provision_step_end(note.steps, ctx.step)
     if end.ends_leg:
         observe_leg_since(Leg.PROVISION, note.provision_started)
     if end.goes_on:
         return StepResult(f"{step.name.title()}Done")
-    return _finish(ctx, note, _legs(ctx, note, note.plan.result))
+    return _finish(ctx, note, Legs(note.admission(ctx.key.cluster), note.plan.result))
 
 
 def deliver(ctx: StepCtx, note: PassNote) -> StepResult:
     """Deliver the credential beside the order from the two Secrets, record the pass, end it."""
-    order, cp = read(note.order).order, note.cp()
+    order, cp = FetchedOrder.of(note.order).order, note.cp()
     scope = compute_order_scope(order, ctx.key.cluster, cp)
     with observe_leg(Leg.DELIVERY):
         try:
@@ -218,7 +190,7 @@ def deliver(ctx: StepCtx, note: PassNote) -> StepResult:
             delivered = delivery.compute_delivery_result(seen, planned, applied)
         except (ReadError, adapter.WriteError) as error:
             delivered = delivery.plan_delivery_failure(error.context, error.message)
-    legs = _legs(ctx, note, note.plan.result, delivered)
+    legs = Legs(note.admission(ctx.key.cluster), note.plan.result, delivered)
     if delivered.outcome.error is not None:
         raise _retry(ctx, note, legs)
     return _finish(ctx, note, legs)
@@ -239,8 +211,7 @@ def tear_down(ctx: Pass, fetched: FetchedOrder) -> Plan[Ending]:
     planned = removal.plan_teardown(seen)
     chain = steps.plan_teardown_chain(planned.actions)
     note = TeardownNote(scaffold.note_order(fetched.raw), planned, chain)
-    ending = partial(_finalize, ctx, fetched, planned, ())
-    return Plan(chain, note, local=ending, reason="TearingDown")
+    return Plan(chain, note, local=partial(_finalize, ctx, fetched, note), reason="TearingDown")
 
 
 def teardown_step(step: TeardownStep, ctx: StepCtx, note: TeardownNote) -> StepResult:
@@ -264,14 +235,9 @@ def teardown_step(step: TeardownStep, ctx: StepCtx, note: TeardownNote) -> StepR
     return StepResult("Failed")
 
 
-def _finalize(
-    ctx: Pass | StepCtx,
-    fetched: FetchedOrder,
-    planned: removal.TeardownPlan,
-    failed: tuple[tuple[int, str], ...],
-) -> PassOutcome:
+def _finalize(ctx: Ctx, fetched: FetchedOrder, note: TeardownNote) -> PassOutcome:
     """Decide the finalizer on the deletes the plan issued, as the reference counts them."""
-    decision = removal.compute_teardown_result(planned, failed)
+    decision = removal.compute_teardown_result(note.plan, note.failures)
     emit(ctx.key, decision.logs)
     if decision.release_finalizer:
         ctx.guard.check()
@@ -282,7 +248,7 @@ def _finalize(
 
 def finalize_step(ctx: StepCtx, note: TeardownNote) -> StepResult:
     """Decide the finalizer after the deletes were issued, and end the pass."""
-    outcome = _finalize(ctx, read(note.order), note.plan, note.failures)
+    outcome = _finalize(ctx, FetchedOrder.of(note.order), note)
     return StepResult(outcome.reason, done=True, requeue_after=outcome.requeue_after)
 
 
@@ -292,60 +258,39 @@ def unreadable(ctx: Pass, raw: dict[str, Any], error: ValidationError) -> PassOu
     its next change or the 10-minute refresh brings the next pass."""
     told = conditions.plan_unreadable_order(raw, adapter.describe_validation(error))
     log.warning("%s", told.message, extra={"order": str(ctx.key)})
-
-    def patch(stored: Mapping[str, Any]) -> Mapping[str, Any]:
-        return told.status_patch(stored, datetime.now(UTC))
-
     ctx.guard.check()
-    ctx.io.write_unreadable_status(ctx.key, raw, patch, ctx.guard.check)
+    ctx.io.write_unreadable_status(
+        ctx.key, raw, lambda stored: told.status_patch(stored, datetime.now(UTC)), ctx.guard.check
+    )
     return PassOutcome(Reason.ORDER_UNREADABLE.value, ORDER_REFRESH_AFTER.total_seconds())
 
 
-# -- the declaration -----------------------------------------------------------------------------
-
-
-def _steps(chain: Queue, note: type[Any], doc: str, *bodies: tuple[str, Any]) -> list[Step]:
-    return [Step(name, chain, body, note, doc.format(name)) for name, body in bodies]
-
-
-PROVISION = [(s.name.lower(), partial(provision_step, s)) for s in ProvisionStep]
-TEARDOWN = [(s.name.lower(), partial(teardown_step, s)) for s in TeardownStep]
+BODIES: dict[str, Callable[..., StepResult]] = {
+    **{s.name.lower(): partial(provision_step, s) for s in ProvisionStep},
+    steps.DELIVERY_STEP: deliver,
+}
+TEARDOWN_BODIES: dict[str, Callable[..., StepResult]] = {
+    **{s.name.lower(): partial(teardown_step, s) for s in TeardownStep},
+    steps.FINALIZE_STEP: finalize_step,
+}
 SPEC = scaffold.declare_kind(
     scaffold.KindSpec(
         identity=IDENTITY,
         io=orders,
         unreadable=unreadable,
-        read=read,
+        read=FetchedOrder.of,
         admit=admit,
         gated=gated,
         plan=plan,
         settle=lambda ctx, fetched, _gate, plan: _ending(ctx, fetched, plan),
         teardown=tear_down,
         finalize=_ending,
-        steps=(
-            *_steps(
-                Queue.PROVISION,
-                PassNote,
-                "Provision step {} of a MariaDBDatabase pass.",
-                *PROVISION,
-            ),
-            *_steps(
-                Queue.DELIVERY,
-                PassNote,
-                "Delivery step of a MariaDBDatabase pass: the Secret beside the order.",
-                (steps.DELIVERY_STEP, deliver),
-            ),
+        steps=tuple(
+            Step(c.name, c.queue, BODIES[c.name], PassNote, c.doc) for c in steps.PROVISION_CHAIN
         ),
-        teardown_steps=(
-            *_steps(
-                Queue.TEARDOWN, TeardownNote, "Teardown step {} of a MariaDBDatabase.", *TEARDOWN
-            ),
-            *_steps(
-                Queue.TEARDOWN,
-                TeardownNote,
-                "Final teardown step: decide the finalizer on the deletes the plan issued.",
-                (steps.FINALIZE_STEP, finalize_step),
-            ),
+        teardown_steps=tuple(
+            Step(c.name, c.queue, TEARDOWN_BODIES[c.name], TeardownNote, c.doc)
+            for c in steps.TEARDOWN_CHAIN
         ),
     )
 )

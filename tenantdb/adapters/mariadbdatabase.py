@@ -208,6 +208,12 @@ class FetchedOrder:
     raw: dict[str, Any]
     order: MariaDBDatabase
 
+    @classmethod
+    def of(cls, raw: dict[str, Any]) -> FetchedOrder:
+        """The order as stored, read as its typed view (``ValidationError`` when it does not
+        parse)."""
+        return cls(raw, MariaDBDatabase.model_validate(raw))
+
 
 Remember = Callable[[str, Mapping[str, Any] | None], None]
 """Record an object a pass wrote (its cluster, the server's answer), so its echo wakes nothing."""
@@ -840,8 +846,9 @@ class MariaDBOrders:
         Raises:
             ConflictError: the order changed since it was read.
         """
-        raw = self.clusters.get(key.cluster).set_finalizers(fetched.raw, finalizers)
-        return FetchedOrder(raw, MariaDBDatabase.model_validate(raw))
+        return FetchedOrder.of(
+            self.clusters.get(key.cluster).set_finalizers(fetched.raw, finalizers)
+        )
 
 
 _RESOURCES = {

@@ -109,7 +109,7 @@ class WorldIO:
         self, key: OrderKey, fetched: FetchedOrder, finalizers: list[str]
     ) -> FetchedOrder:
         raw = _with_finalizers(self, fetched.raw, finalizers)
-        return FetchedOrder(raw, MariaDBDatabase.model_validate(raw))
+        return FetchedOrder.of(raw)
 
     # -- the kind's adapter --------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from tenantdb.core.mariadbdatabase.gates import (
     known_control_plane,
     plan_gate,
 )
+from tenantdb.core.mariadbdatabase.models import ControlPlane, MariaDBDatabase
 from tenantdb.core.mariadbdatabase.naming import FINALIZER
 from tenantdb.core.mariadbdatabase.openbao import OpenBaoConnection, build_role
 from tenantdb.core.mariadbdatabase.passes import (
@@ -47,6 +48,10 @@ from tenantdb.core.mariadbdatabase.results import (
 )
 from tenantdb.core.mariadbdatabase.steps import (
     DELIVERY_STEP,
+    PROVISION_CHAIN,
+    TEARDOWN_CHAIN,
+    ChainStep,
+    PassNote,
     ProvisionStep,
     ProvisionStepEnd,
     TeardownStep,
@@ -67,6 +72,7 @@ from tenantdb.core.mariadbdatabase.teardown import (
     compute_teardown_result,
 )
 from tenantdb.core.objects import Secret
+from tenantdb.core.tasknames import Queue
 from tests.unit.mdb_builders import (
     NOW,
     make_control_plane,
@@ -521,3 +527,60 @@ def test_an_unreadable_order_is_told_so_at_its_generation(
 )
 def test_a_requeue_is_said_in_seconds(result: PassResult, seconds: float | None) -> None:
     assert result.requeue_seconds() == seconds
+
+
+def _note(order: MariaDBDatabase, cp: ControlPlane) -> PassNote:
+    return PassNote(
+        order.model_dump(mode="json", by_alias=True),
+        cp.model_dump(mode="json", by_alias=True),
+        ProvisionPlan((), CONVERGED),
+        (),
+        0.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("order", "cp", "proceeds", "reason"),
+    [
+        pytest.param(make_order(), CP, True, None, id="admitted-as-the-entry-read-it"),
+        pytest.param(
+            make_order(),
+            make_control_plane(db_credentials_ready="False"),
+            False,
+            "WaitingForDBCredentials",
+            id="credentials-not-ready-when-the-entry-read-it",
+        ),
+    ],
+)
+def test_a_step_composes_its_record_from_the_gates_over_what_the_entry_read(
+    order: MariaDBDatabase, cp: ControlPlane, proceeds: bool, reason: str | None
+) -> None:
+    admission = _note(order, cp).admission("")
+    assert admission.outcome.proceed is proceeds
+    reasons = {c.reason for c in admission.outcome.conditions}
+    assert reasons == ({reason} if reason else set())
+
+
+@pytest.mark.parametrize(
+    ("chain", "names", "queues"),
+    [
+        pytest.param(
+            PROVISION_CHAIN,
+            ("identity", "role", "database", "credentials", DELIVERY_STEP),
+            (Queue.PROVISION,) * 4 + (Queue.DELIVERY,),
+            id="provision-then-delivery",
+        ),
+        pytest.param(
+            TEARDOWN_CHAIN,
+            ("openbao", "eso", "database", "secret", "finalize"),
+            (Queue.TEARDOWN,) * 5,
+            id="teardown-then-finalize",
+        ),
+    ],
+)
+def test_a_chain_runs_its_steps_in_flow_order_on_their_queues(
+    chain: tuple[ChainStep, ...], names: tuple[str, ...], queues: tuple[Queue, ...]
+) -> None:
+    assert tuple(step.name for step in chain) == names
+    assert tuple(step.queue for step in chain) == queues
+    assert all(step.doc for step in chain)

@@ -21,7 +21,12 @@ from tenantdb.core.mariadbdatabase.delivery import (
     compute_delivery_result,
     plan_delivery,
 )
-from tenantdb.core.mariadbdatabase.models import ControlPlane
+from tenantdb.core.mariadbdatabase.gates import (
+    AdmissionDecision,
+    AdmissionObservation,
+    plan_admission,
+)
+from tenantdb.core.mariadbdatabase.models import ControlPlane, MariaDBDatabase
 from tenantdb.core.mariadbdatabase.provision import ProvisionPlan
 from tenantdb.core.mariadbdatabase.teardown import (
     CERTIFICATE_GONE_LOG,
@@ -29,6 +34,7 @@ from tenantdb.core.mariadbdatabase.teardown import (
     DELIVERED_REMOVAL_LOG,
     TeardownPlan,
 )
+from tenantdb.core.tasknames import Queue
 
 
 class ProvisionStep(IntEnum):
@@ -181,6 +187,12 @@ class PassNote:
         """The ControlPlane as the entry read it."""
         return ControlPlane.model_validate(self.control_plane)
 
+    def admission(self, cluster: str) -> AdmissionDecision:
+        """The gates' decision over the order and ControlPlane as the entry read them, which
+        every record of the pass composes from."""
+        order = MariaDBDatabase.model_validate(self.order)
+        return plan_admission(AdmissionObservation(order, cluster, self.cp()))
+
 
 FINALIZE_STEP = "finalize"
 """The teardown chain's last step, which decides the finalizer."""
@@ -242,3 +254,45 @@ def classify_teardown_log(event: LogEvent) -> TeardownStep | None:
         if event.message.startswith(message):
             return step
     return None
+
+
+@dataclass(frozen=True)
+class ChainStep:
+    """One step a chain may hold: its name, the queue it runs on, and what its task is."""
+
+    name: str
+    queue: Queue
+    doc: str
+
+
+PROVISION_CHAIN = (
+    *(
+        ChainStep(
+            s.name.lower(),
+            Queue.PROVISION,
+            f"Provision step {s.name.lower()} of a MariaDBDatabase pass.",
+        )
+        for s in ProvisionStep
+    ),
+    ChainStep(
+        DELIVERY_STEP,
+        Queue.DELIVERY,
+        "Delivery step of a MariaDBDatabase pass: the Secret beside the order.",
+    ),
+)
+"""The steps a live order's chain may hold, in order."""
+
+TEARDOWN_CHAIN = (
+    *(
+        ChainStep(
+            s.name.lower(), Queue.TEARDOWN, f"Teardown step {s.name.lower()} of a MariaDBDatabase."
+        )
+        for s in TeardownStep
+    ),
+    ChainStep(
+        FINALIZE_STEP,
+        Queue.TEARDOWN,
+        "Final teardown step: decide the finalizer on the deletes the plan issued.",
+    ),
+)
+"""The steps a deleting order's chain may hold, in order."""
