@@ -1,11 +1,12 @@
 """The MariaDBDatabase kind, declared on the scaffold: it conducts each turn of a pass.
 
 Each callback reads through the kind's I/O (``MariaDBIO``), hands what it read to a pure decision
-of ``tenantdb.core.mariadbdatabase`` and carries out what that returns. The entry reads the
-ControlPlane past the cluster-name gate, observes the provision leg once and, when that leg
-converged with nothing to write, delivers itself; otherwise its chain holds the steps with a
-write, the delivery step reading the two Secrets itself (a credential never travels in a note)
-and the last step recording the pass. Teardown works the same way, its chain ending in finalize.
+of ``tenantdb.core.mariadbdatabase`` and carries out what that returns. The entry observes once;
+a converged leg with nothing to write is delivered from there, otherwise the chain holds the
+steps with a write, the delivery step reading the two Secrets itself (never a credential in a
+note) and the last step recording the pass. A failed write is recorded and its step retried; a
+leg refusing with an error backs off. Teardown writes no status: it holds the finalizer while
+the ControlPlane exists and anything is still listed, and fails open once it is gone.
 """
 
 from __future__ import annotations
