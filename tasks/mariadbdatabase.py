@@ -31,12 +31,11 @@ from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.mariadbdatabase import FetchedOrder, Kept, MariaDBIO, ReadError, keep_nothing
 from tenantdb.adapters.metrics import observe_leg, observe_leg_since
 from tenantdb.adapters.schemaindex import SchemaIndex
-from tenantdb.core.mariadbdatabase import conditions, delivery, gates, passes, provision, steps
+from tenantdb.core.mariadbdatabase import delivery, gates, passes, provision, steps
 from tenantdb.core.mariadbdatabase import teardown as removal
+from tenantdb.core.mariadbdatabase.actions import Action
 from tenantdb.core.mariadbdatabase.naming import IDENTITY
 from tenantdb.core.mariadbdatabase.passes import Leg, Legs, PassRecord
-from tenantdb.core.mariadbdatabase.reasons import Reason
-from tenantdb.core.mariadbdatabase.results import ORDER_REFRESH_AFTER
 from tenantdb.core.mariadbdatabase.scope import compute_order_scope
 from tenantdb.core.mariadbdatabase.steps import PassNote, ProvisionStep, TeardownNote, TeardownStep
 from tenantdb.settings import load_settings
@@ -197,9 +196,6 @@ def deliver(ctx: StepCtx, note: PassNote) -> StepResult:
     return _finish(ctx, note, legs)
 
 
-# -- teardown ------------------------------------------------------------------------------------
-
-
 def tear_down(ctx: Pass, fetched: FetchedOrder) -> Plan[Ending]:
     """Observe the children once and plan their removal; finalize here or hand over the deletes."""
     try:
@@ -215,21 +211,25 @@ def tear_down(ctx: Pass, fetched: FetchedOrder) -> Plan[Ending]:
     return Plan(chain, note, local=partial(_finalize, ctx, fetched, note), reason="TearingDown")
 
 
+def _log_failure(ctx: StepCtx, action: Action, error: str) -> None:
+    log.error("%s", removal.describe_teardown_failure(action, error), extra={"order": str(ctx.key)})
+
+
 def teardown_step(step: TeardownStep, ctx: StepCtx, note: TeardownNote) -> StepResult:
     """One teardown step: its deletes of the entry's plan, in plan order."""
     planned = note.plan
     emit(ctx.key, steps.select_teardown_logs(planned.logs, step))
-    actions = steps.select_teardown_actions(planned.actions, step)
     try:
         failures = ctx.io.run_each(
-            actions, ctx.guard.check, ctx.runtime.remember_write, keep_going=planned.fails_open
+            steps.select_teardown_actions(planned.actions, step),
+            ctx.guard.check,
+            ctx.runtime.remember_write,
+            keep_going=planned.fails_open,
+            failed=partial(_log_failure, ctx),
         )
     except adapter.FailedActionError as error:
         worded = removal.describe_teardown_failure(error.action, str(error))
         raise RetryStepError("TeardownHeld", worded) from None
-    for index, failure in failures:
-        worded = removal.describe_teardown_failure(planned.actions[index], failure)
-        log.error("%s", worded, extra={"order": str(ctx.key)})
     if not failures:
         return StepResult("Done")
     ctx.save_note(replace(note, failures=note.failures + failures))
@@ -257,13 +257,13 @@ def unreadable(ctx: Pass, raw: dict[str, Any], error: ValidationError) -> PassOu
     """Say on an order whose own body does not parse which fields fail, and do nothing else:
     no child can be planned nor removed without it. The patch is made from the order as stored;
     its next change or the 10-minute refresh brings the next pass."""
-    told = conditions.plan_unreadable_order(raw, adapter.describe_validation(error))
+    told = gates.plan_unreadable_order(raw, adapter.describe_validation(error))
     log.warning("%s", told.message, extra={"order": str(ctx.key)})
     ctx.guard.check()
     ctx.io.write_unreadable_status(
         ctx.key, raw, lambda stored: told.status_patch(stored, datetime.now(UTC)), ctx.guard.check
     )
-    return PassOutcome(Reason.ORDER_UNREADABLE.value, ORDER_REFRESH_AFTER.total_seconds())
+    return PassOutcome(told.reason, told.requeue_seconds())
 
 
 BODIES: dict[str, Callable[..., StepResult]] = {

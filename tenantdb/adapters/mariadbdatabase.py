@@ -230,6 +230,14 @@ def keep_nothing(stored: dict[str, Any]) -> None:
     """Keep nothing of the order a status write left."""
 
 
+Failed = Callable[[Action, str], None]
+"""Hear of an action that failed (its error text) while the rest go on."""
+
+
+def ignore_failure(action: Action, error: str) -> None:
+    """Hear nothing of a failed action but what is returned."""
+
+
 class MariaDBIO(Protocol):
     """What a MariaDBDatabase pass reads and writes beyond the order store: ``MariaDBOrders``
     over the clusters and OpenBao, or a test's world."""
@@ -271,8 +279,10 @@ class MariaDBIO(Protocol):
         remember: Remember,
         *,
         keep_going: bool = False,
+        failed: Failed = ignore_failure,
     ) -> tuple[tuple[int, str], ...]:
-        """Perform actions in order. Raises ``FailedActionError`` unless ``keep_going``."""
+        """Perform actions in order. Raises ``FailedActionError`` unless ``keep_going``, which
+        hands each failure to ``failed`` as it happens."""
         ...
 
     def read_teardown(self, order: MariaDBDatabase, cluster: str) -> TeardownObservation:
@@ -632,11 +642,13 @@ class MariaDBOrders:
         remember: Remember,
         *,
         keep_going: bool = False,
+        failed: Failed = ignore_failure,
     ) -> tuple[tuple[int, str], ...]:
         """Perform each action in order (its place in the plan beside it), the lease checked
         before each; remember each object applied.
 
-        Returns each failure's place and error text, when ``keep_going`` runs past them.
+        Returns each failure's place and error text, when ``keep_going`` runs past them; each
+        is handed to ``failed`` (the action and the error text) as it happens.
 
         Raises:
             FailedActionError: an action failed, and the rest is not to be run.
@@ -649,6 +661,7 @@ class MariaDBOrders:
             except ActionError as error:
                 if not keep_going:
                     raise FailedActionError(index, action, error) from None
+                failed(action, str(error))
                 failures.append((index, str(error)))
                 continue
             if isinstance(action, ApplyObject):

@@ -24,12 +24,14 @@ from tasks.chain import RetryStepError
 from tasks.reconcile import PassContext
 from tenantdb.adapters.mariadbdatabase import (
     ActionError,
+    Failed,
     FailedActionError,
     FetchedOrder,
     Kept,
     Noted,
     Remember,
     UnreadableError,
+    ignore_failure,
     keep_nothing,
     parse_databases,
     parse_object,
@@ -234,6 +236,7 @@ class WorldIO:
         remember: Remember,
         *,
         keep_going: bool = False,
+        failed: Failed = ignore_failure,
     ) -> tuple[tuple[int, str], ...]:
         failures: list[tuple[int, str]] = []
         for index, action in actions:
@@ -242,6 +245,7 @@ class WorldIO:
             except ActionError as error:
                 if not keep_going:
                     raise FailedActionError(index, action, error) from None
+                failed(action, str(error))
                 failures.append((index, str(error)))
         return tuple(failures)
 

@@ -9,7 +9,7 @@ import pytest
 
 from tenantdb.core.actions import ApplyObject, DeleteObject, LogEvent, ObjectRef, PatchObject
 from tenantdb.core.mariadbdatabase.actions import Action, ClientCertificateRef, EnsureRole
-from tenantdb.core.mariadbdatabase.conditions import ConditionUpdate, plan_unreadable_order
+from tenantdb.core.mariadbdatabase.conditions import ConditionUpdate
 from tenantdb.core.mariadbdatabase.delivery import (
     DeliveryObservation,
     DeliveryResult,
@@ -21,6 +21,7 @@ from tenantdb.core.mariadbdatabase.gates import (
     Gate,
     known_control_plane,
     plan_gate,
+    plan_unreadable_order,
 )
 from tenantdb.core.mariadbdatabase.models import ControlPlane, MariaDBDatabase
 from tenantdb.core.mariadbdatabase.naming import FINALIZER
@@ -516,6 +517,7 @@ def test_an_unreadable_order_is_told_so_at_its_generation(
     patch = told.status_patch({}, NOW)
     assert patch["observedGeneration"] == generation
     assert told.status_patch(patch, NOW) == {}
+    assert (told.reason, told.requeue_seconds()) == ("OrderUnreadable", 600.0)
 
 
 @pytest.mark.parametrize(

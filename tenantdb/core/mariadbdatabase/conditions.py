@@ -21,7 +21,6 @@ from tenantdb.core.mariadbdatabase.reasons import (
     NOT_ALL_READY_MESSAGE,
     ConditionType,
     Reason,
-    msg_order_unreadable,
 )
 from tenantdb.core.mariadbdatabase.validation import CONDITION_MESSAGE_MAX_LENGTH
 from tenantdb.core.objects import Condition
@@ -197,25 +196,3 @@ def compute_unreadable_status(
         return {}
     body = build_status_body(new)
     return {"conditions": body["conditions"], "observedGeneration": generation}
-
-
-@dataclass(frozen=True)
-class UnreadableOrder:
-    """What an order whose own body does not parse is told, and at which generation."""
-
-    message: str
-    generation: int
-
-    def status_patch(self, stored: Mapping[str, Any], now: datetime) -> dict[str, Any]:
-        """The status patch over the status as stored; empty when it says so already."""
-        return compute_unreadable_status(stored, self.message, generation=self.generation, now=now)
-
-
-def plan_unreadable_order(raw: Mapping[str, Any], detail: str) -> UnreadableOrder:
-    """Word an order's own body that does not parse (``detail``: which fields fail and why).
-
-    Read from the order as stored: a deleting order is told its deletion waits for the fix.
-    """
-    meta = raw.get("metadata") or {}
-    message = msg_order_unreadable(detail, deleting=bool(meta.get("deletionTimestamp")))
-    return UnreadableOrder(message, int(meta.get("generation") or 0))

@@ -10,9 +10,12 @@ OpenBao: nothing past a failed gate may be touched.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from tenantdb.core.mariadbdatabase.conditions import on_both
+from tenantdb.core.mariadbdatabase.conditions import compute_unreadable_status, on_both
 from tenantdb.core.mariadbdatabase.controlplane import (
     find_namespace_assignment,
     is_db_credentials_ready,
@@ -28,6 +31,7 @@ from tenantdb.core.mariadbdatabase.reasons import (
     msg_dependency_unreadable,
     msg_dynamic_credentials_unavailable,
     msg_namespace_not_assigned,
+    msg_order_unreadable,
     msg_waiting_for_db_credentials,
 )
 from tenantdb.core.mariadbdatabase.results import (
@@ -209,3 +213,35 @@ def plan_gate(order: MariaDBDatabase, cluster: str, seen: ControlPlaneRead) -> G
         unreadable = seen.unreadable
         return Gate(seen, plan_unreadable_control_plane(unreadable.what, unreadable.detail))
     return Gate(seen, plan_admission(AdmissionObservation(order, cluster, seen.control_plane)))
+
+
+@dataclass(frozen=True)
+class UnreadableOrder:
+    """What an order whose own body does not parse is told, and at which generation."""
+
+    message: str
+    generation: int
+
+    def status_patch(self, stored: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+        """The status patch over the status as stored; empty when it says so already."""
+        return compute_unreadable_status(stored, self.message, generation=self.generation, now=now)
+
+    @property
+    def reason(self) -> str:
+        """The pass summed up in one word."""
+        return Reason.ORDER_UNREADABLE.value
+
+    def requeue_seconds(self) -> float | None:
+        """When the order comes back: its next change, or the 10-minute refresh; nothing is
+        retried meanwhile."""
+        return PassResult(requeue_after=ORDER_REFRESH_AFTER).requeue_seconds()
+
+
+def plan_unreadable_order(raw: Mapping[str, Any], detail: str) -> UnreadableOrder:
+    """Word an order's own body that does not parse (``detail``: which fields fail and why).
+
+    Read from the order as stored: a deleting order is told its deletion waits for the fix.
+    """
+    meta = raw.get("metadata") or {}
+    message = msg_order_unreadable(detail, deleting=bool(meta.get("deletionTimestamp")))
+    return UnreadableOrder(message, int(meta.get("generation") or 0))
