@@ -92,7 +92,13 @@ def _errors() -> float:
     ("failing", "keep_going", "ran", "failures"),
     [
         pytest.param((), False, ["run a", "run b"], (), id="all-written"),
-        pytest.param(("a",), True, ["run a", "run b"], ((3, "conflict"),), id="fail-open-runs-all"),
+        pytest.param(
+            ("a",),
+            True,
+            ["run a", "failed conflict", "run b"],
+            ((3, "conflict"),),
+            id="fail-open-hears-each-failure-as-it-happens-and-runs-all",
+        ),
     ],
 )
 def test_a_steps_actions_run_in_order_and_fail_open_collects_failures(
@@ -107,10 +113,11 @@ def test_a_steps_actions_run_in_order_and_fail_open_collects_failures(
         lambda: checks.append(1),
         lambda cluster, answer: remembered.append(answer),
         keep_going=keep_going,
+        failed=lambda action, error: io.log.append(f"failed {error}"),
     )
     assert got == failures
     assert io.log == ran
-    assert len(checks) == len(ran), "the lease is checked before each write"
+    assert len(checks) == len(ACTIONS), "the lease is checked before each write"
     assert remembered == [_apply("b").manifest], "only an applied object is remembered"
 
 
