@@ -1,22 +1,12 @@
-"""The MariaDBDatabase kind, declared on the scaffold: its gates, plans, steps and records.
+"""The MariaDBDatabase kind, declared on the scaffold: it conducts each turn of a pass.
 
-The scaffold (``tasks.scaffold``) leads each pass. This module says what the kind does at each
-turn: its gates read the ControlPlane (only past the cluster-name gate) and decide; its plan
-reads each child the pass decides on once (the OpenBao role only when the plan reaches it) and,
-when the provision leg has nothing to write and converged, the two Secrets delivery copies
-between; a pass with nothing to write is recorded, and delivered from what it read, in the
-entry. Otherwise the chain holds only the steps with a write (identity, role, database,
-credentials, then delivery once the leg converged); each performs its own actions of the entry's
-plan and reads nothing again, save the delivery step, which reads the two Secrets itself. The
-last step records the pass. Teardown works the same way: observed and planned once, its chain
-holds the steps with a delete, then finalize, which decides on the deletes the plan issued.
-
-A step that fails records what the reference records (OpenBaoError, DeliveryError) and retries
-with backoff under the pass's lease, at a fence of its own; DeliveryReady keeps its value when
-the provision leg fails. A leg that refuses with an error (a child of its name it did not
-create) records the refusal and backs off through the entry's retry. Teardown writes no status:
-while the ControlPlane exists it holds the finalizer while anything was still listed, and fails
-open once it is gone.
+Each callback reads through the kind's I/O (``MariaDBIO``), hands what it read to a pure decision
+of ``tenantdb.core.mariadbdatabase`` and carries out what that returns. The entry observes once;
+a converged leg with nothing to write is delivered from there, otherwise the chain holds the
+steps with a write, the delivery step reading the two Secrets itself (never a credential in a
+note) and the last step recording the pass. A failed write is recorded and its step retried; a
+leg refusing with an error backs off. Teardown writes no status: it holds the finalizer while
+the ControlPlane exists and anything is still listed, and fails open once it is gone.
 """
 
 from __future__ import annotations
@@ -24,645 +14,284 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from pydantic import ValidationError
 
+from tasks import scaffold
 from tasks.chain import RetryStepError, StepResult
 from tasks.reconcile import PassOutcome
 from tasks.runtime import PerRegistry, workqueue
-from tasks.scaffold import (
-    Admission,
-    KindPass,
-    KindSpec,
-    KindStep,
-    Plan,
-    Step,
-    declare_kind,
-    emit,
-    note_order,
-)
+from tasks.scaffold import Admission, KindPass, KindStep, Plan, Step, emit
+from tenantdb.adapters import mariadbdatabase as adapter
 from tenantdb.adapters.clusters import ClusterRegistry
-from tenantdb.adapters.kube import KubeError
-from tenantdb.adapters.mariadbdatabase import (
-    ActionError,
-    FetchedOrder,
-    MariaDBOrders,
-    ReadError,
-    UnreadableError,
-    describe_validation,
-)
-from tenantdb.adapters.metrics import RECONCILE_ERRORS, observe_leg, observe_leg_since
+from tenantdb.adapters.mariadbdatabase import FetchedOrder, Kept, MariaDBIO, ReadError, keep_nothing
+from tenantdb.adapters.metrics import observe_leg, observe_leg_since
 from tenantdb.adapters.schemaindex import SchemaIndex
-from tenantdb.core.actions import ApplyObject
-from tenantdb.core.mariadbdatabase.actions import EnsureRole
-from tenantdb.core.mariadbdatabase.conditions import compute_unreadable_status
-from tenantdb.core.mariadbdatabase.delivery import (
-    DeliveryResult,
-    compute_delivery_result,
-    plan_delivery,
-    plan_delivery_failure,
-)
-from tenantdb.core.mariadbdatabase.gates import (
-    AdmissionDecision,
-    AdmissionObservation,
-    plan_admission,
-    plan_unreadable_control_plane,
-    plan_unreadable_teardown,
-    should_read_control_plane,
-)
-from tenantdb.core.mariadbdatabase.models import ControlPlane, MariaDBDatabase
-from tenantdb.core.mariadbdatabase.naming import FINALIZER, IDENTITY
-from tenantdb.core.mariadbdatabase.passes import PassRecord, compute_pass_record, describe_status
-from tenantdb.core.mariadbdatabase.provision import (
-    LegResult,
-    ProvisionObservation,
-    ProvisionPlan,
-    plan_provision,
-    plan_provision_failure,
-    plan_unreadable,
-)
-from tenantdb.core.mariadbdatabase.reasons import ConditionType, Reason, msg_order_unreadable
-from tenantdb.core.mariadbdatabase.results import ORDER_REFRESH_AFTER, PassResult
-from tenantdb.core.mariadbdatabase.scope import OrderScope, compute_order_scope
-from tenantdb.core.mariadbdatabase.steps import (
-    DELIVERY_STEP,
-    FINALIZE_STEP,
-    ProvisionStep,
-    TeardownStep,
-    classify_provision_action,
-    classify_teardown_action,
-    classify_teardown_log,
-    plan_chain_steps,
-    plan_teardown_steps,
-)
-from tenantdb.core.mariadbdatabase.teardown import (
-    TeardownMode,
-    TeardownPlan,
-    compute_teardown_result,
-    describe_teardown_failure,
-    plan_teardown,
-)
-from tenantdb.core.objects import Secret
-from tenantdb.core.pass_path import Verdict
-from tenantdb.core.tasknames import Queue
+from tenantdb.core.mariadbdatabase import delivery, gates, passes, provision, steps
+from tenantdb.core.mariadbdatabase import teardown as removal
+from tenantdb.core.mariadbdatabase.actions import Action
+from tenantdb.core.mariadbdatabase.naming import IDENTITY
+from tenantdb.core.mariadbdatabase.passes import Leg, Legs, PassRecord
+from tenantdb.core.mariadbdatabase.scope import compute_order_scope
+from tenantdb.core.mariadbdatabase.steps import PassNote, ProvisionStep, TeardownNote, TeardownStep
 from tenantdb.settings import load_settings
 
 log = logging.getLogger(__name__)
 
-PROVISION = "MariaDBDatabaseProvision"
-DELIVERY = "MariaDBDatabaseDelivery"
-"""The reconcile-duration and error metrics' sub_reconciler labels of the two legs."""
 
-
-def _build_orders(registry: ClusterRegistry) -> MariaDBOrders:
+def _build_orders(registry: ClusterRegistry) -> MariaDBIO:
     settings = load_settings()
     schemas = SchemaIndex(workqueue().redis, settings.key_prefix)
-    return MariaDBOrders(registry, settings, schemas=schemas)
+    return adapter.MariaDBOrders(registry, settings, schemas=schemas)
 
 
 orders = PerRegistry(_build_orders)
 """The I/O of this worker process, rebuilt when the cluster configuration files change."""
 
-Ctx = KindPass[MariaDBOrders] | KindStep[MariaDBOrders]
-"""Where a pass is: its entry or one of its steps."""
-
-
-def _seconds(result: PassResult) -> float | None:
-    return None if result.requeue_after is None else result.requeue_after.total_seconds()
-
-
-def _outcome(rec: PassRecord) -> PassOutcome:
-    return PassOutcome(describe_status(rec.status), _seconds(rec.result))
-
-
-# -- the entry: gates, plan, settle ----------------------------------------------------------
-
-
-def read(raw: dict[str, Any]) -> FetchedOrder:
-    """The order as stored, and its typed view."""
-    return FetchedOrder(raw, MariaDBDatabase.model_validate(raw))
-
-
-@dataclass(frozen=True)
-class Gate:
-    """The ControlPlane the gates read (None: not found, or not read), and their decision."""
-
-    cp: ControlPlane | None
-    decision: AdmissionDecision
-
-
-def admit(
-    ctx: KindPass[MariaDBOrders], fetched: FetchedOrder, previous: Gate | None
-) -> Admission[Gate]:
-    """Run the gates, reading the ControlPlane once and only past the cluster-name gate."""
-    if previous is not None:
-        cp = previous.cp
-    elif should_read_control_plane(ctx.key.cluster):
-        try:
-            cp = ctx.io.fetch_control_plane(fetched.order)
-        except UnreadableError as exc:
-            decision = plan_unreadable_control_plane(exc.context, exc.message)
-            return Admission(Verdict(add_finalizer=False, proceed=False), Gate(None, decision))
-    else:
-        cp = None
-    decision = plan_admission(AdmissionObservation(fetched.order, ctx.key.cluster, cp))
-    # The gates go on only past a ControlPlane they read.
-    verdict = Verdict(add_finalizer=decision.add_finalizer, proceed=decision.outcome.proceed)
-    return Admission(verdict, Gate(cp, decision))
-
-
-def gated(ctx: KindPass[MariaDBOrders], fetched: FetchedOrder, gate: Gate) -> PassOutcome:
-    """Record the gate that stopped the pass."""
-    return _outcome(record(ctx, fetched, gate.decision))
-
-
-@dataclass(frozen=True)
-class PassNote:
-    """What the entry observed and decided, left for the chain's steps so none reads it again.
-
-    Holds the order and ControlPlane as read, the provision plan (desired objects and the leg's
-    outcome; never a credential) and the chain's steps in order.
-    """
-
-    order: dict[str, Any]
-    control_plane: dict[str, Any]
-    plan: ProvisionPlan
-    steps: tuple[str, ...]
-    provision_started: float
-    """When the entry began to observe the provision leg, in epoch seconds."""
-
-    def fetched(self) -> FetchedOrder:
-        """The order as the entry read it."""
-        return read(self.order)
-
-    def cp(self) -> ControlPlane:
-        """The ControlPlane as the entry read it."""
-        return ControlPlane.model_validate(self.control_plane)
-
-
-@dataclass(frozen=True)
-class Settled:
-    """What the entry keeps in memory to settle a pass with nothing to write."""
-
-    plan: ProvisionPlan
-    delivery: DeliveryResult | None = None
-    delivery_started: float = 0.0
-
-
-def plan(ctx: KindPass[MariaDBOrders], fetched: FetchedOrder, gate: Gate) -> Plan[Settled]:
-    """Observe the children once and plan; deliver from the entry when nothing else writes."""
-    io, cp = ctx.io, gate.cp
-    if cp is None:
-        raise TypeError("the gates let no MariaDBDatabase pass without a ControlPlane plan")
-    scope = compute_order_scope(fetched.order, ctx.key.cluster, cp)
-    provision_started = time.time()
-    try:
-        observation, planned = _observe_provision(io, fetched, scope)
-    except UnreadableError as exc:
-        unreadable = ProvisionPlan((), plan_unreadable(exc.context, exc.message))
-        return Plan((), converged=False, local=Settled(unreadable))
-    converged = planned.result.outcome.proceed
-    steps = plan_chain_steps(planned.actions, converged)
-    if not any(step != DELIVERY_STEP for step in steps):
-        observe_leg_since(PROVISION, provision_started)
-    settled = Settled(planned)
-    if not steps and converged:
-        settled = replace(settled, delivery_started=time.time())
-        try:
-            delivery_observation = io.fetch_delivery(fetched.order, scope, cp, observation)
-        except ReadError as error:
-            settled = replace(settled, delivery=plan_delivery_failure(error.context, error.message))
-        else:
-            delivery_plan = plan_delivery(delivery_observation)
-            if delivery_plan.apply is None:
-                delivery = compute_delivery_result(delivery_observation, delivery_plan, None)
-                settled = replace(settled, delivery=delivery)
-            else:
-                steps = (DELIVERY_STEP,)
-    if not steps:
-        return Plan((), converged=converged, local=settled)
-    note = PassNote(
-        note_order(fetched.raw),
-        cp.model_dump(mode="json", by_alias=True),
-        planned,
-        steps,
-        provision_started,
-    )
-    return Plan(steps, note, converged=converged, reason="Provisioning")
-
-
-def _observe_provision(
-    io: MariaDBOrders, fetched: FetchedOrder, scope: OrderScope
-) -> tuple[ProvisionObservation, ProvisionPlan]:
-    try:
-        observation = io.fetch_provision(fetched.order, scope, io.fetch_connection(scope))
-    except KubeError:
-        RECONCILE_ERRORS.labels(
-            sub_reconciler=PROVISION, condition_type=ConditionType.DATABASE_READY
-        ).inc()
-        raise
-    planned = plan_provision(observation)
-    role = next((a for a in planned.actions if isinstance(a, EnsureRole)), None)
-    if role is not None:
-        # Only a plan that reaches the role asks OpenBao how it stands.
-        observation = io.observe_role(observation, role)
-        planned = plan_provision(observation)
-    return observation, planned
-
-
-Unmade = TeardownPlan | AdmissionDecision
-"""What a teardown with nothing to delete settles by: its plan, or why it is held."""
+Pass = KindPass[MariaDBIO]
+StepCtx = KindStep[MariaDBIO]
+Ctx = Pass | StepCtx
+Ending = Callable[[], PassOutcome]
+"""How the entry ends a pass it hands no chain, decided when it planned."""
 
 
 class RefusedError(Exception):
     """A leg refused with an error its conditions already say; the pass backs off."""
 
 
-def settle(
-    ctx: KindPass[MariaDBOrders], fetched: FetchedOrder, gate: Gate, plan: Plan[Settled]
-) -> PassOutcome:
-    """Record a pass with nothing to write: waiting, refused, or delivered from the entry."""
-    settled = plan.local
-    if settled is None:
-        raise TypeError("a MariaDBDatabase plan without a write carries what settles it")
-    provision = settled.plan.result
-    if provision.outcome.error is not None:
-        _record_refusal(ctx, fetched, gate.decision, provision)
-        raise RefusedError(provision.outcome.error)
-    if settled.delivery is None:
-        return _outcome(record(ctx, fetched, gate.decision, provision))
-    observe_leg_since(DELIVERY, settled.delivery_started)
-    delivery = settled.delivery
-    if delivery.outcome.error is not None:
-        # Counted before the order shows it, so the error alert never lags what the order says.
-        RECONCILE_ERRORS.labels(
-            sub_reconciler=DELIVERY, condition_type=ConditionType.DELIVERY_READY
-        ).inc()
-    rec = record(ctx, fetched, gate.decision, provision, delivery)
-    if delivery.outcome.error is not None:
-        raise ReadError("delivery", delivery.outcome.error)
-    return _outcome(rec)
+FAILURES: dict[Leg, Callable[[str], Exception]] = {
+    Leg.PROVISION: RefusedError,
+    Leg.DELIVERY: partial(ReadError, "delivery"),
+}
+"""What the entry raises on a leg that failed, once its status says so."""
 
 
-def _record_refusal(
-    ctx: Ctx,
-    fetched: FetchedOrder,
-    admission: AdmissionDecision,
-    provision: LegResult,
-) -> None:
-    """Count a provision leg that refused with an error, then record it."""
-    RECONCILE_ERRORS.labels(
-        sub_reconciler=PROVISION, condition_type=ConditionType.DATABASE_READY
-    ).inc()
-    record(ctx, fetched, admission, provision)
-
-
-def record(
-    ctx: Ctx,
-    fetched: FetchedOrder,
-    admission: AdmissionDecision,
-    provision: LegResult | None = None,
-    delivery: DeliveryResult | None = None,
-    *,
-    written: Callable[[dict[str, Any]], None] | None = None,
-) -> PassRecord:
-    """Compose the pass with core, log what it asks, write the status when it changed.
-
-    ``written`` receives the order as the status write left it.
-    """
-    check, key = ctx.guard.check, ctx.key
-    rec = compute_pass_record(
-        fetched.order,
-        cluster=key.cluster,
-        now=datetime.now(UTC),
-        admission=admission,
-        provision=provision,
-        delivery=delivery,
-    )
-    emit(key, rec.logs)
-    if rec.write_status:
-        check()
-        stored = ctx.io.write_status(key, fetched, rec.status, check)
-        ctx.runtime.note_ready(key, stored)
-        ctx.io.record_events(key, stored, rec.events)
-        if written is not None:
-            written(stored)
+def record(ctx: Ctx, fetched: FetchedOrder, legs: Legs, kept: Kept = keep_nothing) -> PassRecord:
+    """Compose the pass with core, log what it asks, have the I/O carry out its writes; ``kept``
+    receives the order as the status write left it."""
+    rec = legs.record(fetched.order, ctx.key.cluster, datetime.now(UTC))
+    emit(ctx.key, rec.logs)
+    ctx.io.write_record(ctx.key, fetched, rec, ctx.guard.check, ctx.runtime.note_ready, kept)
     return rec
 
 
-# -- provision -----------------------------------------------------------------------------------
+def settled(ctx: Pass, fetched: FetchedOrder, legs: Legs) -> PassOutcome:
+    """Record a pass the entry ends, raising the error of a leg that failed once it is shown."""
+    rec = record(ctx, fetched, legs)
+    if rec.failure is not None:
+        raise FAILURES[rec.failure.leg](rec.failure.error)
+    return PassOutcome(passes.describe_status(rec.status), rec.result.requeue_seconds())
 
 
-def _admission(ctx: KindStep[MariaDBOrders], note: PassNote) -> AdmissionDecision:
-    return plan_admission(AdmissionObservation(note.fetched().order, ctx.key.cluster, note.cp()))
+def _delivered(ctx: Pass, fetched: FetchedOrder, legs: Legs, started: float) -> PassOutcome:
+    observe_leg_since(Leg.DELIVERY, started)
+    return settled(ctx, fetched, legs)
 
 
-def _renote(ctx: KindStep[MariaDBOrders], note: PassNote) -> Callable[[dict[str, Any]], None]:
-    # A step that records a failure and retries leaves the order as written in the note: the
-    # retry, and the steps after it, must decide over the status now stored, not the entry's.
-    return lambda stored: ctx.save_note(replace(note, order=stored))
+def _ending(ctx: Pass, fetched: FetchedOrder, plan: Plan[Ending]) -> PassOutcome:
+    if plan.local is None:
+        raise TypeError("a MariaDBDatabase plan without a chain carries how it ends")
+    return plan.local()
 
 
-def _fail_provision(
-    ctx: KindStep[MariaDBOrders],
-    note: PassNote,
-    admission: AdmissionDecision,
-    index: int,
-    error: ActionError,
-) -> RetryStepError:
-    fetched, plan = note.fetched(), note.plan
-    leg = plan_provision_failure(plan, index, str(error), status_code=error.status)
-    RECONCILE_ERRORS.labels(
-        sub_reconciler=PROVISION, condition_type=ConditionType.DATABASE_READY
-    ).inc()
-    rec = record(ctx, fetched, admission, provision=leg, written=_renote(ctx, note))
-    return RetryStepError(describe_status(rec.status), leg.outcome.error or str(error))
+def admit(ctx: Pass, fetched: FetchedOrder, previous: gates.Gate | None) -> Admission[gates.Gate]:
+    """Run the gates, reading the ControlPlane once and only past the cluster-name gate."""
+    known = gates.known_control_plane(ctx.key.cluster, previous)
+    seen = ctx.io.read_control_plane(fetched.order) if known is None else known
+    gate = gates.plan_gate(fetched.order, ctx.key.cluster, seen)
+    return Admission(gate.verdict(), gate)
 
 
-def provision_body(
-    step: ProvisionStep,
-) -> Callable[[KindStep[MariaDBOrders], PassNote], StepResult]:
-    """The body of one provision step: its writes of the entry's plan, in plan order."""
-
-    def body(ctx: KindStep[MariaDBOrders], note: PassNote) -> StepResult:
-        fetched, admission, plan = note.fetched(), _admission(ctx, note), note.plan
-        for index, action in enumerate(plan.actions):
-            if classify_provision_action(action) is not step:
-                continue
-            ctx.guard.check()
-            try:
-                answer = ctx.io.run(action, ctx.guard.check)
-            except ActionError as error:
-                observe_leg_since(PROVISION, note.provision_started)
-                raise _fail_provision(ctx, note, admission, index, error) from None
-            if isinstance(action, ApplyObject):
-                ctx.runtime.remember_write(action.ref.cluster, answer)
-        following = note.steps[ctx.step :]
-        if not following or following[0] == DELIVERY_STEP:
-            observe_leg_since(PROVISION, note.provision_started)
-        if following:
-            return StepResult(f"{step.name.title()}Done")
-        if plan.result.outcome.error is not None:
-            # The writes are done; the next pass observes them, refuses again and backs off.
-            _record_refusal(ctx, fetched, admission, plan.result)
-            return StepResult("Refused", done=True, completed=False, again=True)
-        rec = record(ctx, fetched, admission, provision=plan.result)
-        return StepResult(
-            describe_status(rec.status), done=True, requeue_after=_seconds(rec.result)
-        )
-
-    return body
+def gated(ctx: Pass, fetched: FetchedOrder, gate: gates.Gate) -> PassOutcome:
+    """Record the gate that stopped the pass."""
+    return settled(ctx, fetched, Legs(gate.decision))
 
 
-# -- delivery ------------------------------------------------------------------------------------
-
-
-def deliver_body(ctx: KindStep[MariaDBOrders], note: PassNote) -> StepResult:
-    """Deliver the credential beside the order, record the pass, and end it.
-
-    It reads the issued Secret and the delivered one itself: a credential never travels in a
-    note, only from the Secret ESO wrote into the Secret beside the order.
-    """
-    fetched, admission, cp = note.fetched(), _admission(ctx, note), note.cp()
-    scope = compute_order_scope(fetched.order, ctx.key.cluster, cp)
-    with observe_leg(DELIVERY):
-        delivery = _deliver(ctx, ctx.io, fetched, scope, cp)
-    failure = delivery.outcome.error
-    if failure is not None:
-        RECONCILE_ERRORS.labels(
-            sub_reconciler=DELIVERY, condition_type=ConditionType.DELIVERY_READY
-        ).inc()
-    rec = record(
-        ctx,
-        fetched,
-        admission,
-        note.plan.result,
-        delivery,
-        written=None if failure is None else _renote(ctx, note),
-    )
-    if failure is not None:
-        raise RetryStepError("DeliveryError", failure)
-    return StepResult(describe_status(rec.status), done=True, requeue_after=_seconds(rec.result))
-
-
-def _deliver(
-    ctx: KindStep[MariaDBOrders],
-    io: MariaDBOrders,
-    fetched: FetchedOrder,
-    scope: OrderScope,
-    cp: ControlPlane,
-) -> DeliveryResult:
+def plan(ctx: Pass, fetched: FetchedOrder, gate: gates.Gate) -> Plan[Ending]:
+    """Observe the children once and plan; deliver from the entry when nothing else writes."""
+    order, cp, admission = fetched.order, gate.admitted_control_plane(), gate.decision
+    scope, started = compute_order_scope(order, ctx.key.cluster, cp), time.time()
     try:
-        observation = io.fetch_delivery(fetched.order, scope, cp)
-    except ReadError as error:
-        return plan_delivery_failure(error.context, error.message)
-    plan = plan_delivery(observation)
-    applied: Secret | None = None
-    if plan.apply is not None:
-        ctx.guard.check()
+        seen = ctx.io.read_provision(order, scope)
+    except adapter.UnreadableError as exc:
+        legs = Legs(admission, provision.plan_unreadable(exc.context, exc.message))
+        return Plan((), local=partial(settled, ctx, fetched, legs))
+    seen = ctx.io.observe_role(seen, provision.find_role_to_observe(provision.plan_provision(seen)))
+    planned = provision.plan_provision(seen)
+    converged = planned.result.outcome.proceed
+    chain = steps.plan_chain_steps(planned.actions, converged)
+    if not chain:
+        observe_leg_since(Leg.PROVISION, started)
+    ending: Ending = partial(settled, ctx, fetched, Legs(admission, planned.result))
+    if steps.delivers_from_entry(chain, converged):
+        delivery_started = time.time()
         try:
-            answer = io.run(plan.apply, ctx.guard.check)
-        except ActionError as error:
-            ref = plan.apply.ref
-            return plan_delivery_failure(
-                f"delivering Secret {ref.namespace}/{ref.name}", str(error)
-            )
-        ctx.runtime.remember_write(plan.apply.ref.cluster, answer)
-        applied = None if answer is None else Secret.model_validate(answer)
-    return compute_delivery_result(observation, plan, applied)
+            entry = steps.plan_entry_delivery(ctx.io.fetch_delivery(order, scope, cp, seen))
+            chain, delivered = entry.steps, entry.result
+        except ReadError as error:
+            delivered = delivery.plan_delivery_failure(error.context, error.message)
+        legs = Legs(admission, planned.result, delivered)
+        ending = partial(_delivered, ctx, fetched, legs, delivery_started)
+    cp_raw = cp.model_dump(mode="json", by_alias=True)
+    note = PassNote(scaffold.note_order(fetched.raw), cp_raw, planned, chain, started)
+    return Plan(chain, note, converged=converged, local=ending, reason="Provisioning")
 
 
-# -- teardown ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TeardownNote:
-    """What the teardown's entry observed and planned, left for its chain's steps.
-
-    ``failures`` collects, in fail-open mode, each failed action's index and error text, so the
-    finalize step's log line says what failed. Never a credential.
-    """
-
-    order: dict[str, Any]
-    plan: TeardownPlan
-    steps: tuple[str, ...]
-    failures: tuple[tuple[int, str], ...] = ()
-
-    def fetched(self) -> FetchedOrder:
-        """The order as the entry read it."""
-        return read(self.order)
-
-
-def teardown(ctx: KindPass[MariaDBOrders], fetched: FetchedOrder) -> Plan[Unmade]:
-    """Observe the children once and plan their removal; finalize here or hand over the deletes."""
-    io = ctx.io
-    try:
-        cp = io.fetch_control_plane(fetched.order)
-        scope = compute_order_scope(fetched.order, ctx.key.cluster, cp)
-        observation = io.fetch_teardown(
-            fetched.order,
-            scope,
-            control_plane_present=cp is not None,
-            connection=io.fetch_connection(scope),
-        )
-    except UnreadableError as exc:
-        return Plan((), local=plan_unreadable_teardown(exc.context, exc.message))
-    io.release_schema(fetched.order, scope)
-    planned = plan_teardown(observation)
-    steps = plan_teardown_steps(planned.actions)
-    if steps == (FINALIZE_STEP,):
-        return Plan((), local=planned)
-    return Plan(steps, TeardownNote(note_order(fetched.raw), planned, steps), reason="TearingDown")
-
-
-def finalize(
-    ctx: KindPass[MariaDBOrders], fetched: FetchedOrder, plan: Plan[Unmade]
-) -> PassOutcome:
-    """Decide the finalizer in the entry when the teardown has nothing to delete, or hold it."""
-    planned = plan.local
-    if planned is None:
-        raise TypeError("a MariaDBDatabase teardown without a delete carries its plan")
-    if isinstance(planned, AdmissionDecision):
-        # Held on an object that does not parse: named on the order, nothing removed.
-        return _outcome(record(ctx, fetched, planned))
-    result = _finalize(ctx, fetched, planned, ())
-    return PassOutcome(result.reason, result.requeue_after)
-
-
-def teardown_body(
-    step: TeardownStep,
-) -> Callable[[KindStep[MariaDBOrders], TeardownNote], StepResult]:
-    """The body of one teardown step: its deletes of the entry's plan, in plan order."""
-
-    def body(ctx: KindStep[MariaDBOrders], note: TeardownNote) -> StepResult:
-        plan = note.plan
-        emit(ctx.key, (e for e in plan.logs if classify_teardown_log(e) is step))
-        failures = list(note.failures)
-        for index, action in enumerate(plan.actions):
-            if classify_teardown_action(action) is not step:
-                continue
-            ctx.guard.check()
-            try:
-                ctx.io.run(action, ctx.guard.check)
-            except ActionError as error:
-                worded = describe_teardown_failure(action, str(error))
-                if plan.mode is TeardownMode.HELD:
-                    raise RetryStepError("TeardownHeld", worded) from None
-                log.error("%s", worded, extra={"order": str(ctx.key)})
-                failures.append((index, str(error)))
-        if len(failures) > len(note.failures):
-            ctx.save_note(replace(note, failures=tuple(failures)))
-            return StepResult("Failed")
-        return StepResult("Done")
-
-    return body
-
-
-def _finalize(
-    ctx: Ctx,
-    fetched: FetchedOrder,
-    plan: TeardownPlan,
-    failures: tuple[tuple[int, str], ...],
-) -> StepResult:
-    """Decide the finalizer on the deletes the plan issued, as the reference counts them."""
-    check, key = ctx.guard.check, ctx.key
-    decision = compute_teardown_result(plan, failures)
-    emit(key, decision.logs)
-    if decision.release_finalizer:
-        check()
-        remaining = [f for f in fetched.order.metadata.finalizers if f != FINALIZER]
-        ctx.io.set_finalizers(key, fetched, remaining)
-        return StepResult("FinalizerReleased", done=True)
-    return StepResult("TeardownHeld", done=True, requeue_after=_seconds(decision.result))
-
-
-def finalize_body(ctx: KindStep[MariaDBOrders], note: TeardownNote) -> StepResult:
-    """Decide the finalizer after the deletes were issued, and end the pass."""
-    return _finalize(ctx, note.fetched(), note.plan, note.failures)
-
-
-def unreadable(
-    ctx: KindPass[MariaDBOrders], raw: dict[str, Any], error: ValidationError
-) -> PassOutcome:
-    """Say on an order whose own body does not parse which fields fail, and do nothing else.
-
-    Without the typed order no child can be planned, and a deleting order keeps its finalizer
-    and its children, since what to remove depends on it. The status patch is made from the
-    order as stored (the status itself may be what does not parse). The order's next change
-    or the 10-minute refresh brings the next pass; nothing is retried meanwhile.
-    """
-    meta = raw.get("metadata") or {}
-    message = msg_order_unreadable(
-        describe_validation(error), deleting=bool(meta.get("deletionTimestamp"))
+def _retry(ctx: StepCtx, note: PassNote, legs: Legs) -> RetryStepError:
+    """Record a failed write and retry the step, leaving the order as written in the note: the
+    retry, and the steps after it, decide over the status now stored, not the entry's."""
+    rec = record(
+        ctx, FetchedOrder.of(note.order), legs, lambda s: ctx.save_note(replace(note, order=s))
     )
-    generation = int(meta.get("generation") or 0)
-    log.warning("%s", message, extra={"order": str(ctx.key)})
+    ending = passes.decide_retry(rec)
+    return RetryStepError(ending.reason, ending.retry or "")
+
+
+def _finish(ctx: StepCtx, note: PassNote, legs: Legs) -> StepResult:
+    """Record the pass at the end of its chain, and end it."""
+    end = passes.decide_chain_end(record(ctx, FetchedOrder.of(note.order), legs))
+    return StepResult(end.reason, True, end.requeue_after, end.completed, end.again)
+
+
+def provision_step(step: ProvisionStep, ctx: StepCtx, note: PassNote) -> StepResult:
+    """One provision step: its writes of the entry's plan, in plan order."""
+    actions = steps.select_provision_actions(note.plan.actions, step)
+    try:
+        ctx.io.run_each(actions, ctx.guard.check, ctx.runtime.remember_write)
+    except adapter.FailedActionError as error:
+        observe_leg_since(Leg.PROVISION, note.provision_started)
+        leg = provision.plan_provision_failure(
+            note.plan, error.index, str(error), status_code=error.status
+        )
+        raise _retry(ctx, note, Legs(note.admission(ctx.key.cluster), leg)) from None
+    end = steps.decide_provision_step_end(note.steps, ctx.step)
+    if end.ends_leg:
+        observe_leg_since(Leg.PROVISION, note.provision_started)
+    if end.goes_on:
+        return StepResult(f"{step.name.title()}Done")
+    return _finish(ctx, note, Legs(note.admission(ctx.key.cluster), note.plan.result))
+
+
+def deliver(ctx: StepCtx, note: PassNote) -> StepResult:
+    """Deliver the credential beside the order from the two Secrets, record the pass, end it."""
+    order, cp = FetchedOrder.of(note.order).order, note.cp()
+    scope = compute_order_scope(order, ctx.key.cluster, cp)
+    with observe_leg(Leg.DELIVERY):
+        try:
+            seen = ctx.io.fetch_delivery(order, scope, cp)
+            planned = delivery.plan_delivery(seen)
+            applied = ctx.io.apply_delivery(
+                planned.apply, ctx.guard.check, ctx.runtime.remember_write
+            )
+            delivered = delivery.compute_delivery_result(seen, planned, applied)
+        except (ReadError, adapter.WriteError) as error:
+            delivered = delivery.plan_delivery_failure(error.context, error.message)
+    legs = Legs(note.admission(ctx.key.cluster), note.plan.result, delivered)
+    if delivered.outcome.error is not None:
+        raise _retry(ctx, note, legs)
+    return _finish(ctx, note, legs)
+
+
+def tear_down(ctx: Pass, fetched: FetchedOrder) -> Plan[Ending]:
+    """Observe the children once and plan their removal; finalize here or hand over the deletes."""
+    try:
+        seen = ctx.io.read_teardown(fetched.order, ctx.key.cluster)
+    except adapter.UnreadableError as exc:
+        # Held on an object that does not parse: named on the order, nothing removed.
+        legs = Legs(gates.plan_unreadable_teardown(exc.context, exc.message))
+        return Plan((), local=partial(settled, ctx, fetched, legs))
+    ctx.io.release_schema(fetched.order, seen.scope)
+    planned = removal.plan_teardown(seen)
+    chain = steps.plan_teardown_chain(planned.actions)
+    note = TeardownNote(scaffold.note_order(fetched.raw), planned, chain)
+    return Plan(chain, note, local=partial(_finalize, ctx, fetched, note), reason="TearingDown")
+
+
+def _log_failure(ctx: StepCtx, action: Action, error: str) -> None:
+    log.error("%s", removal.describe_teardown_failure(action, error), extra={"order": str(ctx.key)})
+
+
+def teardown_step(step: TeardownStep, ctx: StepCtx, note: TeardownNote) -> StepResult:
+    """One teardown step: its deletes of the entry's plan, in plan order."""
+    planned = note.plan
+    emit(ctx.key, steps.select_teardown_logs(planned.logs, step))
+    try:
+        failures = ctx.io.run_each(
+            steps.select_teardown_actions(planned.actions, step),
+            ctx.guard.check,
+            ctx.runtime.remember_write,
+            keep_going=planned.fails_open,
+            failed=partial(_log_failure, ctx),
+        )
+    except adapter.FailedActionError as error:
+        worded = removal.describe_teardown_failure(error.action, str(error))
+        raise RetryStepError("TeardownHeld", worded) from None
+    if not failures:
+        return StepResult("Done")
+    ctx.save_note(replace(note, failures=note.failures + failures))
+    return StepResult("Failed")
+
+
+def _finalize(ctx: Ctx, fetched: FetchedOrder, note: TeardownNote) -> PassOutcome:
+    """Decide the finalizer on the deletes the plan issued, as the reference counts them."""
+    decision = removal.compute_teardown_result(note.plan, note.failures)
+    emit(ctx.key, decision.logs)
+    if decision.release_finalizer:
+        ctx.guard.check()
+        kept = removal.compute_released_finalizers(fetched.order.metadata.finalizers)
+        ctx.io.set_finalizers(ctx.key, fetched, kept)
+    return PassOutcome(decision.reason, decision.result.requeue_seconds())
+
+
+def finalize_step(ctx: StepCtx, note: TeardownNote) -> StepResult:
+    """Decide the finalizer after the deletes were issued, and end the pass."""
+    outcome = _finalize(ctx, FetchedOrder.of(note.order), note)
+    return StepResult(outcome.reason, done=True, requeue_after=outcome.requeue_after)
+
+
+def unreadable(ctx: Pass, raw: dict[str, Any], error: ValidationError) -> PassOutcome:
+    """Say on an order whose own body does not parse which fields fail, and do nothing else:
+    no child can be planned nor removed without it. The patch is made from the order as stored;
+    its next change or the 10-minute refresh brings the next pass."""
+    told = gates.plan_unreadable_order(raw, adapter.describe_validation(error))
+    log.warning("%s", told.message, extra={"order": str(ctx.key)})
     ctx.guard.check()
     ctx.io.write_unreadable_status(
-        ctx.key,
-        raw,
-        lambda stored: compute_unreadable_status(
-            stored, message, generation=generation, now=datetime.now(UTC)
-        ),
-        ctx.guard.check,
+        ctx.key, raw, lambda stored: told.status_patch(stored, datetime.now(UTC)), ctx.guard.check
     )
-    return PassOutcome(Reason.ORDER_UNREADABLE.value, ORDER_REFRESH_AFTER.total_seconds())
+    return PassOutcome(told.reason, told.requeue_seconds())
 
 
-# -- the declaration -----------------------------------------------------------------------------
-
-SPEC = declare_kind(
-    KindSpec(
+BODIES: dict[str, Callable[..., StepResult]] = {
+    **{s.name.lower(): partial(provision_step, s) for s in ProvisionStep},
+    steps.DELIVERY_STEP: deliver,
+}
+TEARDOWN_BODIES: dict[str, Callable[..., StepResult]] = {
+    **{s.name.lower(): partial(teardown_step, s) for s in TeardownStep},
+    steps.FINALIZE_STEP: finalize_step,
+}
+SPEC = scaffold.declare_kind(
+    scaffold.KindSpec(
         identity=IDENTITY,
         io=orders,
         unreadable=unreadable,
-        read=read,
+        read=FetchedOrder.of,
         admit=admit,
         gated=gated,
         plan=plan,
-        settle=settle,
-        teardown=teardown,
-        finalize=finalize,
-        steps=(
-            *(
-                Step(
-                    step.name.lower(),
-                    Queue.PROVISION,
-                    provision_body(step),
-                    PassNote,
-                    f"Provision step {step.name.lower()} of a MariaDBDatabase pass.",
-                )
-                for step in ProvisionStep
-            ),
-            Step(
-                DELIVERY_STEP,
-                Queue.DELIVERY,
-                deliver_body,
-                PassNote,
-                "Delivery step of a MariaDBDatabase pass: the Secret beside the order.",
-            ),
+        settle=lambda ctx, fetched, _gate, plan: _ending(ctx, fetched, plan),
+        teardown=tear_down,
+        finalize=_ending,
+        steps=tuple(
+            Step(c.name, c.queue, BODIES[c.name], PassNote, c.doc) for c in steps.PROVISION_CHAIN
         ),
-        teardown_steps=(
-            *(
-                Step(
-                    step.name.lower(),
-                    Queue.TEARDOWN,
-                    teardown_body(step),
-                    TeardownNote,
-                    f"Teardown step {step.name.lower()} of a MariaDBDatabase.",
-                )
-                for step in TeardownStep
-            ),
-            Step(
-                FINALIZE_STEP,
-                Queue.TEARDOWN,
-                finalize_body,
-                TeardownNote,
-                "Final teardown step: decide the finalizer on the deletes the plan issued.",
-            ),
+        teardown_steps=tuple(
+            Step(c.name, c.queue, TEARDOWN_BODIES[c.name], TeardownNote, c.doc)
+            for c in steps.TEARDOWN_CHAIN
         ),
     )
 )

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from redis import RedisError
@@ -37,6 +37,7 @@ from tenantdb.adapters.kube import (
     register_resources,
     resource_for,
 )
+from tenantdb.adapters.metrics import RECONCILE_ERRORS
 from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
 from tenantdb.adapters.schemaindex import SchemaIndex
 from tenantdb.core.actions import (
@@ -58,6 +59,7 @@ from tenantdb.core.mariadbdatabase.actions import (
 )
 from tenantdb.core.mariadbdatabase.conditions import build_status_body
 from tenantdb.core.mariadbdatabase.delivery import DeliveryObservation
+from tenantdb.core.mariadbdatabase.gates import ControlPlaneRead
 from tenantdb.core.mariadbdatabase.models import (
     ControlPlane,
     DatabaseCR,
@@ -74,8 +76,10 @@ from tenantdb.core.mariadbdatabase.openbao import (
     compute_connection,
     should_write_role,
 )
+from tenantdb.core.mariadbdatabase.passes import Leg, PassRecord
 from tenantdb.core.mariadbdatabase.provision import ProvisionObservation, is_relevant_database
-from tenantdb.core.mariadbdatabase.scope import OrderScope
+from tenantdb.core.mariadbdatabase.results import Unreadable
+from tenantdb.core.mariadbdatabase.scope import OrderScope, compute_order_scope
 from tenantdb.core.mariadbdatabase.teardown import TeardownObservation
 from tenantdb.core.objects import KubeObject, Secret
 from tenantdb.settings import Settings
@@ -140,6 +144,15 @@ class ActionError(SafeError):
         self.status = status
 
 
+class FailedActionError(ActionError):
+    """One action of a sequence failed: which (``index``, its place in the plan), and why."""
+
+    def __init__(self, index: int, action: Action, error: ActionError) -> None:
+        super().__init__(str(error), error.status)
+        self.index = index
+        self.action = action
+
+
 class ReadError(SafeError):
     """A read failed for another reason than the object being absent."""
 
@@ -179,12 +192,134 @@ def parse_object(model: type[Model], raw: dict[str, Any], kind: str) -> Model:
         raise UnreadableError(f"{kind} {where}{meta.get('name', '')}", exc) from None
 
 
+class WriteError(SafeError):
+    """A write of a leg failed; ``context`` names what was written."""
+
+    def __init__(self, context: str, message: str) -> None:
+        super().__init__(f"{context}: {message}")
+        self.context = context
+        self.message = message
+
+
 @dataclass(frozen=True)
 class FetchedOrder:
     """The order as stored, and its typed view."""
 
     raw: dict[str, Any]
     order: MariaDBDatabase
+
+    @classmethod
+    def of(cls, raw: dict[str, Any]) -> FetchedOrder:
+        """The order as stored, read as its typed view (``ValidationError`` when it does not
+        parse)."""
+        return cls(raw, MariaDBDatabase.model_validate(raw))
+
+
+Remember = Callable[[str, Mapping[str, Any] | None], None]
+"""Record an object a pass wrote (its cluster, the server's answer), so its echo wakes nothing."""
+
+Noted = Callable[[OrderKey, Mapping[str, Any]], None]
+"""Record the order's Ready state as a status write left it."""
+
+
+Kept = Callable[[dict[str, Any]], None]
+"""Receive the order as a status write left it."""
+
+
+def keep_nothing(stored: dict[str, Any]) -> None:
+    """Keep nothing of the order a status write left."""
+
+
+Failed = Callable[[Action, str], None]
+"""Hear of an action that failed (its error text) while the rest go on."""
+
+
+def ignore_failure(action: Action, error: str) -> None:
+    """Hear nothing of a failed action but what is returned."""
+
+
+class MariaDBIO(Protocol):
+    """What a MariaDBDatabase pass reads and writes beyond the order store: ``MariaDBOrders``
+    over the clusters and OpenBao, or a test's world."""
+
+    def read_control_plane(self, order: MariaDBDatabase) -> ControlPlaneRead:
+        """The order's ControlPlane for the gates; one that does not parse says so."""
+        ...
+
+    def read_provision(self, order: MariaDBDatabase, scope: OrderScope) -> ProvisionObservation:
+        """What the provision leg decides on. Raises ``UnreadableError``."""
+        ...
+
+    def observe_role(
+        self, observation: ProvisionObservation, role: EnsureRole | None
+    ) -> ProvisionObservation:
+        """The observation with the OpenBao role as it stands (``role`` None: unchanged)."""
+        ...
+
+    def fetch_delivery(
+        self,
+        order: MariaDBDatabase,
+        scope: OrderScope,
+        cp: ControlPlane,
+        provision: ProvisionObservation | None = None,
+    ) -> DeliveryObservation:
+        """What the delivery leg decides on. Raises ``ReadError``."""
+        ...
+
+    def apply_delivery(
+        self, apply: ApplyObject | None, check: Callable[[], None], remember: Remember
+    ) -> Secret | None:
+        """Apply the delivered Secret (None: nothing to apply). Raises ``WriteError``."""
+        ...
+
+    def run_each(
+        self,
+        actions: Iterable[tuple[int, Action]],
+        check: Callable[[], None],
+        remember: Remember,
+        *,
+        keep_going: bool = False,
+        failed: Failed = ignore_failure,
+    ) -> tuple[tuple[int, str], ...]:
+        """Perform actions in order. Raises ``FailedActionError`` unless ``keep_going``, which
+        hands each failure to ``failed`` as it happens."""
+        ...
+
+    def read_teardown(self, order: MariaDBDatabase, cluster: str) -> TeardownObservation:
+        """What the teardown decides on. Raises ``UnreadableError``."""
+        ...
+
+    def release_schema(self, order: MariaDBDatabase, scope: OrderScope) -> None:
+        """Drop the order's claim of its schema."""
+        ...
+
+    def write_record(
+        self,
+        key: OrderKey,
+        fetched: FetchedOrder,
+        rec: PassRecord,
+        check: Callable[[], None],
+        noted: Noted,
+        written: Kept = keep_nothing,
+    ) -> None:
+        """Carry out what a pass record asks of the order."""
+        ...
+
+    def write_unreadable_status(
+        self,
+        key: OrderKey,
+        raw: dict[str, Any],
+        compute: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+        check: Callable[[], None],
+    ) -> dict[str, Any]:
+        """Patch the status of an order whose body does not parse."""
+        ...
+
+    def set_finalizers(
+        self, key: OrderKey, fetched: FetchedOrder, finalizers: list[str]
+    ) -> FetchedOrder:
+        """Replace the order's finalizers."""
+        ...
 
 
 class MariaDBOrders:
@@ -217,6 +352,13 @@ class MariaDBOrders:
             order.spec.control_plane_ref.name,
         )
         return None if raw is None else parse_object(ControlPlane, raw, "ControlPlane")
+
+    def read_control_plane(self, order: MariaDBDatabase) -> ControlPlaneRead:
+        """The order's ControlPlane for the gates: found, absent, or why it does not parse."""
+        try:
+            return ControlPlaneRead(self.fetch_control_plane(order))
+        except UnreadableError as exc:
+            return ControlPlaneRead(unreadable=Unreadable(exc.context, exc.message))
 
     def fetch_connection(self, scope: OrderScope) -> OpenBaoConnection:
         """The OpenBao server and mount of the order's store; defaults where unreadable."""
@@ -278,6 +420,21 @@ class MariaDBOrders:
             live=live,
         )
 
+    def read_provision(self, order: MariaDBDatabase, scope: OrderScope) -> ProvisionObservation:
+        """The provision leg's observation over the OpenBao connection of the order's store.
+
+        A failed Kubernetes read is counted as a provision error before it ends the pass.
+
+        Raises:
+            UnreadableError: an object the leg decides on does not parse.
+        """
+        try:
+            return self.fetch_provision(order, scope, self.fetch_connection(scope))
+        except KubeError:
+            leg = Leg.PROVISION
+            RECONCILE_ERRORS.labels(sub_reconciler=leg, condition_type=leg.condition_type).inc()
+            raise
+
     def _relevant_databases(self, keystone: KubeClient, scope: OrderScope) -> list[dict[str, Any]]:
         """The Database CRs of Keystone's namespace that can matter to the collision guard.
 
@@ -333,14 +490,15 @@ class MariaDBOrders:
         )
 
     def observe_role(
-        self, observation: ProvisionObservation, role: EnsureRole
+        self, observation: ProvisionObservation, role: EnsureRole | None
     ) -> ProvisionObservation:
-        """Add the OpenBao role as it stands; unobserved when OpenBao cannot be asked.
+        """Add the OpenBao role as it stands; unobserved when OpenBao cannot be asked, or when
+        the plan does not reach the role (``role`` None).
 
         A failure is left to the role step, which words it in the order's status.
         """
         certificate = observation.client_certificate
-        if certificate is None:
+        if certificate is None or role is None:
             return observation
         try:
             with self._session(
@@ -417,6 +575,20 @@ class MariaDBOrders:
             delivered_raw=delivered,
         )
 
+    def read_teardown(self, order: MariaDBDatabase, cluster: str) -> TeardownObservation:
+        """What the teardown of the order on ``cluster`` decides on: its ControlPlane (which
+        decides held or fail-open) and the children still listed by the order's labels.
+
+        Raises:
+            UnreadableError: an object the teardown decides on does not parse.
+        """
+        cp = self.fetch_control_plane(order)
+        scope = compute_order_scope(order, cluster, cp)
+        connection = self.fetch_connection(scope)
+        return self.fetch_teardown(
+            order, scope, control_plane_present=cp is not None, connection=connection
+        )
+
     def fetch_teardown(
         self,
         order: MariaDBDatabase,
@@ -462,6 +634,59 @@ class MariaDBOrders:
         )
 
     # -- writes --------------------------------------------------------------------------------
+
+    def run_each(
+        self,
+        actions: Iterable[tuple[int, Action]],
+        check: Callable[[], None],
+        remember: Remember,
+        *,
+        keep_going: bool = False,
+        failed: Failed = ignore_failure,
+    ) -> tuple[tuple[int, str], ...]:
+        """Perform each action in order (its place in the plan beside it), the lease checked
+        before each; remember each object applied.
+
+        Returns each failure's place and error text, when ``keep_going`` runs past them; each
+        is handed to ``failed`` (the action and the error text) as it happens.
+
+        Raises:
+            FailedActionError: an action failed, and the rest is not to be run.
+        """
+        failures: list[tuple[int, str]] = []
+        for index, action in actions:
+            check()
+            try:
+                answer = self.run(action, check)
+            except ActionError as error:
+                if not keep_going:
+                    raise FailedActionError(index, action, error) from None
+                failed(action, str(error))
+                failures.append((index, str(error)))
+                continue
+            if isinstance(action, ApplyObject):
+                remember(action.ref.cluster, answer)
+        return tuple(failures)
+
+    def apply_delivery(
+        self, apply: ApplyObject | None, check: Callable[[], None], remember: Remember
+    ) -> Secret | None:
+        """Apply the Secret beside the order, the lease checked first; return it as the server
+        answered (None: nothing to apply, or no answer).
+
+        Raises:
+            WriteError: the apply failed.
+        """
+        if apply is None:
+            return None
+        check()
+        try:
+            answer = self.run(apply, check)
+        except ActionError as error:
+            ref = apply.ref
+            raise WriteError(f"delivering Secret {ref.namespace}/{ref.name}", str(error)) from None
+        remember(apply.ref.cluster, answer)
+        return None if answer is None else Secret.model_validate(answer)
 
     def run(self, action: Action, check: Callable[[], None]) -> dict[str, Any] | None:
         """Perform one action; return the object the server answered with, if any.
@@ -575,6 +800,35 @@ class MariaDBOrders:
             MARIADB_DATABASE, fetched.raw, lambda _stored: body, check
         )
 
+    def write_record(
+        self,
+        key: OrderKey,
+        fetched: FetchedOrder,
+        rec: PassRecord,
+        check: Callable[[], None],
+        noted: Noted,
+        written: Kept = keep_nothing,
+    ) -> None:
+        """Carry out what a pass record asks of the order, in order: count the leg that failed,
+        then (when the status changed, the lease checked first) write the status, note the
+        order's Ready state (``noted``), record the Events, and hand the order as written to
+        ``written``.
+
+        The error is counted before the status shows it, so the alert never lags the order.
+        """
+        failure = rec.failure
+        if failure is not None:
+            RECONCILE_ERRORS.labels(
+                sub_reconciler=failure.leg, condition_type=failure.leg.condition_type
+            ).inc()
+        if not rec.write_status:
+            return
+        check()
+        stored = self.write_status(key, fetched, rec.status, check)
+        noted(key, stored)
+        self.record_events(key, stored, rec.events)
+        written(stored)
+
     def record_events(
         self, key: OrderKey, order: Mapping[str, Any], events: Iterable[Event]
     ) -> None:
@@ -605,8 +859,9 @@ class MariaDBOrders:
         Raises:
             ConflictError: the order changed since it was read.
         """
-        raw = self.clusters.get(key.cluster).set_finalizers(fetched.raw, finalizers)
-        return FetchedOrder(raw, MariaDBDatabase.model_validate(raw))
+        return FetchedOrder.of(
+            self.clusters.get(key.cluster).set_finalizers(fetched.raw, finalizers)
+        )
 
 
 _RESOURCES = {

@@ -3,20 +3,18 @@
 ``run_pass`` calls the scaffold's ``serve`` with the kind's declaration (``tasks.mariadbdatabase``),
 then each step of the chain the entry handed over (the teardown's, for a deleting order), in
 order, with the note the entry left, as a Celery chain would. Only the I/O is replaced: the order
-store and the kind's adapter answer from the ``World`` and record what is written (the Ready
-states for the orders gauges too), every write succeeding except the OpenBao role when the world
-says it fails. A step that fails with a retry ends the run, as its first attempt would. What the
-pass composed (its record, its provision and delivery plans) is read through spies on the
-product's own functions.
+store and the kind's I/O (``MariaDBIO``) answer from the ``World`` and record what is written (the
+Ready states for the orders gauges too), every write succeeding except the OpenBao role when the
+world says it fails. A step that fails with a retry ends the run, as its first attempt would.
+What the pass composed is read from what it handed its I/O: each pass record as the pass wrote
+it, and the provision and delivery plans as core plans them over the observations served.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
-from unittest import mock
 
 from pydantic import TypeAdapter
 
@@ -26,17 +24,26 @@ from tasks.chain import RetryStepError
 from tasks.reconcile import PassContext
 from tenantdb.adapters.mariadbdatabase import (
     ActionError,
+    Failed,
+    FailedActionError,
     FetchedOrder,
+    Kept,
+    Noted,
+    Remember,
+    UnreadableError,
+    ignore_failure,
+    keep_nothing,
     parse_databases,
     parse_object,
 )
-from tenantdb.adapters.workqueue import Lease, WorkQueue
+from tenantdb.adapters.workqueue import Heartbeat, Lease, WorkQueue
 from tenantdb.core.actions import ApplyObject
 from tenantdb.core.events import Event
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mariadbdatabase.actions import Action, EnsureRole
 from tenantdb.core.mariadbdatabase.conditions import build_status_body
 from tenantdb.core.mariadbdatabase.delivery import DeliveryObservation, DeliveryPlan, plan_delivery
+from tenantdb.core.mariadbdatabase.gates import ControlPlaneRead
 from tenantdb.core.mariadbdatabase.models import (
     ControlPlane,
     DatabaseCR,
@@ -52,9 +59,10 @@ from tenantdb.core.mariadbdatabase.provision import (
     ProvisionPlan,
     plan_provision,
 )
-from tenantdb.core.mariadbdatabase.scope import OrderScope
+from tenantdb.core.mariadbdatabase.results import Unreadable
+from tenantdb.core.mariadbdatabase.scope import OrderScope, compute_order_scope
 from tenantdb.core.mariadbdatabase.teardown import TeardownObservation
-from tenantdb.core.objects import KubeObject
+from tenantdb.core.objects import KubeObject, Secret
 from tests.unit.mdb_builders import CONNECTION, World
 
 
@@ -82,6 +90,12 @@ class WorldIO:
     """The schemas whose claim a teardown let go of (Redis, in a real worker)."""
     events: list[Event] = field(default_factory=list)
     """The Events the status writes recorded on the order."""
+    records: list[PassRecord] = field(default_factory=list)
+    """Each pass record the pass handed over to be carried out, written or not."""
+    provisions: list[ProvisionObservation] = field(default_factory=list)
+    """The provision observations served, the OpenBao role's last."""
+    deliveries: list[DeliveryObservation] = field(default_factory=list)
+    """The delivery observations served."""
 
     def note_ready(self, key: OrderKey, order: dict[str, Any]) -> None:
         self.ready.append((key, order))
@@ -94,12 +108,18 @@ class WorldIO:
         return self.world.order.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     def set_finalizers(
-        self, key: OrderKey, raw: dict[str, Any], finalizers: list[str]
-    ) -> dict[str, Any]:
-        self.finalizers.append(finalizers)
-        return {**raw, "metadata": {**raw["metadata"], "finalizers": finalizers}}
+        self, key: OrderKey, fetched: FetchedOrder, finalizers: list[str]
+    ) -> FetchedOrder:
+        raw = _with_finalizers(self, fetched.raw, finalizers)
+        return FetchedOrder.of(raw)
 
     # -- the kind's adapter --------------------------------------------------------------------
+
+    def read_control_plane(self, order: MariaDBDatabase) -> ControlPlaneRead:
+        try:
+            return ControlPlaneRead(self.fetch_control_plane(order))
+        except UnreadableError as exc:
+            return ControlPlaneRead(unreadable=Unreadable(exc.context, exc.message))
 
     def fetch_control_plane(self, order: MariaDBDatabase) -> ControlPlane | None:
         if self.world.cp_raw is not None:
@@ -112,11 +132,10 @@ class WorldIO:
             return compute_connection(store)
         return CONNECTION
 
-    def fetch_provision(
-        self, order: MariaDBDatabase, scope: OrderScope, connection: OpenBaoConnection
-    ) -> ProvisionObservation:
+    def read_provision(self, order: MariaDBDatabase, scope: OrderScope) -> ProvisionObservation:
         world = self.world
-        return ProvisionObservation(
+        connection = self.fetch_connection(scope)
+        observation = ProvisionObservation(
             order=order,
             scope=scope,
             connection=connection,
@@ -131,13 +150,16 @@ class WorldIO:
             materialised_secret=world.materialised,
             claimed_by=world.claimed_by,
         )
+        self.provisions.append(observation)
+        return observation
 
     def release_schema(self, order: MariaDBDatabase, scope: OrderScope) -> None:
         self.schema_releases.append(scope.schema)
 
     def observe_role(
-        self, observation: ProvisionObservation, role: EnsureRole
+        self, observation: ProvisionObservation, role: EnsureRole | None
     ) -> ProvisionObservation:
+        self.provisions.append(observation)
         return observation
 
     def fetch_delivery(
@@ -148,7 +170,7 @@ class WorldIO:
         provision: ProvisionObservation | None = None,
     ) -> DeliveryObservation:
         world = self.world
-        return DeliveryObservation(
+        observation = DeliveryObservation(
             order=order,
             scope=scope,
             control_plane=cp,
@@ -158,6 +180,26 @@ class WorldIO:
             materialised_secret=world.materialised,
             external_secret=world.external_secret,
             delivered_secret=world.delivered,
+        )
+        self.deliveries.append(observation)
+        return observation
+
+    def apply_delivery(
+        self, apply: ApplyObject | None, check: Callable[[], None], remember: Remember
+    ) -> Secret | None:
+        if apply is None:
+            return None
+        answer = self._run(apply)
+        return None if answer is None else Secret.model_validate(answer)
+
+    def read_teardown(self, order: MariaDBDatabase, cluster: str) -> TeardownObservation:
+        cp = self.fetch_control_plane(order)
+        scope = compute_order_scope(order, cluster, cp)
+        return self.fetch_teardown(
+            order,
+            scope,
+            control_plane_present=cp is not None,
+            connection=self.fetch_connection(scope),
         )
 
     def fetch_teardown(
@@ -187,9 +229,27 @@ class WorldIO:
             delivered_secret=world.delivered,
         )
 
-    def run(
-        self, action: Action, check: Callable[[], None] = lambda: None
-    ) -> dict[str, Any] | None:
+    def run_each(
+        self,
+        actions: Iterable[tuple[int, Action]],
+        check: Callable[[], None],
+        remember: Remember,
+        *,
+        keep_going: bool = False,
+        failed: Failed = ignore_failure,
+    ) -> tuple[tuple[int, str], ...]:
+        failures: list[tuple[int, str]] = []
+        for index, action in actions:
+            try:
+                self._run(action)
+            except ActionError as error:
+                if not keep_going:
+                    raise FailedActionError(index, action, error) from None
+                failed(action, str(error))
+                failures.append((index, str(error)))
+        return tuple(failures)
+
+    def _run(self, action: Action) -> dict[str, Any] | None:
         self.actions.append(action)
         if isinstance(action, EnsureRole) and self.world.role_error is not None:
             error, status = self.world.role_error
@@ -212,20 +272,28 @@ class WorldIO:
             self.status_patches.append(patch)
         return raw
 
-    def write_status(
+    def write_record(
         self,
         key: OrderKey,
         fetched: FetchedOrder,
-        status: MariaDBDatabaseStatus,
+        rec: PassRecord,
         check: Callable[[], None],
-    ) -> dict[str, Any]:
-        self.statuses.append(status)
-        return {**fetched.raw, "status": build_status_body(status)}
-
-    def record_events(
-        self, key: OrderKey, order: Mapping[str, Any], events: Iterable[Event]
+        noted: Noted,
+        written: Kept = keep_nothing,
     ) -> None:
-        self.events.extend(events)
+        self.records.append(rec)
+        if not rec.write_status:
+            return
+        self.statuses.append(rec.status)
+        stored = {**fetched.raw, "status": build_status_body(rec.status)}
+        noted(key, stored)
+        self.events.extend(rec.events)
+        written(stored)
+
+
+def _with_finalizers(io: WorldIO, raw: dict[str, Any], finalizers: list[str]) -> dict[str, Any]:
+    io.finalizers.append(finalizers)
+    return {**raw, "metadata": {**raw["metadata"], "finalizers": finalizers}}
 
 
 @dataclass
@@ -234,25 +302,26 @@ class PassRun:
 
     io: WorldIO
     reason: str
-    records: list[PassRecord] = field(default_factory=list)
-    provisions: list[ProvisionPlan] = field(default_factory=list)
-    deliveries: list[DeliveryPlan] = field(default_factory=list)
     steps: tuple[str, ...] = ()
 
     @property
     def record(self) -> PassRecord:
         """The pass as the product composed it last."""
-        return self.records[-1]
+        return self.io.records[-1]
 
     @property
     def provision(self) -> ProvisionPlan | None:
-        """The last provision plan (None: the gates stopped the pass)."""
-        return self.provisions[-1] if self.provisions else None
+        """The last provision plan, over the last observation served (None: the gates stopped
+        the pass, or the leg could not read its inputs)."""
+        served = self.io.provisions
+        return plan_provision(served[-1]) if served else None
 
     @property
     def delivery(self) -> DeliveryPlan | None:
-        """The delivery plan (None: the pass did not get that far)."""
-        return self.deliveries[-1] if self.deliveries else None
+        """The last delivery plan, over the last observation served (None: the pass did not
+        get that far)."""
+        served = self.io.deliveries
+        return plan_delivery(served[-1]) if served else None
 
     def condition(self, condition_type: str) -> tuple[str, str, str] | None:
         """Return (status, reason, message) of a condition after the pass."""
@@ -262,18 +331,14 @@ class PassRun:
         return None
 
 
-class _Guard:
+class _Guard(Heartbeat):
+    """A heartbeat over no lease: a pass run here never loses it."""
+
+    def __init__(self) -> None:
+        """Keep no lease and start no thread."""
+
     def check(self) -> None:
         """A pass run here never loses its lease."""
-
-
-def _spy(run: list[Any], real: Callable[..., Any]) -> Callable[..., Any]:
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        value = real(*args, **kwargs)
-        run.append(value)
-        return value
-
-    return spy
 
 
 @dataclass
@@ -288,7 +353,7 @@ class WorldOrders:
     def set_finalizers(
         self, key: OrderKey, raw: dict[str, Any], finalizers: list[str]
     ) -> dict[str, Any]:
-        return self.io.set_finalizers(key, raw, finalizers)
+        return _with_finalizers(self.io, raw, finalizers)
 
     def write_status(
         self, key: OrderKey, raw: dict[str, Any], status: dict[str, Any], check: Callable[[], None]
@@ -327,37 +392,26 @@ class WorldRuntime:
 def run_pass(world: World) -> PassRun:
     """Run the entry of one pass over the world's order, then its chain's steps in order."""
     key = IDENTITY.key(world.order.metadata.namespace, world.order.metadata.name, world.cluster)
-    records: list[PassRecord] = []
-    provisions: list[ProvisionPlan] = []
-    deliveries: list[DeliveryPlan] = []
     io = WorldIO(world)
     runtime = WorldRuntime(io)
-    with ExitStack() as stack:
-        stack.enter_context(mock.patch.object(kind, "record", _spy(records, kind.record)))
-        stack.enter_context(
-            mock.patch.object(kind, "plan_provision", _spy(provisions, plan_provision))
-        )
-        stack.enter_context(
-            mock.patch.object(kind, "plan_delivery", _spy(deliveries, plan_delivery))
-        )
-        outcome = scaffold.serve(kind.SPEC, PassContext(key, _Guard()), io=io, runtime=runtime)  # type: ignore[arg-type, misc]
-        run = PassRun(io, outcome.reason, records, provisions, deliveries)
-        if outcome.handoff is None:
-            return run
-        handoff = outcome.handoff
-        deleting = world.order.metadata.deletion_timestamp is not None
-        declared = kind.SPEC.teardown_steps if deleting else kind.SPEC.steps
-        steps = {kind.SPEC.task_name(step): step for step in declared}
-        run = replace(run, steps=tuple(steps[name].name for name in handoff.steps))
-        for position, name in enumerate(handoff.steps, start=1):
-            step = steps[name]
-            # The note travels as JSON, as it does through Redis.
-            note = TypeAdapter(step.note_type).validate_json(handoff.note or "null")
-            ctx = scaffold.KindStep(key, Lease(key, "token", 1), _Guard(), io, runtime, position)
-            try:
-                result = step.body(ctx, note)
-            except RetryStepError as failure:
-                return replace(run, reason=failure.reason)
-            if result.done:
-                return replace(run, reason=result.reason)
+    outcome = scaffold.serve(kind.SPEC, PassContext(key, _Guard()), io=io, runtime=runtime)
+    run = PassRun(io, outcome.reason)
+    if outcome.handoff is None:
         return run
+    handoff = outcome.handoff
+    deleting = world.order.metadata.deletion_timestamp is not None
+    declared = kind.SPEC.teardown_steps if deleting else kind.SPEC.steps
+    steps = {kind.SPEC.task_name(step): step for step in declared}
+    run = replace(run, steps=tuple(steps[name].name for name in handoff.steps))
+    for position, name in enumerate(handoff.steps, start=1):
+        step = steps[name]
+        # The note travels as JSON, as it does through Redis.
+        note = TypeAdapter(step.note_type).validate_json(handoff.note or "null")
+        ctx = scaffold.KindStep(key, Lease(key, "token", 1), _Guard(), io, runtime, position)
+        try:
+            result = step.body(ctx, note)
+        except RetryStepError as failure:
+            return replace(run, reason=failure.reason)
+        if result.done:
+            return replace(run, reason=result.reason)
+    return run

@@ -10,9 +10,12 @@ OpenBao: nothing past a failed gate may be touched.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from tenantdb.core.mariadbdatabase.conditions import on_both
+from tenantdb.core.mariadbdatabase.conditions import compute_unreadable_status, on_both
 from tenantdb.core.mariadbdatabase.controlplane import (
     find_namespace_assignment,
     is_db_credentials_ready,
@@ -28,6 +31,7 @@ from tenantdb.core.mariadbdatabase.reasons import (
     msg_dependency_unreadable,
     msg_dynamic_credentials_unavailable,
     msg_namespace_not_assigned,
+    msg_order_unreadable,
     msg_waiting_for_db_credentials,
 )
 from tenantdb.core.mariadbdatabase.results import (
@@ -38,9 +42,11 @@ from tenantdb.core.mariadbdatabase.results import (
     REQUEUE_SHORT,
     PassResult,
     StepOutcome,
+    Unreadable,
     compute_pass_result,
 )
 from tenantdb.core.mariadbdatabase.validation import is_cluster_name_too_long
+from tenantdb.core.pass_path import Verdict
 
 
 @dataclass(frozen=True)
@@ -156,3 +162,86 @@ def _plan_dynamic_gates(
         )
         return _refuse(outcome, PassResult(requeue_after=REQUEUE_SHORT))
     return AdmissionDecision(outcome=StepOutcome(proceed=True), result=None)
+
+
+@dataclass(frozen=True)
+class ControlPlaneRead:
+    """The ControlPlane as the gates saw it: found, absent or not read (None), or unreadable."""
+
+    control_plane: ControlPlane | None = None
+    unreadable: Unreadable | None = None
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The ControlPlane the gates read, and what they decided over it."""
+
+    seen: ControlPlaneRead
+    decision: AdmissionDecision
+
+    def verdict(self) -> Verdict:
+        """The decision as the pass flow needs it."""
+        return Verdict(self.decision.add_finalizer, self.decision.outcome.proceed)
+
+    def admitted_control_plane(self) -> ControlPlane:
+        """The ControlPlane the gates let the pass go on with.
+
+        Raises:
+            TypeError: the gates let the pass go on without one, which they never do.
+        """
+        if self.seen.control_plane is None:
+            raise TypeError("the gates let no MariaDBDatabase pass without a ControlPlane plan")
+        return self.seen.control_plane
+
+
+def known_control_plane(cluster: str, previous: Gate | None) -> ControlPlaneRead | None:
+    """The ControlPlane the gates decide on without reading it; None when it must be read.
+
+    Gates that run again (after the finalizer was added) decide on what they read before; past a
+    cluster name too long for a label nothing is read at all.
+    """
+    if previous is not None:
+        return previous.seen
+    if not should_read_control_plane(cluster):
+        return ControlPlaneRead()
+    return None
+
+
+def plan_gate(order: MariaDBDatabase, cluster: str, seen: ControlPlaneRead) -> Gate:
+    """Run the gates over the ControlPlane as read; one that does not parse refuses at once."""
+    if seen.unreadable is not None:
+        unreadable = seen.unreadable
+        return Gate(seen, plan_unreadable_control_plane(unreadable.what, unreadable.detail))
+    return Gate(seen, plan_admission(AdmissionObservation(order, cluster, seen.control_plane)))
+
+
+@dataclass(frozen=True)
+class UnreadableOrder:
+    """What an order whose own body does not parse is told, and at which generation."""
+
+    message: str
+    generation: int
+
+    def status_patch(self, stored: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+        """The status patch over the status as stored; empty when it says so already."""
+        return compute_unreadable_status(stored, self.message, generation=self.generation, now=now)
+
+    @property
+    def reason(self) -> str:
+        """The pass summed up in one word."""
+        return Reason.ORDER_UNREADABLE.value
+
+    def requeue_seconds(self) -> float | None:
+        """When the order comes back: its next change, or the 10-minute refresh; nothing is
+        retried meanwhile."""
+        return PassResult(requeue_after=ORDER_REFRESH_AFTER).requeue_seconds()
+
+
+def plan_unreadable_order(raw: Mapping[str, Any], detail: str) -> UnreadableOrder:
+    """Word an order's own body that does not parse (``detail``: which fields fail and why).
+
+    Read from the order as stored: a deleting order is told its deletion waits for the fix.
+    """
+    meta = raw.get("metadata") or {}
+    message = msg_order_unreadable(detail, deleting=bool(meta.get("deletionTimestamp")))
+    return UnreadableOrder(message, int(meta.get("generation") or 0))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from tenantdb.core.actions import LogEvent
 from tenantdb.core.events import Event, EventType
@@ -29,16 +30,39 @@ from tenantdb.core.mariadbdatabase.reasons import ConditionType, Reason
 from tenantdb.core.mariadbdatabase.results import PassResult, compute_pass_result
 
 
+class Leg(StrEnum):
+    """A leg of the pass, by the sub_reconciler label its duration and errors are counted under."""
+
+    PROVISION = "MariaDBDatabaseProvision"
+    DELIVERY = "MariaDBDatabaseDelivery"
+
+    @property
+    def condition_type(self) -> ConditionType:
+        """The sub-condition the leg writes, which its errors are counted under."""
+        if self is Leg.PROVISION:
+            return ConditionType.DATABASE_READY
+        return ConditionType.DELIVERY_READY
+
+
+@dataclass(frozen=True)
+class LegFailure:
+    """The leg whose error ends the pass, and the error: counted before the status shows it."""
+
+    leg: Leg
+    error: str
+
+
 @dataclass(frozen=True)
 class PassRecord:
-    """The status to persist (when `write_status`), the pass result, log lines, and the Events
-    the status write records on the order."""
+    """The status to persist (when `write_status`), the pass result, log lines, the Events
+    the status write records on the order, and the leg that failed (None: none did)."""
 
     status: MariaDBDatabaseStatus
     write_status: bool
     result: PassResult
     logs: tuple[LogEvent, ...] = ()
     events: tuple[Event, ...] = ()
+    failure: LegFailure | None = None
 
 
 WARNING_REASONS = frozenset(
@@ -61,6 +85,30 @@ WARNING_REASONS = frozenset(
 """The sub-condition reasons that are a refusal or a failure: each is a Warning Event. The other
 reasons that are not True say the order waits for something on its way (a certificate, the
 Database CR, the credential) and record no Event."""
+
+
+@dataclass(frozen=True)
+class Legs:
+    """What a pass composes its record from: the gates' decision, then the legs that ran.
+
+    ``provision`` only when the gates let the pass go on, ``delivery`` only when the provision
+    leg converged.
+    """
+
+    admission: AdmissionDecision
+    provision: LegResult | None = None
+    delivery: DeliveryResult | None = None
+
+    def record(self, order: MariaDBDatabase, cluster: str, now: datetime) -> PassRecord:
+        """The pass these legs make of ``order`` on ``cluster`` at ``now``."""
+        return compute_pass_record(
+            order,
+            cluster=cluster,
+            now=now,
+            admission=self.admission,
+            provision=self.provision,
+            delivery=self.delivery,
+        )
 
 
 def compute_pass_events(
@@ -107,17 +155,17 @@ def compute_pass_record(
     logs: list[LogEvent] = list(admission.outcome.logs)
     role_name = database_name = None
     delivered: DeliveredFields | None = None
-    deciding = admission.outcome
+    deciding, leg = admission.outcome, None
     if provision is not None:
         updates += provision.outcome.conditions
         logs += provision.outcome.logs
         role_name, database_name = provision.role_name, provision.database_name
-        deciding = provision.outcome
+        deciding, leg = provision.outcome, Leg.PROVISION
     if provision is not None and provision.outcome.proceed and delivery is not None:
         updates += delivery.outcome.conditions
         logs += delivery.outcome.logs
         delivered = delivery.delivered
-        deciding = delivery.outcome
+        deciding, leg = delivery.outcome, Leg.DELIVERY
     old = order.status
     status = compute_status(
         old,
@@ -140,6 +188,7 @@ def compute_pass_record(
         result=result,
         logs=tuple(logs),
         events=compute_pass_events(old, status) if write else (),
+        failure=None if leg is None or deciding.error is None else LegFailure(leg, deciding.error),
     )
 
 
@@ -150,3 +199,44 @@ def describe_status(status: MariaDBDatabaseStatus) -> str:
             if condition.type == condition_type and condition.status != "True":
                 return str(condition.reason)
     return "AllReady" if status.conditions else "NoConditions"
+
+
+@dataclass(frozen=True)
+class StepEnding:
+    """How a chain step ends after it recorded the pass.
+
+    ``retry`` set: the step fails with that text and runs again after a backoff, deciding then
+    over the status it wrote. Otherwise the pass ends with ``reason`` and ``requeue_after`` (in
+    seconds; None: on an event); ``completed`` False with ``again`` asks for a new pass at once.
+    """
+
+    reason: str
+    requeue_after: float | None = None
+    retry: str | None = None
+    completed: bool = True
+    again: bool = False
+
+
+def decide_chain_end(rec: PassRecord) -> StepEnding:
+    """End a chain whose writes all succeeded, by what it recorded.
+
+    A provision leg that refused with an error (a child of its name it did not create) asks for
+    a new pass, which observes the writes, refuses again and backs off; otherwise the pass ends
+    with the reason its status sums up to.
+    """
+    if rec.result.error is not None:
+        return StepEnding("Refused", completed=False, again=True)
+    return StepEnding(describe_status(rec.status), requeue_after=rec.result.requeue_seconds())
+
+
+def decide_retry(rec: PassRecord) -> StepEnding:
+    """End a step whose write failed, by what it recorded: retried with the leg's error.
+
+    Raises:
+        ValueError: the record holds no failed leg.
+    """
+    if rec.failure is None:
+        raise ValueError("a step retries only on a leg that failed")
+    if rec.failure.leg is Leg.DELIVERY:
+        return StepEnding(Reason.DELIVERY_ERROR.value, retry=rec.failure.error)
+    return StepEnding(describe_status(rec.status), retry=rec.failure.error)

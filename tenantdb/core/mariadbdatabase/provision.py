@@ -249,6 +249,15 @@ def plan_provision(obs: ProvisionObservation) -> ProvisionPlan:
     return ProvisionPlan(needed, plan.result)
 
 
+def find_role_to_observe(plan: ProvisionPlan) -> EnsureRole | None:
+    """The OpenBao role the plan reaches, which the pass asks OpenBao about (None: none).
+
+    Only a plan that reaches the role step asks how the role stands; planned again over the
+    answer, it leaves out a role already as desired.
+    """
+    return next((a for a in plan.actions if isinstance(a, EnsureRole)), None)
+
+
 def _fenced(action: Action, obs: ProvisionObservation) -> Action:
     """Give an apply of a child the pass read the precondition of that read.
 

@@ -33,8 +33,20 @@ class PassResult:
     requeue_after: timedelta | None = None
     error: str | None = None
 
+    def requeue_seconds(self) -> float | None:
+        """When the order comes back, in seconds (None: on an event), as a task result says it."""
+        return None if self.requeue_after is None else self.requeue_after.total_seconds()
+
 
 NO_REQUEUE = PassResult()
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """An object a pass read that does not parse: what it is, and which fields fail and why."""
+
+    what: str
+    detail: str
 
 
 @dataclass(frozen=True)

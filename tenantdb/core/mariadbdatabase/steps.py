@@ -9,15 +9,32 @@ This module says which part an action belongs to, and which steps a plan needs. 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 from tenantdb.core.actions import ApplyObject, DeleteObject, LogEvent, PatchObject
 from tenantdb.core.mariadbdatabase.actions import Action, EnsureRole, RemoveRole
+from tenantdb.core.mariadbdatabase.delivery import (
+    DeliveryObservation,
+    DeliveryResult,
+    compute_delivery_result,
+    plan_delivery,
+)
+from tenantdb.core.mariadbdatabase.gates import (
+    AdmissionDecision,
+    AdmissionObservation,
+    plan_admission,
+)
+from tenantdb.core.mariadbdatabase.models import ControlPlane, MariaDBDatabase
+from tenantdb.core.mariadbdatabase.provision import ProvisionPlan
 from tenantdb.core.mariadbdatabase.teardown import (
     CERTIFICATE_GONE_LOG,
     CHILD_LOG,
     DELIVERED_REMOVAL_LOG,
+    TeardownPlan,
 )
+from tenantdb.core.tasknames import Queue
 
 
 class ProvisionStep(IntEnum):
@@ -99,8 +116,100 @@ def plan_chain_steps(actions: tuple[Action, ...], converged: bool) -> tuple[str,
     return (*steps, DELIVERY_STEP) if steps and converged else steps
 
 
+def select_provision_actions(
+    actions: tuple[Action, ...], step: ProvisionStep
+) -> tuple[tuple[int, Action], ...]:
+    """The actions of a provision plan that ``step`` performs, with their places in the plan."""
+    return tuple((i, a) for i, a in enumerate(actions) if classify_provision_action(a) is step)
+
+
+@dataclass(frozen=True)
+class ProvisionStepEnd:
+    """What a provision step does once its writes succeeded.
+
+    ``ends_leg``: it is the leg's last step, so the leg's duration ends here. ``goes_on``: a
+    step follows, which carries the pass on; otherwise this step records the pass and ends it.
+    """
+
+    ends_leg: bool
+    goes_on: bool
+
+
+def decide_provision_step_end(steps: tuple[str, ...], position: int) -> ProvisionStepEnd:
+    """How the step at ``position`` (1 first) of a provision chain of ``steps`` ends."""
+    following = steps[position:]
+    return ProvisionStepEnd(
+        ends_leg=not following or following[0] == DELIVERY_STEP, goes_on=bool(following)
+    )
+
+
+def delivers_from_entry(steps: tuple[str, ...], converged: bool) -> bool:
+    """Whether the entry itself delivers: the provision leg converged with nothing to write."""
+    return not steps and converged
+
+
+@dataclass(frozen=True)
+class EntryDelivery:
+    """The delivery leg as the entry decides it: settled there (``result``), or handed to the
+    delivery step when the Secret beside the order needs a write (``steps``)."""
+
+    steps: tuple[str, ...] = ()
+    result: DeliveryResult | None = None
+
+
+def plan_entry_delivery(obs: DeliveryObservation) -> EntryDelivery:
+    """Settle the delivery in the entry when it writes nothing; else chain the delivery step.
+
+    The step reads the two Secrets again itself: a credential never travels in a note.
+    """
+    planned = plan_delivery(obs)
+    if planned.apply is None:
+        return EntryDelivery(result=compute_delivery_result(obs, planned, None))
+    return EntryDelivery(steps=(DELIVERY_STEP,))
+
+
+@dataclass(frozen=True)
+class PassNote:
+    """What the entry observed and decided, left for the chain's steps so none reads it again.
+
+    Holds the order and ControlPlane as read, the provision plan (desired objects and the leg's
+    outcome; never a credential) and the chain's steps in order.
+    """
+
+    order: dict[str, Any]
+    control_plane: dict[str, Any]
+    plan: ProvisionPlan
+    steps: tuple[str, ...]
+    provision_started: float
+    """When the entry began to observe the provision leg, in epoch seconds."""
+
+    def cp(self) -> ControlPlane:
+        """The ControlPlane as the entry read it."""
+        return ControlPlane.model_validate(self.control_plane)
+
+    def admission(self, cluster: str) -> AdmissionDecision:
+        """The gates' decision over the order and ControlPlane as the entry read them, which
+        every record of the pass composes from."""
+        order = MariaDBDatabase.model_validate(self.order)
+        return plan_admission(AdmissionObservation(order, cluster, self.cp()))
+
+
 FINALIZE_STEP = "finalize"
 """The teardown chain's last step, which decides the finalizer."""
+
+
+@dataclass(frozen=True)
+class TeardownNote:
+    """What the teardown's entry observed and planned, left for its chain's steps.
+
+    ``failures`` collects, in fail-open mode, each failed action's index and error text, so the
+    finalize step's log line says what failed. Never a credential.
+    """
+
+    order: dict[str, Any]
+    plan: TeardownPlan
+    steps: tuple[str, ...]
+    failures: tuple[tuple[int, str], ...] = ()
 
 
 def plan_teardown_steps(actions: tuple[Action, ...]) -> tuple[str, ...]:
@@ -111,6 +220,25 @@ def plan_teardown_steps(actions: tuple[Action, ...]) -> tuple[str, ...]:
     parts = {classify_teardown_action(action) for action in actions}
     steps = tuple(step.name.lower() for step in TeardownStep if step in parts)
     return (*steps, FINALIZE_STEP)
+
+
+def plan_teardown_chain(actions: tuple[Action, ...]) -> tuple[str, ...]:
+    """The teardown chain to hand over: empty when nothing is left to delete, so the entry
+    decides the finalizer itself."""
+    steps = plan_teardown_steps(actions)
+    return () if steps == (FINALIZE_STEP,) else steps
+
+
+def select_teardown_actions(
+    actions: tuple[Action, ...], step: TeardownStep
+) -> tuple[tuple[int, Action], ...]:
+    """The actions of a teardown plan that ``step`` performs, with their places in the plan."""
+    return tuple((i, a) for i, a in enumerate(actions) if classify_teardown_action(a) is step)
+
+
+def select_teardown_logs(logs: tuple[LogEvent, ...], step: TeardownStep) -> tuple[LogEvent, ...]:
+    """The log lines of a teardown plan that ``step`` writes."""
+    return tuple(event for event in logs if classify_teardown_log(event) is step)
 
 
 _TEARDOWN_LOGS = (
@@ -126,3 +254,45 @@ def classify_teardown_log(event: LogEvent) -> TeardownStep | None:
         if event.message.startswith(message):
             return step
     return None
+
+
+@dataclass(frozen=True)
+class ChainStep:
+    """One step a chain may hold: its name, the queue it runs on, and what its task is."""
+
+    name: str
+    queue: Queue
+    doc: str
+
+
+PROVISION_CHAIN = (
+    *(
+        ChainStep(
+            s.name.lower(),
+            Queue.PROVISION,
+            f"Provision step {s.name.lower()} of a MariaDBDatabase pass.",
+        )
+        for s in ProvisionStep
+    ),
+    ChainStep(
+        DELIVERY_STEP,
+        Queue.DELIVERY,
+        "Delivery step of a MariaDBDatabase pass: the Secret beside the order.",
+    ),
+)
+"""The steps a live order's chain may hold, in order."""
+
+TEARDOWN_CHAIN = (
+    *(
+        ChainStep(
+            s.name.lower(), Queue.TEARDOWN, f"Teardown step {s.name.lower()} of a MariaDBDatabase."
+        )
+        for s in TeardownStep
+    ),
+    ChainStep(
+        FINALIZE_STEP,
+        Queue.TEARDOWN,
+        "Final teardown step: decide the finalizer on the deletes the plan issued.",
+    ),
+)
+"""The steps a deleting order's chain may hold, in order."""

@@ -27,6 +27,7 @@ from tenantdb.core.mariadbdatabase.manifests import (
 from tenantdb.core.mariadbdatabase.models import DatabaseCR, MariaDBDatabase
 from tenantdb.core.mariadbdatabase.naming import (
     CLIENT_CERTIFICATE,
+    FINALIZER,
     MANAGEMENT_CLUSTER,
     is_owned_order_child,
 )
@@ -85,6 +86,12 @@ class TeardownPlan:
     deletes: int
     logs: tuple[LogEvent, ...] = ()
 
+    @property
+    def fails_open(self) -> bool:
+        """Whether every delete is issued whatever fails (the ControlPlane is gone), rather
+        than the first failure stopping the teardown."""
+        return self.mode is TeardownMode.FAIL_OPEN
+
 
 @dataclass(frozen=True)
 class TeardownResult:
@@ -93,6 +100,11 @@ class TeardownResult:
     release_finalizer: bool
     result: PassResult
     logs: tuple[LogEvent, ...] = ()
+
+    @property
+    def reason(self) -> str:
+        """The teardown summed up in one word, as its task result says it."""
+        return "FinalizerReleased" if self.release_finalizer else "TeardownHeld"
 
 
 def _owned(meta: ObjectMeta, obs: TeardownObservation) -> bool:
@@ -218,3 +230,8 @@ def decide_teardown(mode: TeardownMode, deletes: int, failures: Sequence[str]) -
             release_finalizer=False, result=PassResult(requeue_after=REQUEUE_SHORT), logs=(log,)
         )
     return TeardownResult(release_finalizer=True, result=NO_REQUEUE)
+
+
+def compute_released_finalizers(finalizers: Sequence[str]) -> list[str]:
+    """The order's finalizers once the teardown released its own, the others kept in order."""
+    return [f for f in finalizers if f != FINALIZER]
