@@ -238,6 +238,44 @@ def ignore_failure(action: Action, error: str) -> None:
     """Hear nothing of a failed action but what is returned."""
 
 
+RunOne = Callable[[Action, Callable[[], None]], dict[str, Any] | None]
+"""Perform one action under a lease check; the object the server answered with, if any."""
+
+
+def run_in_order(
+    actions: Iterable[tuple[int, Action]],
+    run: RunOne,
+    check: Callable[[], None],
+    remember: Remember,
+    *,
+    keep_going: bool = False,
+    failed: Failed = ignore_failure,
+) -> tuple[tuple[int, str], ...]:
+    """Perform each action with ``run`` in order, the lease checked before each; remember each
+    object applied.
+
+    Returns each failure's place and error text, when ``keep_going`` runs past them; each is
+    handed to ``failed`` (the action and the error text) as it happens.
+
+    Raises:
+        FailedActionError: an action failed, and the rest is not to be run.
+    """
+    failures: list[tuple[int, str]] = []
+    for index, action in actions:
+        check()
+        try:
+            answer = run(action, check)
+        except ActionError as error:
+            if not keep_going:
+                raise FailedActionError(index, action, error) from None
+            failed(action, str(error))
+            failures.append((index, str(error)))
+            continue
+        if isinstance(action, ApplyObject):
+            remember(action.ref.cluster, answer)
+    return tuple(failures)
+
+
 class MariaDBIO(Protocol):
     """What a MariaDBDatabase pass reads and writes beyond the order store: ``MariaDBOrders``
     over the clusters and OpenBao, or a test's world."""
@@ -653,20 +691,9 @@ class MariaDBOrders:
         Raises:
             FailedActionError: an action failed, and the rest is not to be run.
         """
-        failures: list[tuple[int, str]] = []
-        for index, action in actions:
-            check()
-            try:
-                answer = self.run(action, check)
-            except ActionError as error:
-                if not keep_going:
-                    raise FailedActionError(index, action, error) from None
-                failed(action, str(error))
-                failures.append((index, str(error)))
-                continue
-            if isinstance(action, ApplyObject):
-                remember(action.ref.cluster, answer)
-        return tuple(failures)
+        return run_in_order(
+            actions, self.run, check, remember, keep_going=keep_going, failed=failed
+        )
 
     def apply_delivery(
         self, apply: ApplyObject | None, check: Callable[[], None], remember: Remember

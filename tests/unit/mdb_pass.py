@@ -25,7 +25,6 @@ from tasks.reconcile import PassContext
 from tenantdb.adapters.mariadbdatabase import (
     ActionError,
     Failed,
-    FailedActionError,
     FetchedOrder,
     Kept,
     Noted,
@@ -35,6 +34,7 @@ from tenantdb.adapters.mariadbdatabase import (
     keep_nothing,
     parse_databases,
     parse_object,
+    run_in_order,
 )
 from tenantdb.adapters.workqueue import Heartbeat, Lease, WorkQueue
 from tenantdb.core.actions import ApplyObject
@@ -238,16 +238,14 @@ class WorldIO:
         keep_going: bool = False,
         failed: Failed = ignore_failure,
     ) -> tuple[tuple[int, str], ...]:
-        failures: list[tuple[int, str]] = []
-        for index, action in actions:
-            try:
-                self._run(action)
-            except ActionError as error:
-                if not keep_going:
-                    raise FailedActionError(index, action, error) from None
-                failed(action, str(error))
-                failures.append((index, str(error)))
-        return tuple(failures)
+        return run_in_order(
+            actions,
+            lambda action, _check: self._run(action),
+            check,
+            remember,
+            keep_going=keep_going,
+            failed=failed,
+        )
 
     def _run(self, action: Action) -> dict[str, Any] | None:
         self.actions.append(action)
