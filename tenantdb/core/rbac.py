@@ -84,6 +84,26 @@ def order_resource(identity: KindIdentity, subresource: str = "") -> str:
     return f"{identity.plural}/{subresource}" if subresource else identity.plural
 
 
+def watched_orders(identity: KindIdentity) -> Grant:
+    """The watcher's grant on a kind's orders: the scaffold serves every order it hears of."""
+    return Grant(
+        identity.group,
+        (order_resource(identity),),
+        ("list", "watch"),
+        "every change of an order starts a pass.",
+    )
+
+
+def patched_status(identity: KindIdentity) -> Grant:
+    """The grant on a kind's status: every status write is a patch."""
+    return Grant(
+        identity.group,
+        (order_resource(identity, "status"),),
+        ("patch",),
+        "the status is written by patch.",
+    )
+
+
 def merge_grants(granted: Iterable[tuple[str, Grant]]) -> tuple[Rule, ...]:
     """One rule per target from (kind, grant) pairs, in the order targets first appear.
 

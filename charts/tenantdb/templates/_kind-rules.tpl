@@ -109,7 +109,7 @@ include them beside the rules no kind owns.
 - apiGroups: [shipstream.io]
   resources: [mysqldatabases]
   verbs: [get, list, patch]
-# MysqlDatabase: the status, by patch.
+# MysqlDatabase: the status is written by patch.
 - apiGroups: [shipstream.io]
   resources: [mysqldatabases/status]
   verbs: [patch]

@@ -8,16 +8,20 @@ renders it into the chart's Role rules; a unit test fails while the chart is sta
 from __future__ import annotations
 
 from tenantdb.core.mariadbdatabase.naming import IDENTITY, SHARED_SERVICE_ACCOUNT
-from tenantdb.core.rbac import Grant, KindAccess, order_resource
+from tenantdb.core.rbac import Grant, KindAccess, order_resource, patched_status, watched_orders
 
 _ORDERS = order_resource(IDENTITY)
-_STATUS = order_resource(IDENTITY, "status")
-_FINALIZERS = order_resource(IDENTITY, "finalizers")
 _GROUP = IDENTITY.group
+_OWNER_REFERENCE = Grant(
+    _GROUP,
+    (order_resource(IDENTITY, "finalizers"),),
+    ("update",),
+    "the delivered Secret's blocking owner reference to the order.",
+)
 
 ACCESS = KindAccess(
     watcher=(
-        Grant(_GROUP, (_ORDERS,), ("list", "watch"), "every change of an order starts a pass."),
+        watched_orders(IDENTITY),
         Grant(
             _GROUP,
             ("controlplanes",),
@@ -59,13 +63,8 @@ ACCESS = KindAccess(
             "the order is read at the start of a pass and its finalizer set and dropped by"
             " patch; the ops shell (`tenantdb status`) lists the orders.",
         ),
-        Grant(_GROUP, (_STATUS,), ("patch",), "the status is written by patch."),
-        Grant(
-            _GROUP,
-            (_FINALIZERS,),
-            ("update",),
-            "the delivered Secret's blocking owner reference to the order.",
-        ),
+        patched_status(IDENTITY),
+        _OWNER_REFERENCE,
         Grant(_GROUP, ("controlplanes",), ("get",), "provision reads the order's ControlPlane."),
         Grant("k8s.mariadb.com", ("mariadbs",), ("get",), "provision reads the MariaDB."),
         Grant(
@@ -132,13 +131,8 @@ ACCESS = KindAccess(
             "the orders of the namespace are watched, read at the start of a pass, and their"
             " finalizer set and dropped by patch.",
         ),
-        Grant(_GROUP, (_STATUS,), ("patch",), "the status is written by patch."),
-        Grant(
-            _GROUP,
-            (_FINALIZERS,),
-            ("update",),
-            "the delivered Secret's blocking owner reference to the order.",
-        ),
+        patched_status(IDENTITY),
+        _OWNER_REFERENCE,
         Grant(
             "",
             ("secrets",),

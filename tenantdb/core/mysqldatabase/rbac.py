@@ -9,14 +9,14 @@ renders it into the chart's Role rules; a unit test fails while the chart is sta
 from __future__ import annotations
 
 from tenantdb.core.mysqldatabase.naming import IDENTITY
-from tenantdb.core.rbac import Grant, KindAccess, order_resource
+from tenantdb.core.rbac import Grant, KindAccess, order_resource, patched_status, watched_orders
 
 _ORDERS = order_resource(IDENTITY)
 _GROUP = IDENTITY.group
 
 ACCESS = KindAccess(
     watcher=(
-        Grant(_GROUP, (_ORDERS,), ("list", "watch"), "every change of an order starts a pass."),
+        watched_orders(IDENTITY),
         Grant(
             _GROUP,
             ("mysqlfailovergroups",),
@@ -38,7 +38,7 @@ ACCESS = KindAccess(
             "the order is read at the start of a pass and its finalizer set and dropped by"
             " patch; its siblings are listed for their claims, and the ops shell lists them.",
         ),
-        Grant(_GROUP, (order_resource(IDENTITY, "status"),), ("patch",), "the status, by patch."),
+        patched_status(IDENTITY),
         Grant(
             _GROUP,
             ("mysqlfailovergroups",),
