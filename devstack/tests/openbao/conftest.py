@@ -16,8 +16,7 @@ import pytest
 from devstack.openbao import OpenBaoServer, TLSConfig
 from devstack.openbao.bootstrap import TenantDatabase, bootstrap_platform
 from devstack.openbao.pki import LocalPKI, write_local_pki
-from tenantdb.adapters.openbao import ClientCertificate
-from tests.support import root_sql
+from devstack.tests.support import root_sql
 
 from .openbao_support import (
     MARIADB,
@@ -122,14 +121,4 @@ def tls_platform(make_platform: Callable[..., Platform], pki: LocalPKI) -> Platf
     return make_platform(
         tls=tls,
         client_kwargs={"cert": (pki.client.cert_file, pki.client.key_file), "verify": pki.ca_file},
-    )
-
-
-@pytest.fixture(scope="session")
-def client_certificate(pki: LocalPKI) -> ClientCertificate:
-    """The PKI's client keypair and CA as tenantdb's adapter takes them from a Secret."""
-    return ClientCertificate(
-        ca_crt=Path(pki.ca_file).read_bytes(),
-        tls_crt=Path(pki.client.cert_file).read_bytes(),
-        tls_key=Path(pki.client.key_file).read_bytes(),
     )
