@@ -2,8 +2,8 @@
 # One image for every tenantdb role; the role is the command:
 #   docker run IMAGE watcher | worker -- <celery worker options> | beat | flower
 # The final stage (`runtime`, the default target) holds the tenantdb package and its runtime
-# dependencies only: no dev extra and no devstack. The `dev` stage adds both, for the local
-# docker-compose stack.
+# dependencies only: no dev extra and no devstack. The `dev` stage adds both (the devstack is a
+# distribution of its own, devstack/pyproject.toml), for the local docker-compose stack.
 
 # The base image, one build argument: a release pins it by digest, e.g.
 #   --build-arg BASE_IMAGE=python:3.11-slim@sha256:<digest of the index `docker buildx
@@ -33,7 +33,7 @@ RUN pip wheel --no-deps --wheel-dir /wheels . \
 FROM base AS dev
 WORKDIR /src
 COPY . .
-RUN pip install -c constraints.txt ".[dev]" \
+RUN pip install -c constraints.txt ./devstack ".[dev]" \
     && install -d -o 10001 -g 10001 /state
 USER 10001:10001
 ENTRYPOINT ["/usr/bin/tini", "--"]

@@ -14,21 +14,25 @@ API_SERVER ?= devstack
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(STAMP): pyproject.toml constraints.txt
+# Two distributions, both editable: tenantdb with its dev extra, and the devstack it is tested
+# against (devstack/pyproject.toml) with its test extra, like any other test dependency.
+INSTALL := -e './devstack[test]' -e '.[dev]'
+
+$(STAMP): pyproject.toml devstack/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt $(INSTALL)
 	touch $(STAMP)
 
 .PHONY: install
-install: $(STAMP) ## Create .venv and install tenantdb with its dev extra
+install: $(STAMP) ## Create .venv; install tenantdb with its dev extra and the devstack
 
 .PHONY: lock
 lock: ## Re-resolve every dependency to its newest allowed version into constraints.txt
 	rm -rf .lock-venv
 	$(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/pip install --quiet --upgrade pip
-	.lock-venv/bin/pip install --quiet -e '.[dev]'
+	.lock-venv/bin/pip install --quiet $(INSTALL)
 	{ sed -n '/^#/p' constraints.txt; .lock-venv/bin/pip freeze --exclude-editable; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
 	rm -rf .lock-venv

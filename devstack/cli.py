@@ -14,8 +14,6 @@ and stop cleanly on SIGINT or SIGTERM (which drops the SQL users and schemas the
 created and stops the group's servers, see `devstack.platform`). It must never print a token,
 and prints nothing on stdout before the ready line.
 
-`python -m devstack demo --state-dir DIR [--until-ready] [--timeout S]` runs tenantdb's demo
-(`devstack.demo`); `tenantdb demo` hands over to it.
 """
 
 from __future__ import annotations
@@ -77,10 +75,6 @@ def _parser() -> argparse.ArgumentParser:
         default="devstack",
         help="the devstack's Python API servers, or real kube-apiservers built by `make kube`",
     )
-    demo = commands.add_parser("demo", help="tenantdb on the devstack with three example orders")
-    demo.add_argument("--state-dir", required=True, type=Path, help="where the demo keeps files")
-    demo.add_argument("--until-ready", action="store_true", help="exit 0 once the orders settle")
-    demo.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS")
     return parser
 
 
@@ -100,22 +94,6 @@ def _stop_on_signals() -> threading.Event:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     return stop
-
-
-def demo(state_dir: Path, *, until_ready: bool, timeout: float) -> int:
-    """Run tenantdb's demo on a devstack of its own; 3 when it cannot start."""
-    from devstack.demo import DemoError, run_demo
-
-    if timeout <= 0:
-        print("tenantdb demo: --timeout takes a number of seconds above 0", file=sys.stderr)
-        return 2
-    try:
-        return run_demo(
-            state_dir.resolve(), until_ready=until_ready, timeout=timeout, stop=_stop_on_signals()
-        )
-    except DemoError as exc:
-        print(f"tenantdb demo: {exc}", file=sys.stderr)
-        return 3
 
 
 def up(
@@ -175,8 +153,6 @@ def up(
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m devstack`."""
     args = _parser().parse_args(argv)
-    if args.command == "demo":
-        return demo(args.state_dir, until_ready=args.until_ready, timeout=args.timeout)
     names = [n.strip() for n in str(args.clusters).split(",") if n.strip()]
     if not names:
         print("devstack: --clusters needs at least one name", file=sys.stderr)

@@ -492,11 +492,13 @@ def _print_table(rows: list[OrderReport]) -> None:
 
 
 def _demo(state: Path, *, until_ready: bool, timeout: float) -> int:
-    # The demo runs on the devstack, so it lives there and is handed over to like it.
+    # The demo drives tenantdb on the devstack, so it imports both and ships in neither: it runs
+    # from the source checkout, as a program of its own that this command hands over to.
     if timeout <= 0:
         raise _UsageError("--timeout takes a number of seconds above 0")
-    argv = ["demo", "--state-dir", str(state.resolve()), "--timeout", f"{timeout:g}"]
-    return _devstack([*argv, "--until-ready"] if until_ready else argv)
+    argv = ["--state-dir", str(state.resolve()), "--timeout", f"{timeout:g}"]
+    argv = [*argv, "--until-ready"] if until_ready else argv
+    return _hand_over("demo", argv, installable=False)
 
 
 def _workqueue(settings: Settings) -> WorkQueue:
@@ -506,17 +508,24 @@ def _workqueue(settings: Settings) -> WorkQueue:
 
 
 def _devstack(devstack_args: list[str]) -> int:
-    # The devstack is a separate program that production images do not ship; the command only
-    # hands over to it, so production code never imports it.
-    env = dict(os.environ)
-    if importlib.util.find_spec("devstack") is None:
-        # A source checkout keeps the devstack beside the tenantdb package; images do not.
-        checkout = Path(__file__).resolve().parent.parent
-        if not (checkout / "devstack" / "__main__.py").is_file():
-            raise _UsageError("the devstack is not installed with this tenantdb")
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout), env.get("PYTHONPATH")]))
     extra = devstack_args[1:] if devstack_args[:1] == ["--"] else devstack_args
-    os.execve(sys.executable, [sys.executable, "-m", "devstack", *extra], env)  # noqa: S606
+    return _hand_over("devstack", extra, installable=True)
+
+
+def _hand_over(program: str, args: list[str], *, installable: bool) -> int:
+    # The devstack (a distribution of its own) and the demo are programs that production images
+    # do not ship; these commands only hand over to them, so production code never imports them.
+    # A source checkout keeps both beside the tenantdb package and is preferred; the devstack may
+    # also be installed on its own, the demo (which is no distribution) may not.
+    env = dict(os.environ)
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / program / "__main__.py").is_file():
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout), env.get("PYTHONPATH")]))
+    elif not installable:
+        raise _UsageError(f"the {program} runs from a source checkout of tenantdb only")
+    elif importlib.util.find_spec(program) is None:
+        raise _UsageError(f"the {program} is not installed with this tenantdb")
+    os.execve(sys.executable, [sys.executable, "-m", program, *args], env)  # noqa: S606
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import pymysql
 import pytest
 import redis
 
-from devstack.demo import KEY_PREFIX
+from demo import KEY_PREFIX
 from tests.conftest import REDIS_URL
 from tests.e2e.conftest import REPO
 from tests.support import wait_for

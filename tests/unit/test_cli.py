@@ -112,3 +112,42 @@ def test_the_help_shows_examples_and_exit_codes(
     assert "examples:" in shown
     assert f"tenantdb {command} " in shown
     assert "4  a cluster cannot be read" in shown
+
+
+@pytest.mark.parametrize(
+    ("argv", "handed"),
+    [
+        pytest.param(
+            ["demo", "--until-ready", "--timeout", "90", "--state-dir", "/state/demo"],
+            ["-m", "demo", "--state-dir", "/state/demo", "--timeout", "90", "--until-ready"],
+            id="demo",
+        ),
+        pytest.param(
+            ["devstack", "up", "--state-dir", "/state/devstack"],
+            ["-m", "devstack", "up", "--state-dir", "/state/devstack"],
+            id="devstack",
+        ),
+    ],
+)
+def test_demo_and_devstack_hand_over_to_their_programs_in_the_checkout(
+    argv: list[str], handed: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Neither ships with tenantdb: the command replaces itself with the program, the source
+    # checkout on its path, so production code never imports them.
+    import os
+    import sys
+    from pathlib import Path
+
+    started: list[tuple[list[str], dict[str, str]]] = []
+
+    def execve(path: str, args: list[str], env: dict[str, str]) -> None:
+        started.append((args, env))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, "execve", execve)
+    with pytest.raises(SystemExit):
+        main(argv)
+    ((args, env),) = started
+    assert args == [sys.executable, *handed]
+    checkout = str(Path(__file__).resolve().parents[2])
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == checkout

@@ -57,3 +57,19 @@ def test_the_kinds_forbid_each_other_and_generic_modules_forbid_both() -> None:
     assert set(generic["forbidden_modules"]) == set(mysql["source_modules"]) | set(
         mariadb["source_modules"]
     )
+
+
+def test_the_devstack_and_the_product_never_import_each_other() -> None:
+    # Two distributions in one repository: the packages tenantdb's wheel ships on one side, the
+    # devstack (devstack/pyproject.toml) on the other; a new product package joins both lists.
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    shipped = {
+        name.rstrip("*") for name in config["tool"]["setuptools"]["packages"]["find"]["include"]
+    }
+    contracts = _contracts()
+    devstack = contracts["The devstack is a distribution of its own: it never imports tenantdb"]
+    product = contracts["Production code never imports the devstack"]
+    assert devstack["source_modules"] == ["devstack"]
+    assert set(devstack["forbidden_modules"]) == shipped
+    assert set(product["source_modules"]) == shipped
+    assert product["forbidden_modules"] == ["devstack"]

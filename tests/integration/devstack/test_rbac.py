@@ -21,8 +21,8 @@ from devstack import crds
 from devstack.crds import bloodraven
 from devstack.kube import auth
 from devstack.kube.server import ClusterServer
+from devstack.tests.kube.conftest import Kubectl
 from tenantdb.core.mysqldatabase.naming import IDENTITY
-from tests.integration.devstack.conftest import Kubectl
 
 Obj = dict[str, Any]
 TokenClient = Callable[[str], client.ApiClient]

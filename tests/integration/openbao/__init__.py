@@ -1,1 +1,2 @@
-"""Tests of the OpenBao stand-in (devstack/openbao), through hvac and the real MariaDB."""
+"""tenantdb's OpenBao adapter against the OpenBao stand-in (devstack/openbao), whose own tests are
+the devstack's (devstack/tests/openbao)."""

@@ -20,11 +20,10 @@ import pytest
 
 from devstack.openbao.bootstrap import KUBE_MOUNT
 from devstack.openbao.pki import LocalPKI
+from devstack.tests.openbao.openbao_support import Platform, sql_user_exists
 from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
 from tenantdb.adapters.openbao import _error as openbao_error
 from tenantdb.core.mariadbdatabase.openbao import build_role, should_write_role
-
-from .openbao_support import Platform, sql_user_exists
 
 
 def _leftover_key_dirs() -> set[str]:

@@ -13,11 +13,10 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 
 from devstack.openbao.bootstrap import KUBE_MOUNT
+from devstack.tests.openbao.openbao_support import Platform
 from tenantdb.adapters.metrics import OPENBAO_OPERATIONS
 from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
 from tenantdb.core.mariadbdatabase.openbao import build_role
-
-from .openbao_support import Platform
 
 
 def _snapshot() -> dict[str, tuple[float, float]]:

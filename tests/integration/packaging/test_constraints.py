@@ -1,6 +1,7 @@
 """constraints.txt, the lock every install goes through: it pins each dependency pyproject.toml
-declares (the runtime ones and the dev extra) to one version that the declared range allows, so a
-lock that drifted from pyproject fails here rather than in an image build."""
+declares (the runtime ones and the dev extra), and each the devstack's devstack/pyproject.toml
+declares (its runtime ones and its test extra), to one version that the declared range allows,
+so a lock that drifted from either pyproject fails here rather than in an image build."""
 
 from __future__ import annotations
 
@@ -31,8 +32,10 @@ def _pins() -> dict[str, Version]:
 
 
 def _declared() -> list[Requirement]:
-    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    lines = list(project["dependencies"]) + list(project["optional-dependencies"]["dev"])
+    lines: list[str] = []
+    for pyproject, extra in (("pyproject.toml", "dev"), ("devstack/pyproject.toml", "test")):
+        project = tomllib.loads((REPO_ROOT / pyproject).read_text())["project"]
+        lines += list(project["dependencies"]) + list(project["optional-dependencies"][extra])
     return [Requirement(line) for line in lines]
 
 
@@ -46,8 +49,9 @@ def test_every_declared_dependency_is_pinned_inside_its_range() -> None:
         )
 
 
-def test_the_package_itself_is_not_pinned() -> None:
+def test_the_packages_themselves_are_not_pinned() -> None:
     assert "tenantdb" not in _pins()
+    assert "tenantdb-devstack" not in _pins()
 
 
 PRODUCT = ("tenantdb", "tasks", "workers", "watcher")

@@ -100,7 +100,9 @@ def test_runtime_runs_as_a_non_root_user(runtime: Stage) -> None:
 
 def test_dev_stage_runs_the_devstack(stages: list[Stage]) -> None:
     dev = next(s for s in stages if s.name == "dev")
-    assert any('pip install -c constraints.txt ".[dev]"' in run for run in dev.all("RUN"))
+    assert any(
+        'pip install -c constraints.txt ./devstack ".[dev]"' in run for run in dev.all("RUN")
+    )
     assert json.loads(dev.last("CMD"))[:3] == ["python", "-m", "devstack"]
 
 
@@ -146,7 +148,7 @@ def test_the_base_image_is_one_build_argument(stages: list[Stage]) -> None:
 
 def test_build_context_leaves_out_local_state() -> None:
     ignored = set((REPO_ROOT / ".dockerignore").read_text().split())
-    assert {".git", ".venv", "tests", "**/kubeconfig"} <= ignored
+    assert {".git", ".venv", "tests", "devstack/tests", "**/kubeconfig"} <= ignored
     # The dev stage builds the devstack from the context, so it must stay in it.
     assert "devstack" not in ignored
 

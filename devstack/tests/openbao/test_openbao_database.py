@@ -9,7 +9,7 @@ import hvac
 import pymysql
 import pytest
 
-from tests.support import root_sql, sql_login, wait_for
+from devstack.tests.support import root_sql, sql_login, wait_for
 
 from .openbao_support import MOUNT, Platform, sql_user_exists, suffix
 

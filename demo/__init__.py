@@ -1,4 +1,4 @@
-"""``tenantdb demo`` (``python -m devstack demo``): the whole stack, three orders, a live table.
+"""``tenantdb demo`` (``python -m demo``): the whole stack, three orders, a live table.
 
 Starts the devstack (Kubernetes API servers for ``management`` and ``edge-1``, OpenBao, ESO,
 mariadb-operator, cert-manager, and a MySQL failover group where the MariaDB server binaries are
@@ -11,8 +11,9 @@ them until they settle; once they have, it waits for Prometheus to show them by 
 Ctrl-C (or the end of ``--until-ready``) stops every process it started and nothing else.
 
 It prints how to read a delivered credential, never the credential itself; Flower's demo
-password goes to a file in the state directory. It lives with the devstack it starts, so the
-tenantdb package needs no source checkout; it runs tenantdb from the same checkout.
+password goes to a file in the state directory. It drives tenantdb and the devstack alike, so
+it belongs to neither distribution: it runs from a source checkout, next to ``examples/`` and the
+chart it reads, and runs tenantdb and the devstack from that checkout.
 """
 
 from __future__ import annotations

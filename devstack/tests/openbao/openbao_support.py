@@ -16,7 +16,7 @@ from devstack.openbao.bootstrap import (
     BootstrapResult,
     TenantDatabase,
 )
-from tests.support import root_sql
+from devstack.tests.support import root_sql
 
 MOUNT = "database/mariadb"
 

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.integration.devstack.conftest import DB_CRD
+from devstack.tests.kube.conftest import DB_CRD
 
 GROUP, VERSION, PLURAL = "c5c3.io", "v1alpha1", "mariadbdatabases"
 # What the real server adds when an enum, required, length, count or type failure keeps it from

@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.integration.devstack.conftest import Kubectl
+from devstack.tests.kube.conftest import Kubectl
 
 
 def _event(

@@ -20,7 +20,7 @@ from kubernetes import client
 from kubernetes import config as kube_config
 
 from devstack.kube.managed_fields import LAST_APPLIED
-from tests.integration.devstack.conftest import DB_CRD, KUBECTL, Kubectl
+from devstack.tests.kube.conftest import DB_CRD, KUBECTL, Kubectl
 
 DB = """
 apiVersion: c5c3.io/v1alpha1

@@ -1,0 +1,1 @@
+"""Tests of the OpenBao stand-in (devstack/openbao), through hvac and the real MariaDB."""
