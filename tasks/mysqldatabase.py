@@ -41,14 +41,14 @@ from tasks.scaffold import (
 )
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.metrics import RECONCILE_ERRORS
-from tenantdb.adapters.mysqladmin import (
-    AdminError,
-    AdminSession,
-    GroupBusyError,
-    TLSRequiredError,
-    admin_pool,
+from tenantdb.adapters.mysqladmin import AdminError, GroupBusyError, TLSRequiredError
+from tenantdb.adapters.mysqldatabase import (
+    CredentialError,
+    MysqlIO,
+    MysqlOrders,
+    MysqlSession,
+    SecretData,
 )
-from tenantdb.adapters.mysqldatabase import CredentialError, MysqlOrders, SecretData
 from tenantdb.adapters.watchindex import WatchIndex
 from tenantdb.adapters.workqueue import LeaseLostError
 from tenantdb.core.events import Event, EventType
@@ -125,15 +125,15 @@ DROP = "MysqlDatabaseDrop"
 READY = "Ready"
 
 
-def _build_orders(registry: ClusterRegistry) -> MysqlOrders:
+def _build_orders(registry: ClusterRegistry) -> MysqlIO:
     claims = WatchIndex(workqueue().redis, load_settings().key_prefix, CLAIM_INDEX)
     return MysqlOrders(registry, claims=claims)
 
 
-orders = PerRegistry(_build_orders)
+orders: PerRegistry[MysqlIO] = PerRegistry(_build_orders)
 """The MysqlDatabase reads and writes of this worker process."""
 
-Ctx = KindPass[MysqlOrders] | KindStep[MysqlOrders]
+Ctx = KindPass[MysqlIO] | KindStep[MysqlIO]
 """Where a pass is: its entry or one of its steps."""
 
 VERIFY = "mysql-verify"
@@ -290,9 +290,7 @@ def _wake(ctx: Ctx, peers: tuple[str, ...], namespace: str) -> None:
 # -- the entry -----------------------------------------------------------------------------------
 
 
-def admit(
-    ctx: KindPass[MysqlOrders], order: dict[str, Any], previous: Gate | None
-) -> Admission[Gate]:
+def admit(ctx: KindPass[MysqlIO], order: dict[str, Any], previous: Gate | None) -> Admission[Gate]:
     """Run the gates, reading only as far as they need."""
     if previous is not None:
         return Admission(Verdict(True, previous.decision.phase is None), previous)
@@ -324,7 +322,7 @@ def admit(
     return Admission(Verdict(True, decision.phase is None), gate)
 
 
-def gated(ctx: KindPass[MysqlOrders], order: dict[str, Any], gate: Gate) -> PassOutcome:
+def gated(ctx: KindPass[MysqlIO], order: dict[str, Any], gate: Gate) -> PassOutcome:
     """Record why a gate stopped the pass."""
     decision = gate.decision
     phase, reason = decision.phase or Phase.PENDING, decision.reason or Reason.GROUP_NOT_FOUND
@@ -332,7 +330,7 @@ def gated(ctx: KindPass[MysqlOrders], order: dict[str, Any], gate: Gate) -> Pass
     return PassOutcome(str(reason), requeue_after=wait)
 
 
-def plan(ctx: KindPass[MysqlOrders], order: dict[str, Any], gate: Gate) -> Plan[None]:
+def plan(ctx: KindPass[MysqlIO], order: dict[str, Any], gate: Gate) -> Plan[None]:
     """Apply when the inputs moved; check for drift when the verify period is due."""
     decision, group = gate.decision, gate.group or {}
     repair = decision.up_to_date
@@ -365,7 +363,7 @@ def plan(ctx: KindPass[MysqlOrders], order: dict[str, Any], gate: Gate) -> Plan[
 
 
 def settle(
-    ctx: KindPass[MysqlOrders], order: dict[str, Any], gate: Gate, plan: Plan[None]
+    ctx: KindPass[MysqlIO], order: dict[str, Any], gate: Gate, plan: Plan[None]
 ) -> PassOutcome:
     """Nothing to send: the order is as its last apply left it."""
     return PassOutcome("UpToDate", requeue_after=_verify_seconds())
@@ -382,7 +380,7 @@ def _unreachable(note: ApplyNote | DropNote, problem: str) -> str:
     return f'cannot reach the primary of group "{note.group}": {problem}'
 
 
-def apply(ctx: KindStep[MysqlOrders], note: ApplyNote) -> StepResult:
+def apply(ctx: KindStep[MysqlIO], note: ApplyNote) -> StepResult:
     """Connect to the primary, look once, then refuse or apply and record."""
     kube, key, order = ctx.io, ctx.key, note.order
     owner = kube.secret(key, note.owner_secret)
@@ -397,8 +395,7 @@ def apply(ctx: KindStep[MysqlOrders], note: ApplyNote) -> StepResult:
         )
         return StepResult(str(Reason.PRIMARY_UNAVAILABLE), done=True, requeue_after=wait)
     try:
-        target, login = kube.admin(key, group, note.site)
-        with admin_pool().session(target, login) as session:
+        with kube.session(key, group, note.site) as session:
             return _apply_on(ctx, note, session, owner)
     except LeaseLostError:
         # A newer pass may have run since, and a statement of this one (an ALTER USER with an
@@ -427,7 +424,7 @@ def apply(ctx: KindStep[MysqlOrders], note: ApplyNote) -> StepResult:
 
 
 def _apply_on(
-    ctx: KindStep[MysqlOrders], note: ApplyNote, session: AdminSession, owner: SecretData
+    ctx: KindStep[MysqlIO], note: ApplyNote, session: MysqlSession, owner: SecretData
 ) -> StepResult:
     key, order, spec = ctx.key, note.order, note.spec
     prior = status_of(order)
@@ -512,7 +509,7 @@ def _apply_on(
 # -- teardown ------------------------------------------------------------------------------------
 
 
-def teardown(ctx: KindPass[MysqlOrders], order: dict[str, Any]) -> Plan[Decided]:
+def teardown(ctx: KindPass[MysqlIO], order: dict[str, Any]) -> Plan[Decided]:
     """Decide what deleting the order removes, reading only what the decision needs."""
     kube, key = ctx.io, ctx.key
     group = kube.group(key, group_name(order)) if needs_group_for_teardown(order) else None
@@ -568,7 +565,7 @@ def _release(ctx: Ctx, order: dict[str, Any], peers: tuple[str, ...]) -> str:
     return "FinalizerReleased"
 
 
-def finalize(ctx: KindPass[MysqlOrders], order: dict[str, Any], plan: Plan[Decided]) -> PassOutcome:
+def finalize(ctx: KindPass[MysqlIO], order: dict[str, Any], plan: Plan[Decided]) -> PassOutcome:
     """Release the finalizer, or defer the drop with the order saying why."""
     if plan.local is None:
         raise RuntimeError("a teardown without a drop carries its plan")
@@ -582,7 +579,7 @@ def finalize(ctx: KindPass[MysqlOrders], order: dict[str, Any], plan: Plan[Decid
     return PassOutcome(_release(ctx, order, peers))
 
 
-def drop(ctx: KindStep[MysqlOrders], note: DropNote) -> StepResult:
+def drop(ctx: KindStep[MysqlIO], note: DropNote) -> StepResult:
     """Revoke and drop what the order created on the primary, then release the finalizer."""
     kube, key, decided = ctx.io, ctx.key, note.plan
     group = kube.group(key, note.group)
@@ -591,8 +588,7 @@ def drop(ctx: KindStep[MysqlOrders], note: DropNote) -> StepResult:
     order = _stamp_deleting(ctx, note.order)
     db = str((order.get("spec") or {}).get("databaseName") or "")
     try:
-        target, login = kube.admin(key, group, note.site)
-        with admin_pool().session(target, login) as session:
+        with kube.session(key, group, note.site) as session:
             observed = parse_observation(
                 session.query(sql.observe_query(db, decided.revoke, session.dialect))
             )

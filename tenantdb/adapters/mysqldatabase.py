@@ -14,16 +14,24 @@ import base64
 import binascii
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.events import record_event
 from tenantdb.adapters.kube import SECRET, KubeClient, NotFoundError, Resource, register_resources
-from tenantdb.adapters.mysqladmin import AdminLogin, Target, site_address, site_server_name
+from tenantdb.adapters.mysqladmin import (
+    AdminLogin,
+    AdminSession,
+    Target,
+    admin_pool,
+    site_address,
+    site_server_name,
+)
 from tenantdb.adapters.watchindex import WatchIndex
 from tenantdb.core.events import Event
 from tenantdb.core.keys import OrderKey
@@ -38,6 +46,7 @@ from tenantdb.core.mysqldatabase.reading import (
     tls_secret_name,
     waiting_slot,
 )
+from tenantdb.core.mysqldatabase.sql import Dialect, Statement
 
 # What a MysqlDatabase pass reads and writes beyond core objects, registered with the kube
 # adapter so that it knows them by apiVersion and kind.
@@ -85,6 +94,90 @@ class Peers:
 
     orders: tuple[dict[str, Any], ...]
     waiting: tuple[str, ...]
+
+
+class MysqlSession(Protocol):
+    """What a MysqlDatabase step does on a group's primary (``AdminSession`` in a worker)."""
+
+    @property
+    def dialect(self) -> Dialect:
+        """The server's dialect."""
+        ...
+
+    @property
+    def read_only_bypassed(self) -> bool:
+        """Whether the admin account can write through ``read_only``."""
+        ...
+
+    @property
+    def executed(self) -> int:
+        """How many writing statements ran in this session."""
+        ...
+
+    def query(self, statement: Statement) -> list[tuple[Any, ...]]:
+        """Run a read-only query; its rows."""
+        ...
+
+    def execute(
+        self,
+        statements: Sequence[Statement],
+        values: Mapping[str, str],
+        check: Callable[[], None] | None = None,
+    ) -> None:
+        """Run statements in order, each bound value looked up in ``values`` when it is a key."""
+        ...
+
+
+class MysqlIO(Protocol):
+    """The reads and writes a MysqlDatabase pass makes besides its order (``MysqlOrders``)."""
+
+    def group(self, key: OrderKey, name: str) -> dict[str, Any] | None:
+        """The order's MysqlFailoverGroup; None when it does not exist."""
+        ...
+
+    def secret(self, key: OrderKey, name: str) -> SecretData | None:
+        """A Secret of the order's namespace, decoded; None when it does not exist."""
+        ...
+
+    def owner(self, key: OrderKey, name: str) -> OwnerSecret | None:
+        """An owner Secret as the gates see it; None when it does not exist."""
+        ...
+
+    def group_secrets(
+        self, key: OrderKey, names: tuple[str, ...]
+    ) -> dict[str, Mapping[str, str] | None]:
+        """The group's credential Secrets by name; None for one that does not exist."""
+        ...
+
+    def peers(self, key: OrderKey, order: Mapping[str, Any], owner_username: str | None) -> Peers:
+        """The order's peers on its group that share a name with it."""
+        ...
+
+    def session(
+        self, key: OrderKey, group: Mapping[str, Any], site: str
+    ) -> AbstractContextManager[MysqlSession]:
+        """A session on the group's site as its admin (see ``MysqlOrders.session``)."""
+        ...
+
+    def write_status(
+        self,
+        key: OrderKey,
+        order: dict[str, Any],
+        status: Mapping[str, Any],
+        check: Callable[[], None],
+    ) -> dict[str, Any]:
+        """Write what changed of the order's status; the order as written."""
+        ...
+
+    def set_finalizers(
+        self, key: OrderKey, order: dict[str, Any], finalizers: list[str]
+    ) -> dict[str, Any]:
+        """Replace the order's finalizers."""
+        ...
+
+    def event(self, key: OrderKey, order: Mapping[str, Any], event: Event) -> None:
+        """Record an Event on the order."""
+        ...
 
 
 class MysqlOrders:
@@ -205,6 +298,18 @@ class MysqlOrders:
         )
         return target, login
 
+    @contextmanager
+    def session(self, key: OrderKey, group: Mapping[str, Any], site: str) -> Iterator[AdminSession]:
+        """A session of this process's admin pool on the group's site, as the group's admin.
+
+        Raises:
+            CredentialError: the operator Secret (or the TLS Secret's CA) is missing or unusable.
+            AdminError, GroupBusyError, TLSRequiredError: as ``AdminPool.session``.
+        """
+        target, login = self.admin(key, group, site)
+        with admin_pool().session(target, login) as session:
+            yield session
+
     def write_status(
         self,
         key: OrderKey,
@@ -246,4 +351,13 @@ def _login(secret_name: str, values: Mapping[str, str]) -> AdminLogin:
     return AdminLogin(user, password, root)
 
 
-__all__ = ["CredentialError", "MysqlOrders", "NotFoundError", "SecretData", "decode"]
+__all__ = [
+    "CredentialError",
+    "MysqlIO",
+    "MysqlOrders",
+    "MysqlSession",
+    "NotFoundError",
+    "Peers",
+    "SecretData",
+    "decode",
+]
