@@ -33,7 +33,7 @@ from tasks.scaffold import Admission, KindPass, KindStep, Plan, note_order
 from tenantdb.adapters import mysqldatabase as mysql
 from tenantdb.adapters.metrics import RECONCILE_ERRORS
 from tenantdb.adapters.mysqladmin import AdminError, GroupBusyError
-from tenantdb.adapters.mysqldatabase import PRIMARY_ERRORS, MysqlIO, MysqlSession
+from tenantdb.adapters.mysqldatabase import PRIMARY_ERRORS, FetchedOrder, MysqlIO, MysqlSession
 from tenantdb.adapters.workqueue import LeaseLostError
 from tenantdb.core.events import Event
 from tenantdb.core.mysqldatabase import passes
@@ -113,30 +113,30 @@ def _wake(ctx: Ctx, peers: tuple[str, ...], namespace: str) -> None:
 # -- the entry -----------------------------------------------------------------------------------
 
 
-def admit(ctx: KindPass[MysqlIO], order: dict[str, Any], previous: Gate | None) -> Admission[Gate]:
+def admit(ctx: KindPass[MysqlIO], order: FetchedOrder, previous: Gate | None) -> Admission[Gate]:
     """Run the gates, reading only as far as they need (once: a second call keeps the first)."""
     gate = previous or passes.decide_gate(mysql.read_gates(ctx.io, ctx.key, order))
     return Admission(Verdict(True, gate.decision.phase is None), gate)
 
 
-def gated(ctx: KindPass[MysqlIO], order: dict[str, Any], gate: Gate) -> PassOutcome:
+def gated(ctx: KindPass[MysqlIO], order: FetchedOrder, gate: Gate) -> PassOutcome:
     """Record why a gate stopped the pass."""
     stop = passes.gate_stop(gate.decision)
-    return PassOutcome(str(stop.reason), requeue_after=_stop(ctx, order, stop))
+    return PassOutcome(str(stop.reason), requeue_after=_stop(ctx, order.raw, stop))
 
 
-def plan(ctx: KindPass[MysqlIO], order: dict[str, Any], gate: Gate) -> Plan[None]:
+def plan(ctx: KindPass[MysqlIO], order: FetchedOrder, gate: Gate) -> Plan[None]:
     """Apply when the inputs moved; check for drift when the verify period is due."""
     repair, queue = gate.decision.up_to_date, ctx.runtime.queue
     if repair and not queue.claim_period(passes.VERIFY, ctx.key, mysql.verify_ms()):
         return Plan((), converged=True)
     reassert = repair and queue.take_period(passes.REASSERT, ctx.key)
-    applying = passes.compose_apply(note_order(order), gate, repair=repair, reassert=reassert)
+    applying = passes.compose_apply(note_order(order.raw), gate, repair=repair, reassert=reassert)
     return Plan(("apply",), applying.note, converged=True, reason=applying.reason)
 
 
 def settle(
-    ctx: KindPass[MysqlIO], order: dict[str, Any], gate: Gate, plan: Plan[None]
+    ctx: KindPass[MysqlIO], order: FetchedOrder, gate: Gate, plan: Plan[None]
 ) -> PassOutcome:
     """Nothing to send: the order is as its last apply left it."""
     return PassOutcome("UpToDate", requeue_after=mysql.verify_seconds())
@@ -216,13 +216,13 @@ def _apply_on(
 # -- teardown ------------------------------------------------------------------------------------
 
 
-def teardown(ctx: KindPass[MysqlIO], order: dict[str, Any]) -> Plan[Decided]:
+def teardown(ctx: KindPass[MysqlIO], order: FetchedOrder) -> Plan[Decided]:
     """Decide what deleting the order removes, reading only what the decision needs."""
     read = mysql.read_teardown(ctx.io, ctx.key, order)
-    decided = passes.decide_teardown(order, read)
+    decided = passes.decide_teardown(order.raw, read)
     if decided.step is not TeardownStep.DROP:
         return Plan((), local=(decided, read.waiting))
-    note = passes.compose_drop(note_order(order), decided, read.group, read.waiting)
+    note = passes.compose_drop(note_order(order.raw), decided, read.group, read.waiting)
     return Plan(("drop",), note, reason="Dropping")
 
 
@@ -238,17 +238,17 @@ def _release(ctx: Ctx, order: dict[str, Any], peers: tuple[str, ...]) -> str:
     return "FinalizerReleased"
 
 
-def finalize(ctx: KindPass[MysqlIO], order: dict[str, Any], plan: Plan[Decided]) -> PassOutcome:
+def finalize(ctx: KindPass[MysqlIO], order: FetchedOrder, plan: Plan[Decided]) -> PassOutcome:
     """Release the finalizer, or defer the drop with the order saying why."""
     if plan.local is None:
         raise RuntimeError("a teardown without a drop carries its plan")
-    decided, peers = plan.local
+    (decided, peers), raw = plan.local, order.raw
     if decided.step is TeardownStep.DEFER:
-        stored = _stamp_deleting(ctx, order, passes.deferral_message(decided))
+        stored = _stamp_deleting(ctx, raw, passes.deferral_message(decided))
         _events(ctx, stored, decided.events)
         return PassOutcome("DropDeferred", requeue_after=mysql.pending_wait())
-    _events(ctx, order, decided.events)
-    return PassOutcome(_release(ctx, order, peers))
+    _events(ctx, raw, decided.events)
+    return PassOutcome(_release(ctx, raw, peers))
 
 
 def drop(ctx: KindStep[MysqlIO], note: DropNote) -> StepResult:
@@ -287,7 +287,7 @@ SPEC = scaffold.declare_kind(
     scaffold.KindSpec(
         identity=IDENTITY,
         io=orders,
-        read=lambda raw: raw,
+        read=mysql.fetched,
         admit=admit,
         gated=gated,
         plan=plan,

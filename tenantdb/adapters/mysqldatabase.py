@@ -41,6 +41,7 @@ from tenantdb.core.events import Event
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase.apply import Observed, parse_observation, render_drop
 from tenantdb.core.mysqldatabase.gates import OwnerSecret, compute_comeback_behind_circuit
+from tenantdb.core.mysqldatabase.models import MysqlDatabase, read_order
 from tenantdb.core.mysqldatabase.naming import CLAIM_INDEX
 from tenantdb.core.mysqldatabase.passes import (
     GateReads,
@@ -58,9 +59,7 @@ from tenantdb.core.mysqldatabase.reading import (
     compute_peer_reads,
     compute_peer_slots,
     compute_status_patch,
-    group_name,
     group_secret_names,
-    needs_group_for_teardown,
     needs_sibling_username,
     operator_secret_name,
     owner_secret_name,
@@ -112,6 +111,19 @@ def decode(secret: Mapping[str, Any]) -> SecretData:
         except (binascii.Error, UnicodeDecodeError):
             values[str(key)] = ""
     return SecretData(str(meta.get("uid", "")), str(meta.get("resourceVersion", "")), values)
+
+
+@dataclass(frozen=True)
+class FetchedOrder:
+    """The order as stored (what notes carry and writes are guarded by), and its typed view."""
+
+    raw: dict[str, Any]
+    order: MysqlDatabase
+
+
+def fetched(raw: dict[str, Any]) -> FetchedOrder:
+    """The order as stored with its typed view (reading never fails: see ``models``)."""
+    return FetchedOrder(raw, read_order(raw))
 
 
 @dataclass(frozen=True)
@@ -384,12 +396,13 @@ def read_peer_users(
     return found
 
 
-def read_gates(io: MysqlIO, key: OrderKey, order: dict[str, Any]) -> GateReads:
+def read_gates(io: MysqlIO, key: OrderKey, fetched: FetchedOrder) -> GateReads:
     """What the gates need, read only as far as they need it: the group and the owner Secret,
     then (unless the gates stop on those) the group's credential Secrets, the peers and the
     owner usernames of the peers the conflict check must know."""
-    group = io.group(key, group_name(order))
-    owner = io.owner(key, owner_secret_name(order))
+    order, spec = fetched.raw, fetched.order.spec
+    group = io.group(key, spec.group_ref.name)
+    owner = io.owner(key, spec.owner.secret_name)
     if group is None or gates_stop_early(order, group, owner):
         return GateReads(order, group, owner)
     group_secrets = io.group_secrets(key, group_secret_names(group))
@@ -399,16 +412,16 @@ def read_gates(io: MysqlIO, key: OrderKey, order: dict[str, Any]) -> GateReads:
     return GateReads(order, group, owner, group_secrets, found.orders, peer_users, found.waiting)
 
 
-def read_teardown(io: MysqlIO, key: OrderKey, order: dict[str, Any]) -> TeardownReads:
+def read_teardown(io: MysqlIO, key: OrderKey, fetched: FetchedOrder) -> TeardownReads:
     """What deciding a teardown needs: the group only when the drop may touch MySQL, and with
     it the group's credential Secrets and the peers."""
-    if not needs_group_for_teardown(order):
+    if not fetched.order.may_touch_mysql:
         return TeardownReads()
-    group = io.group(key, group_name(order))
+    group = io.group(key, fetched.order.spec.group_ref.name)
     if group is None:
         return TeardownReads()
     reserved = reserved_or_none(io.group_secrets(key, group_secret_names(group)))
-    found = io.peers(key, order, None)
+    found = io.peers(key, fetched.raw, None)
     peer_users = read_peer_users(io, key, found.orders, needs_sibling_username)
     return TeardownReads(group, reserved, found.orders, peer_users, found.waiting)
 
@@ -518,6 +531,7 @@ def _login(secret_name: str, values: Mapping[str, str]) -> AdminLogin:
 __all__ = [
     "PRIMARY_ERRORS",
     "CredentialError",
+    "FetchedOrder",
     "MysqlIO",
     "MysqlOrders",
     "MysqlSession",

@@ -17,6 +17,7 @@ from tenantdb.adapters.mysqldatabase import CredentialError
 from tenantdb.adapters.workqueue import LeaseLostError
 from tenantdb.core.events import EventType
 from tenantdb.core.mysqldatabase.apply import OWNER_PASSWORD
+from tenantdb.core.mysqldatabase.models import MysqlDatabaseStatus
 from tenantdb.core.mysqldatabase.naming import IDENTITY
 from tenantdb.core.mysqldatabase.sql import SCHEMA_PRIVILEGES, Dialect
 from tenantdb.settings import load_settings
@@ -331,3 +332,59 @@ def test_a_drop_the_server_refuses_says_so_on_the_order_and_raises() -> None:
     assert run.raised is refused
     assert run.io.status["message"].startswith(f"dropping database {DATABASE}: exec DROP")
     assert run.io.finalizers == []
+
+
+# -- what the order's body says ------------------------------------------------------------------
+
+
+def _spec(**changes: Any) -> dict[str, Any]:
+    order = make_order()
+    order["spec"] = {k: v for k, v in {**order["spec"], **changes}.items() if v is not None}
+    return order
+
+
+@pytest.mark.parametrize(
+    ("order", "phase", "reason", "message"),
+    [
+        pytest.param(_spec(owner=None), "Pending", "OwnerSecretMissing",
+                     f'Secret "" not found in namespace {NAMESPACE}', id="no-owner"),
+        pytest.param(_spec(groupRef=None), "Pending", "GroupNotFound",
+                     f'MysqlFailoverGroup "" not found in namespace {NAMESPACE}', id="no-group"),
+        pytest.param(_spec(databaseName="Sys"), "Failed", "InvalidSpec",
+                     'spec.databaseName "Sys" is a MySQL system schema; tenant databases must'
+                     " use their own schema name", id="system-schema"),
+        pytest.param(_spec(databaseName=5), "Failed", "InvalidSpec", None, id="not-a-string"),
+    ],
+)  # fmt: skip
+def test_an_order_whose_spec_is_missing_or_invalid_says_so_without_sql(
+    order: dict[str, Any], phase: str, reason: str, message: str | None
+) -> None:
+    run = run_pass(World(order=order))
+    assert run.steps == ()
+    assert run.io.status["phase"] == phase
+    assert run.io.condition()[1] == reason
+    if message is not None:
+        assert run.io.condition()[2] == message
+    assert run.io.sessions == []
+
+
+def test_an_order_whose_database_name_is_not_a_string_reads_as_one_without_a_name() -> None:
+    unnamed = run_pass(World(order=_spec(databaseName=""))).io.condition()
+    assert run_pass(World(order=_spec(databaseName=5))).io.condition() == unnamed
+
+
+@pytest.mark.parametrize(
+    "world",
+    [
+        pytest.param(World(), id="applied"),
+        pytest.param(World(open_error=GroupBusyError("busy")), id="busy"),
+        pytest.param(World(execute_error=(1, AdminError("x", code=1, transient=False))),
+                     id="failed"),
+        pytest.param(World(order=_deleting()), id="dropped"),
+        pytest.param(World(group=make_group(plannedFailover={"phase": "Draining"})),
+                     id="fenced"),
+    ],
+)  # fmt: skip
+def test_every_status_a_pass_writes_is_what_the_status_model_dumps(world: World) -> None:
+    for status in run_pass(world).io.statuses:
+        assert MysqlDatabaseStatus.model_validate(status).body() == status

@@ -45,6 +45,7 @@ from tenantdb.core.mysqldatabase.gates import (
     plan_gates,
 )
 from tenantdb.core.mysqldatabase.group import compute_active_site
+from tenantdb.core.mysqldatabase.models import read_order
 from tenantdb.core.mysqldatabase.principals import (
     GroupSecretInvalidError,
     GroupSecretUnreadableError,
@@ -537,7 +538,7 @@ def compose_drop(
 
 def database_of(order: Mapping[str, Any]) -> str:
     """The schema an order names."""
-    return str((order.get("spec") or {}).get("databaseName") or "")
+    return read_order(order).spec.database_name
 
 
 def compute_deleting_stamp(order: Mapping[str, Any], message: str, now: datetime) -> dict[str, Any]:
