@@ -303,8 +303,9 @@ def compose_apply(order: dict[str, Any], gate: Gate, *, repair: bool, reassert: 
 
 @dataclass(frozen=True)
 class StepEnd:
-    """How a step ends before it writes anything of its own: the task result, a stop to
-    record (its wait is the come-back), a drift check's come-back, or a new pass at once."""
+    """How a step ends before it writes anything of its own: the task result, the stop it
+    records (none or one; its wait is the come-back), a drift check's come-back
+    (``verified``), or a new pass at once (``again``)."""
 
     reason: str
     stops: tuple[Stop, ...] = ()
@@ -348,7 +349,7 @@ def apply_usernames(note: ApplyNote) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class ApplyStep:
     """What the apply does once it looked: end (refused, or a drift check that found
-    nothing), or send ``plan`` after writing ``stamps`` (the write-ahead record)."""
+    nothing), or send ``plan`` (after the write-ahead record of ``compute_apply_stamps``)."""
 
     end: StepEnd | None
     observed: Observed
