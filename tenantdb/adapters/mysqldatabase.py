@@ -13,31 +13,66 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import random
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
 import redis
 
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.events import record_event
 from tenantdb.adapters.kube import SECRET, KubeClient, NotFoundError, Resource, register_resources
-from tenantdb.adapters.mysqladmin import AdminLogin, Target, site_address, site_server_name
+from tenantdb.adapters.mysqladmin import (
+    AdminError,
+    AdminLogin,
+    AdminSession,
+    Target,
+    TLSRequiredError,
+    admin_pool,
+    site_address,
+    site_server_name,
+)
 from tenantdb.adapters.watchindex import WatchIndex
 from tenantdb.core.events import Event
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.mysqldatabase.gates import OwnerSecret
+from tenantdb.core.mysqldatabase.apply import Observed, parse_observation, render_drop
+from tenantdb.core.mysqldatabase.gates import OwnerSecret, compute_comeback_behind_circuit
+from tenantdb.core.mysqldatabase.models import MysqlDatabase, read_order
+from tenantdb.core.mysqldatabase.naming import CLAIM_INDEX
+from tenantdb.core.mysqldatabase.passes import (
+    GateReads,
+    PrimaryFailure,
+    ServerFailure,
+    TeardownReads,
+    claim_for_gates,
+    compute_stop_wait,
+    gates_stop_early,
+    needs_peer_username,
+    owner_username,
+    reserved_or_none,
+)
 from tenantdb.core.mysqldatabase.reading import (
     compute_peer_reads,
     compute_peer_slots,
     compute_status_patch,
+    group_secret_names,
+    needs_sibling_username,
     operator_secret_name,
+    owner_secret_name,
     peers_on_group,
     peers_to_wake,
     tls_secret_name,
     waiting_slot,
 )
+from tenantdb.core.mysqldatabase.reasons import Phase
+from tenantdb.core.mysqldatabase.sql import Dialect, Statement, observe_query
+from tenantdb.core.mysqldatabase.teardown import TeardownPlan
+from tenantdb.core.objects import metadata_of
+from tenantdb.settings import load_settings
 
 # What a MysqlDatabase pass reads and writes beyond core objects, registered with the kube
 # adapter so that it knows them by apiVersion and kind.
@@ -79,12 +114,109 @@ def decode(secret: Mapping[str, Any]) -> SecretData:
 
 
 @dataclass(frozen=True)
+class FetchedOrder:
+    """The order as stored (what notes carry and writes are guarded by), and its typed view."""
+
+    raw: dict[str, Any]
+    order: MysqlDatabase
+
+
+def fetched(raw: dict[str, Any]) -> FetchedOrder:
+    """The order as stored with its typed view (reading never fails: see ``models``)."""
+    return FetchedOrder(raw, read_order(raw))
+
+
+@dataclass(frozen=True)
 class Peers:
     """The other orders on an order's group a pass may be checked against, read live and in
     name order, and the names of those not Ready (an apply or a release may unblock them)."""
 
     orders: tuple[dict[str, Any], ...]
     waiting: tuple[str, ...]
+
+
+class MysqlSession(Protocol):
+    """What a MysqlDatabase step does on a group's primary (``AdminSession`` in a worker)."""
+
+    @property
+    def dialect(self) -> Dialect:
+        """The server's dialect."""
+        ...
+
+    @property
+    def read_only_bypassed(self) -> bool:
+        """Whether the admin account can write through ``read_only``."""
+        ...
+
+    @property
+    def executed(self) -> int:
+        """How many writing statements ran in this session."""
+        ...
+
+    def query(self, statement: Statement) -> list[tuple[Any, ...]]:
+        """Run a read-only query; its rows."""
+        ...
+
+    def execute(
+        self,
+        statements: Sequence[Statement],
+        values: Mapping[str, str],
+        check: Callable[[], None] | None = None,
+    ) -> None:
+        """Run statements in order, each bound value looked up in ``values`` when it is a key."""
+        ...
+
+
+class MysqlIO(Protocol):
+    """The reads and writes a MysqlDatabase pass makes besides its order (``MysqlOrders``)."""
+
+    def group(self, key: OrderKey, name: str) -> dict[str, Any] | None:
+        """The order's MysqlFailoverGroup; None when it does not exist."""
+        ...
+
+    def secret(self, key: OrderKey, name: str) -> SecretData | None:
+        """A Secret of the order's namespace, decoded; None when it does not exist."""
+        ...
+
+    def owner(self, key: OrderKey, name: str) -> OwnerSecret | None:
+        """An owner Secret as the gates see it; None when it does not exist."""
+        ...
+
+    def group_secrets(
+        self, key: OrderKey, names: tuple[str, ...]
+    ) -> dict[str, Mapping[str, str] | None]:
+        """The group's credential Secrets by name; None for one that does not exist."""
+        ...
+
+    def peers(self, key: OrderKey, order: Mapping[str, Any], owner_username: str | None) -> Peers:
+        """The order's peers on its group that share a name with it."""
+        ...
+
+    def session(
+        self, key: OrderKey, group: Mapping[str, Any], site: str
+    ) -> AbstractContextManager[MysqlSession]:
+        """A session on the group's site as its admin (see ``MysqlOrders.session``)."""
+        ...
+
+    def write_status(
+        self,
+        key: OrderKey,
+        order: dict[str, Any],
+        status: Mapping[str, Any],
+        check: Callable[[], None],
+    ) -> dict[str, Any]:
+        """Write what changed of the order's status; the order as written."""
+        ...
+
+    def set_finalizers(
+        self, key: OrderKey, order: dict[str, Any], finalizers: list[str]
+    ) -> dict[str, Any]:
+        """Replace the order's finalizers."""
+        ...
+
+    def event(self, key: OrderKey, order: Mapping[str, Any], event: Event) -> None:
+        """Record an Event on the order."""
+        ...
 
 
 class MysqlOrders:
@@ -205,6 +337,18 @@ class MysqlOrders:
         )
         return target, login
 
+    @contextmanager
+    def session(self, key: OrderKey, group: Mapping[str, Any], site: str) -> Iterator[AdminSession]:
+        """A session of this process's admin pool on the group's site, as the group's admin.
+
+        Raises:
+            CredentialError: the operator Secret (or the TLS Secret's CA) is missing or unusable.
+            AdminError, GroupBusyError, TLSRequiredError: as ``AdminPool.session``.
+        """
+        target, login = self.admin(key, group, site)
+        with admin_pool().session(target, login) as session:
+            yield session
+
     def write_status(
         self,
         key: OrderKey,
@@ -233,6 +377,144 @@ class MysqlOrders:
         record_event(self.client(key), order, event.type.value, event.reason, event.message)
 
 
+# -- the read and SQL sequences of a pass, over any MysqlIO ------------------------------------
+
+
+def read_peer_users(
+    io: MysqlIO,
+    key: OrderKey,
+    peers: tuple[dict[str, Any], ...],
+    needed: Callable[[dict[str, Any]], bool],
+) -> dict[str, str]:
+    """The usernames the owner Secrets of the ``needed`` peers name, by peer."""
+    found: dict[str, str] = {}
+    for peer in peers:
+        if needed(peer):
+            secret = io.owner(key, owner_secret_name(peer))
+            if secret is not None and secret.username:
+                found[str(metadata_of(peer).get("name"))] = secret.username
+    return found
+
+
+def read_gates(io: MysqlIO, key: OrderKey, fetched: FetchedOrder) -> GateReads:
+    """What the gates need, read only as far as they need it: the group and the owner Secret,
+    then (unless the gates stop on those) the group's credential Secrets, the peers and the
+    owner usernames of the peers the conflict check must know."""
+    order, spec = fetched.raw, fetched.order.spec
+    group = io.group(key, spec.group_ref.name)
+    owner = io.owner(key, spec.owner.secret_name)
+    if group is None or gates_stop_early(order, group, owner):
+        return GateReads(order, group, owner)
+    group_secrets = io.group_secrets(key, group_secret_names(group))
+    found = io.peers(key, order, owner_username(owner))
+    me = claim_for_gates(order, owner)
+    peer_users = read_peer_users(io, key, found.orders, lambda peer: needs_peer_username(me, peer))
+    return GateReads(order, group, owner, group_secrets, found.orders, peer_users, found.waiting)
+
+
+def read_teardown(io: MysqlIO, key: OrderKey, fetched: FetchedOrder) -> TeardownReads:
+    """What deciding a teardown needs: the group only when the drop may touch MySQL, and with
+    it the group's credential Secrets and the peers."""
+    if not fetched.order.may_touch_mysql:
+        return TeardownReads()
+    group = io.group(key, fetched.order.spec.group_ref.name)
+    if group is None:
+        return TeardownReads()
+    reserved = reserved_or_none(io.group_secrets(key, group_secret_names(group)))
+    found = io.peers(key, fetched.raw, None)
+    peer_users = read_peer_users(io, key, found.orders, needs_sibling_username)
+    return TeardownReads(group, reserved, found.orders, peer_users, found.waiting)
+
+
+def observe(session: MysqlSession, database: str, usernames: Sequence[str]) -> Observed:
+    """The primary's answer to the one read-only look a step takes before it writes."""
+    return parse_observation(session.query(observe_query(database, usernames, session.dialect)))
+
+
+def run_drop(
+    io: MysqlIO,
+    key: OrderKey,
+    group: Mapping[str, Any],
+    site: str,
+    plan: TeardownPlan,
+    database: str,
+    check: Callable[[], None],
+) -> None:
+    """Look at the primary, then revoke and drop what ``plan`` says, each statement guarded
+    by ``check``.
+
+    Raises:
+        AdminError: the site is read-only (transient), or the server failed.
+        CredentialError, GroupBusyError, TLSRequiredError: as ``MysqlIO.session``.
+    """
+    with io.session(key, group, site) as session:
+        observed = observe(session, database, plan.revoke)
+        if observed.read_only:
+            raise AdminError(f"site {site} is read-only", code=None, transient=True)
+        session.execute(render_drop(plan, observed, session.dialect), {}, check=check)
+
+
+PRIMARY_ERRORS = (CredentialError, TLSRequiredError, AdminError)
+"""The failures of a step's work on the group's primary (``GroupBusyError`` aside)."""
+
+
+def batch_failure(error: AdminError, executed: int) -> ServerFailure:
+    """A batch that failed after ``executed`` statements ran, as the pass records it."""
+    return ServerFailure(str(error), executed, error.may_have_run, error.transient)
+
+
+def with_claims(clusters: ClusterRegistry, redis_client: redis.Redis, prefix: str) -> MysqlOrders:
+    """The orders of a worker process, their peers looked up in the watcher's claim index."""
+    return MysqlOrders(clusters, claims=WatchIndex(redis_client, prefix, CLAIM_INDEX))
+
+
+def primary_failure(error: Exception) -> PrimaryFailure:
+    """What a failure on the primary means for the pass: a missing credential or a refused
+    plaintext connection waits like an unreachable server."""
+    if isinstance(error, AdminError):
+        return PrimaryFailure(str(error), error.transient, error.retry_after)
+    return PrimaryFailure(str(error), True, 0.0)
+
+
+# -- the clock, the settings and the spread of a pass's come-backs -------------------------------
+
+
+def now() -> datetime:
+    """The time a record is stamped with."""
+    return datetime.now(UTC)
+
+
+def stop_wait(phase: Phase) -> float:
+    """When a stopped order comes back (``compute_stop_wait``), spread at random."""
+    return compute_stop_wait(phase, random.random())  # noqa: S311 - load spreading
+
+
+def pending_wait() -> float:
+    """When a Pending order comes back, spread at random."""
+    return stop_wait(Phase.PENDING)
+
+
+def busy_wait() -> float:
+    """When a pass that found its group's slots taken comes back: soon, spread."""
+    return 1.0 + random.random()  # noqa: S311 - load spreading
+
+
+def behind_circuit(pending: float, closes_in: float) -> float:
+    """When a pass that found the site's circuit open comes back (after it closes), spread."""
+    spread = random.random()  # noqa: S311 - load spreading
+    return compute_comeback_behind_circuit(pending, closes_in, spread)
+
+
+def verify_seconds() -> float:
+    """The drift check's period of a Ready order."""
+    return load_settings().mysql_verify_seconds
+
+
+def verify_ms() -> int:
+    """The drift check's claim: a little under its period, so the come-back finds it due."""
+    return int(verify_seconds() * 900)
+
+
 def _login(secret_name: str, values: Mapping[str, str]) -> AdminLogin:
     user, password = values.get("username", ""), values.get("password", "")
     root = values.get("MYSQL_ROOT_PASSWORD", "")
@@ -246,4 +528,16 @@ def _login(secret_name: str, values: Mapping[str, str]) -> AdminLogin:
     return AdminLogin(user, password, root)
 
 
-__all__ = ["CredentialError", "MysqlOrders", "NotFoundError", "SecretData", "decode"]
+__all__ = [
+    "PRIMARY_ERRORS",
+    "CredentialError",
+    "FetchedOrder",
+    "MysqlIO",
+    "MysqlOrders",
+    "MysqlSession",
+    "NotFoundError",
+    "Peers",
+    "PrimaryFailure",
+    "SecretData",
+    "decode",
+]

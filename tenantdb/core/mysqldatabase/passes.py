@@ -1,0 +1,627 @@
+"""What a MysqlDatabase pass decides between its reads and its writes. Pure.
+
+The entry's gate over what it read (``decide_gate``), the notes its steps act on
+(``compose_apply``, ``compose_drop``), how a stop is recorded and when the order comes back
+(``record_stop``, ``compute_stop_wait``), and how the apply and drop steps start and end
+(``check_apply_start``, ``plan_apply_step``, ``judge_batch_failure``, ``judge_drop_failure``).
+The task module reads through the adapter, calls these, and carries out what they return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from tenantdb.core.events import Event, EventType
+from tenantdb.core.mysqldatabase.apply import (
+    ApplyPlan,
+    Claims,
+    Observed,
+    Records,
+    Refusal,
+    compute_ran_subjects,
+    drift_repaired_event,
+    plan_apply,
+    read_only_bypass_event,
+    usernames_to_observe,
+)
+from tenantdb.core.mysqldatabase.conditions import (
+    compute_creating_status,
+    compute_deleting_status,
+    compute_ready_status,
+    compute_stopped_status,
+    compute_withdrawn_status,
+)
+from tenantdb.core.mysqldatabase.conflicts import Claim
+from tenantdb.core.mysqldatabase.gates import (
+    EARLY_REASONS,
+    FAILED_REQUEUE,
+    PENDING_REQUEUE_BASE,
+    PENDING_REQUEUE_JITTER,
+    GateDecision,
+    OwnerSecret,
+    plan_gates,
+)
+from tenantdb.core.mysqldatabase.group import compute_active_site
+from tenantdb.core.mysqldatabase.models import read_order
+from tenantdb.core.mysqldatabase.principals import (
+    GroupSecretInvalidError,
+    GroupSecretUnreadableError,
+    compute_reserved_usernames,
+)
+from tenantdb.core.mysqldatabase.reading import (
+    check_active_site,
+    claim_of,
+    compute_gate_observation,
+    compute_teardown_observation,
+    group_moved,
+    group_name,
+    needs_secret_username,
+    needs_sibling_username,
+    owner_secret_name,
+    sibling_claims,
+    sibling_of,
+)
+from tenantdb.core.mysqldatabase.reasons import Phase, Reason
+from tenantdb.core.mysqldatabase.sql import Dialect
+from tenantdb.core.mysqldatabase.teardown import (
+    AfterDrop,
+    TeardownPlan,
+    plan_after_drop,
+    plan_teardown,
+)
+from tenantdb.core.mysqldatabase.validation import ValidSpec
+from tenantdb.core.objects import generation_of, metadata_of, status_of
+
+APPLY = "MysqlDatabaseApply"
+DROP = "MysqlDatabaseDrop"
+"""The error metric's sub_reconciler labels of the two chains; their condition_type is Ready."""
+
+VERIFY = "mysql-verify"
+"""The periodic work of a Ready order: its drift check."""
+REASSERT = "mysql-reassert"
+"""Set when an apply lost its lease: a statement of it may have landed after a newer pass (an
+older password), so the next drift check sets the owner's password again."""
+REASSERT_MS = 7 * 24 * 3600 * 1000
+
+
+# -- the entry's gate ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateReads:
+    """What the entry read for its gates; ``group_secrets`` is None when the gates stopped on
+    the group and the owner Secret alone (nothing past them was read)."""
+
+    order: Mapping[str, Any]
+    group: dict[str, Any] | None
+    owner: OwnerSecret | None
+    group_secrets: Mapping[str, Mapping[str, str] | None] | None = None
+    peers: tuple[dict[str, Any], ...] = ()
+    peer_users: Mapping[str, str] = field(default_factory=dict)
+    waiting: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What the entry's gates decided and read (in memory only)."""
+
+    decision: GateDecision
+    group: dict[str, Any] | None = None
+    reserved: frozenset[str] = frozenset()
+    peers: tuple[dict[str, Any], ...] = ()
+    owner_version: str = ""
+    peer_users: Mapping[str, str] = field(default_factory=dict)
+    """The usernames the owner Secrets of peers without a recorded owner name, by peer."""
+    waiting: tuple[str, ...] = ()
+    """The peers on the group that are not Ready: an apply of the order wakes them."""
+
+
+def owner_username(owner: OwnerSecret | None) -> str | None:
+    """The username an owner Secret names; None without one."""
+    return owner.username if owner else None
+
+
+def gates_stop_early(
+    order: Mapping[str, Any], group: Mapping[str, Any] | None, owner: OwnerSecret | None
+) -> bool:
+    """Whether the gates stop on the group and the owner Secret alone (no more to read)."""
+    first = plan_gates(compute_gate_observation(order, group, owner, {}))
+    return group is None or first.reason in EARLY_REASONS
+
+
+def needs_peer_username(me: Claim, peer: Mapping[str, Any]) -> bool:
+    """Whether the gates must know the username a peer's owner Secret names."""
+    return needs_secret_username(me, claim_of(peer, None)) or needs_sibling_username(peer)
+
+
+def claim_for_gates(order: Mapping[str, Any], owner: OwnerSecret | None) -> Claim:
+    """The order as the conflict check sees it, owned by what its Secret names."""
+    return claim_of(order, owner_username(owner))
+
+
+def reserved_or_none(secrets: Mapping[str, Mapping[str, str] | None]) -> frozenset[str] | None:
+    """The group's reserved usernames; None when its credential Secrets cannot say."""
+    try:
+        return compute_reserved_usernames(secrets)
+    except (GroupSecretUnreadableError, GroupSecretInvalidError):
+        return None
+
+
+def decide_gate(reads: GateReads) -> Gate:
+    """Run the gates over what the entry read."""
+    if reads.group_secrets is None:
+        first = plan_gates(compute_gate_observation(reads.order, reads.group, reads.owner, {}))
+        return Gate(first, reads.group)
+    observed = compute_gate_observation(
+        reads.order, reads.group, reads.owner, reads.group_secrets, reads.peers, reads.peer_users
+    )
+    return Gate(
+        plan_gates(observed),
+        reads.group,
+        reserved_or_none(reads.group_secrets) or frozenset(),
+        reads.peers,
+        reads.owner.resource_version if reads.owner else "",
+        reads.peer_users,
+        reads.waiting,
+    )
+
+
+# -- stops ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why a pass records Pending or Failed instead of applying."""
+
+    phase: Phase
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True)
+class StopRecord:
+    """What recording a stop writes: the status, the error metric's counts (the chains'
+    labels, counted before the write), the Events (on the order as read)."""
+
+    status: dict[str, Any]
+    counted: tuple[str, ...]
+    events: tuple[Event, ...]
+
+
+def gate_stop(decision: GateDecision) -> Stop:
+    """The stop a gate decided."""
+    return Stop(
+        decision.phase or Phase.PENDING,
+        decision.reason or Reason.GROUP_NOT_FOUND,
+        decision.message,
+    )
+
+
+def unreachable_stop(group: str, problem: str) -> Stop:
+    """The stop of a step that cannot work on the group's primary."""
+    return Stop(
+        Phase.PENDING,
+        Reason.PRIMARY_UNAVAILABLE,
+        f'cannot reach the primary of group "{group}": {problem}',
+    )
+
+
+def record_stop(
+    stop: Stop, order: Mapping[str, Any], base: Mapping[str, Any] | None, now: datetime
+) -> StopRecord:
+    """Record a stop over ``base`` (the stored status unless given): a Failed one and an
+    unreachable primary count as errors, a Failed one is a Warning Event too."""
+    status = compute_stopped_status(
+        status_of(order) if base is None else base,
+        phase=stop.phase,
+        reason=stop.reason,
+        message=stop.message,
+        generation=generation_of(order),
+        now=now,
+    )
+    failed = stop.phase is Phase.FAILED
+    counted = failed or stop.reason is Reason.PRIMARY_UNAVAILABLE
+    warning = Event(EventType.WARNING, str(stop.reason), stop.message)
+    return StopRecord(status, (APPLY,) if counted else (), (warning,) if failed else ())
+
+
+def compute_stop_wait(phase: Phase, spread: float) -> float:
+    """Seconds before a stopped order is looked at again; ``spread`` in [0, 1) spreads Pending
+    ones so a group's orders do not come back together."""
+    if phase is Phase.FAILED:
+        return FAILED_REQUEUE.total_seconds()
+    return PENDING_REQUEUE_BASE.total_seconds() + spread * PENDING_REQUEUE_JITTER.total_seconds()
+
+
+def own_write(read: Mapping[str, Any], written: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The object a write left when it changed anything (its watch event is an echo)."""
+    return None if written is read else written
+
+
+# -- the apply step ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ApplyNote:
+    """What the apply step acts on; no credential."""
+
+    order: dict[str, Any]
+    spec: ValidSpec
+    applied_hash: str
+    group: str
+    group_uid: str
+    site: str
+    owner_secret: str
+    owner_version: str
+    reserved: tuple[str, ...]
+    siblings: dict[str, str]
+    peers: tuple[str, ...]
+    repair: bool
+    reassert: bool = False
+
+
+@dataclass(frozen=True)
+class Applying:
+    """The apply a pass hands to its chain: its note, and the entry's task result."""
+
+    note: ApplyNote
+    reason: str
+
+
+def compose_apply(order: dict[str, Any], gate: Gate, *, repair: bool, reassert: bool) -> Applying:
+    """The apply step's note (``order`` as the note carries it) and the entry's result.
+
+    Raises:
+        RuntimeError: the gates let the pass on without a validated spec.
+    """
+    decision, group = gate.decision, gate.group or {}
+    if decision.spec is None:  # the gates let the pass on only with a valid spec
+        raise RuntimeError("the gates passed without a validated spec")
+    siblings = [
+        sibling_of(p, gate.peer_users.get(str(metadata_of(p).get("name")))) for p in gate.peers
+    ]
+    note = ApplyNote(
+        order=order,
+        spec=decision.spec,
+        applied_hash=decision.applied_hash,
+        group=group_name(order),
+        group_uid=str(metadata_of(group).get("uid", "")),
+        site=compute_active_site(group),
+        owner_secret=owner_secret_name(order),
+        owner_version=gate.owner_version,
+        reserved=tuple(sorted(gate.reserved)),
+        siblings=sibling_claims(siblings),
+        peers=gate.waiting,
+        repair=repair,
+        reassert=reassert,
+    )
+    return Applying(note, "Verifying" if repair else "Applying")
+
+
+@dataclass(frozen=True)
+class StepEnd:
+    """How a step ends before it writes anything of its own: the task result, the stop it
+    records (none or one; its wait is the come-back), a drift check's come-back
+    (``verified``), or a new pass at once (``again``)."""
+
+    reason: str
+    stops: tuple[Stop, ...] = ()
+    verified: bool = False
+    again: bool = False
+
+
+INPUTS_MOVED = StepEnd("InputsMoved", again=True)
+"""A step whose inputs changed since its pass planned it: a new pass looks again."""
+
+
+class Versioned(Protocol):
+    """A read object's version (a Secret's ``resourceVersion``)."""
+
+    @property
+    def resource_version(self) -> str:
+        """The version it was read at."""
+        ...
+
+
+def check_apply_start(
+    note: ApplyNote, owner: Versioned | None, group: Mapping[str, Any] | None
+) -> StepEnd | None:
+    """Whether the apply ends before it connects: its owner Secret or its group moved since
+    the pass planned it, or the active site cannot take it. None: connect."""
+    if owner is None or owner.resource_version != note.owner_version:
+        return INPUTS_MOVED
+    if group is None or group_moved(group, note.group_uid, note.site):
+        return INPUTS_MOVED
+    problem = check_active_site(group, note.site)
+    if problem is not None:
+        return StepEnd(str(Reason.PRIMARY_UNAVAILABLE), (unreachable_stop(note.group, problem),))
+    return None
+
+
+def apply_usernames(note: ApplyNote) -> tuple[str, ...]:
+    """The accounts the apply's look at the server covers."""
+    return usernames_to_observe(note.spec, Records.of(status_of(note.order)))
+
+
+@dataclass(frozen=True)
+class ApplyStep:
+    """What the apply does once it looked: end (refused, or a drift check that found
+    nothing), or send ``plan`` (after the write-ahead record of ``compute_apply_stamps``)."""
+
+    end: StepEnd | None
+    observed: Observed
+    plan: ApplyPlan = field(default_factory=lambda: ApplyPlan(()))
+
+
+def plan_apply_step(note: ApplyNote, observed: Observed, dialect: Dialect) -> ApplyStep:
+    """Decide the apply over what the primary showed."""
+    decided = plan_apply(
+        note.spec,
+        Records.of(status_of(note.order)),
+        observed,
+        dialect=dialect,
+        group=note.group,
+        site=note.site,
+        claims=Claims(frozenset(note.reserved), note.siblings),
+        repair=note.repair,
+        reassert=note.reassert,
+    )
+    if isinstance(decided, Refusal):
+        stop = Stop(decided.phase, decided.reason, decided.message)
+        return ApplyStep(StepEnd(str(decided.reason), (stop,)), observed)
+    if note.repair and not decided.statements:
+        return ApplyStep(StepEnd("Verified", verified=True), observed)
+    return ApplyStep(None, observed, decided)
+
+
+def compute_end_wait(stop_waits: list[float], end: StepEnd, verify_seconds: float) -> float | None:
+    """When an ended step's order comes back: its stop's wait, a drift check's period, or at
+    once (None: the step asks for a new pass)."""
+    if stop_waits:
+        return stop_waits[0]
+    return verify_seconds if end.verified else None
+
+
+def compute_apply_stamps(note: ApplyNote, now: datetime) -> tuple[dict[str, Any], ...]:
+    """The write-ahead record before the statements: Creating, unless a drift check repairs."""
+    if note.repair:
+        return ()
+    creating = compute_creating_status(
+        status_of(note.order),
+        spec=note.spec,
+        site=note.site,
+        generation=generation_of(note.order),
+        now=now,
+    )
+    return (creating,)
+
+
+@dataclass(frozen=True)
+class ServerFailure:
+    """A batch the server failed, as the pass records it; names no credential."""
+
+    problem: str
+    executed: int
+    """How many statements of the batch ran before the failing one."""
+    may_have_run: bool
+    """Whether the failing statement itself may have taken effect."""
+    transient: bool
+
+
+@dataclass(frozen=True)
+class BatchFailure:
+    """A stop of a batch the server failed, over the status it withdraws to."""
+
+    stop: Stop
+    base: dict[str, Any]
+
+
+def judge_batch_failure(
+    note: ApplyNote,
+    step: ApplyStep,
+    stamped: Mapping[str, Any],
+    failure: ServerFailure,
+) -> BatchFailure:
+    """How a batch that failed at statement ``executed`` is recorded: the records of what
+    cannot have run are withdrawn in the same write as the stop; a transient failure waits
+    Pending, a refused statement fails the order."""
+    ran = compute_ran_subjects(
+        step.plan.statements, failure.executed, failing_may_have_run=failure.may_have_run
+    )
+    base = compute_withdrawn_status(
+        status_of(note.order),
+        stamped,
+        ran=ran,
+        schema_present=step.observed.schema is not None,
+        present=step.observed.users,
+    )
+    if failure.transient:
+        message = f'transient MySQL error on group "{note.group}": {failure.problem}'
+        return BatchFailure(Stop(Phase.PENDING, Reason.PRIMARY_UNAVAILABLE, message), base)
+    return BatchFailure(Stop(Phase.FAILED, Reason.MYSQL_ERROR, failure.problem), base)
+
+
+def compute_applied_status(
+    note: ApplyNote, stamped: Mapping[str, Any], now: datetime
+) -> dict[str, Any]:
+    """The Ready record once every statement ran."""
+    return compute_ready_status(
+        stamped,
+        spec=note.spec,
+        site=note.site,
+        applied_hash=note.applied_hash,
+        generation=generation_of(note.order),
+        now=now,
+    )
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What an apply that ran does last: its Events, the peers it wakes, its task result."""
+
+    events: tuple[Event, ...]
+    wake: tuple[str, ...]
+    reason: str
+
+
+def judge_applied(note: ApplyNote, step: ApplyStep, *, read_only_bypassed: bool) -> Applied:
+    """The Events of an apply that ran (a drift check says what it repaired; an admin the
+    server would not fence is warned of), and the peers a first apply wakes."""
+    repaired = [drift_repaired_event(step.plan, note.site)] if note.repair else []
+    if read_only_bypassed:
+        repaired.append(read_only_bypass_event(note.group, note.site))
+    events = (*step.plan.events, *repaired)
+    if note.repair:
+        return Applied(events, (), "Repaired")
+    return Applied(events, note.peers, "Applied")
+
+
+def periods_to_release(note: ApplyNote) -> tuple[str, ...]:
+    """The timetables an apply that could not run gives back: a drift check is due again."""
+    return (VERIFY,) if note.repair else ()
+
+
+# -- teardown ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TeardownReads:
+    """What a teardown read: the group (None: gone, or not needed), its reserved usernames
+    (None: unreadable), the peers, their owner usernames, and the peers to wake."""
+
+    group: dict[str, Any] | None = None
+    reserved: frozenset[str] | None = None
+    peers: tuple[dict[str, Any], ...] = ()
+    peer_users: Mapping[str, str] = field(default_factory=dict)
+    waiting: tuple[str, ...] = ()
+
+
+def decide_teardown(order: Mapping[str, Any], reads: TeardownReads) -> TeardownPlan:
+    """What deleting the order removes, over what the teardown read."""
+    return plan_teardown(
+        compute_teardown_observation(
+            order, reads.group, reads.reserved, reads.peers, reads.peer_users
+        )
+    )
+
+
+@dataclass(frozen=True)
+class DropNote:
+    """What the drop step acts on; no credential."""
+
+    order: dict[str, Any]
+    plan: TeardownPlan
+    group: str
+    group_uid: str
+    site: str
+    peers: tuple[str, ...] = field(default=())
+
+
+def compose_drop(
+    order: dict[str, Any],
+    plan: TeardownPlan,
+    group: Mapping[str, Any] | None,
+    peers: tuple[str, ...],
+) -> DropNote:
+    """The drop step's note (``order`` as the note carries it)."""
+    return DropNote(
+        order=order,
+        plan=plan,
+        group=group_name(order),
+        group_uid=str(metadata_of(group or {}).get("uid", "")),
+        site=compute_active_site(group or {}),
+        peers=peers,
+    )
+
+
+def database_of(order: Mapping[str, Any]) -> str:
+    """The schema an order names."""
+    return read_order(order).spec.database_name
+
+
+def compute_deleting_stamp(order: Mapping[str, Any], message: str, now: datetime) -> dict[str, Any]:
+    """The Deleting record of an order being torn down (``message``: why it waits, if it does)."""
+    return compute_deleting_status(
+        status_of(order),
+        database=database_of(order),
+        message=message,
+        generation=generation_of(order),
+        now=now,
+    )
+
+
+def deferral_message(plan: TeardownPlan) -> str:
+    """What a deferred drop says on the order: its Event's message."""
+    return plan.events[0].message if plan.events else ""
+
+
+def finalizers_without(order: Mapping[str, Any], finalizer: str) -> list[str]:
+    """The order's finalizers once ``finalizer`` is released."""
+    return [f for f in metadata_of(order).get("finalizers") or () if f != finalizer]
+
+
+@dataclass(frozen=True)
+class PrimaryFailure:
+    """A step's work on the group's primary that failed, as a pass records it; names no
+    credential."""
+
+    problem: str
+    transient: bool
+    """Whether the order waits and retries; a statement the server refused is not."""
+    closes_in: float
+    """Seconds before the site's circuit closes (0 when unknown)."""
+
+
+@dataclass(frozen=True)
+class DropFailure:
+    """How a drop the primary failed is recorded: the Deleting message, the Events, and
+    whether the step fails (a refused statement) or comes back (a transient failure)."""
+
+    message: str
+    events: tuple[Event, ...]
+    fatal: bool
+
+
+def judge_drop_failure(database: str, group: str, failure: PrimaryFailure) -> DropFailure:
+    """Record a drop the primary failed: a refused statement says so and fails the step; a
+    transient failure says it waits for the primary, and the order comes back."""
+    if not failure.transient:
+        return DropFailure(f"dropping database {database}: {failure.problem}", (), fatal=True)
+    message = f'transient MySQL error dropping database "{database}": {failure.problem}; retrying'
+    return DropFailure(
+        f'dropping database {database}: waiting for the primary of group "{group}"',
+        (Event(EventType.WARNING, "DatabaseDropDeferred", message),),
+        fatal=False,
+    )
+
+
+def judge_after_drop(plan: TeardownPlan, site: str, group: Mapping[str, Any] | None) -> AfterDrop:
+    """Whether a drop that ran may release the order: the group as read after it (None: gone)
+    still has its primary on ``site``."""
+    return plan_after_drop(plan, site, None if group is None else compute_active_site(group))
+
+
+__all__ = [
+    "APPLY",
+    "DROP",
+    "REASSERT",
+    "REASSERT_MS",
+    "VERIFY",
+    "Applied",
+    "ApplyNote",
+    "ApplyStep",
+    "Applying",
+    "BatchFailure",
+    "DropFailure",
+    "DropNote",
+    "Gate",
+    "GateReads",
+    "PrimaryFailure",
+    "ServerFailure",
+    "StepEnd",
+    "Stop",
+    "StopRecord",
+]

@@ -1,0 +1,390 @@
+"""A MysqlDatabase pass end to end over fake I/O: what a caller would see of each outcome.
+
+Each test runs the real entry and the real apply or drop step (``tests.unit.mysql_pass``) and
+asserts what the order shows (phase, Ready condition), the Events, the SQL the primary received
+and when the order comes back. The slow twins of these cases are the e2e tests of the kind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from tenantdb.adapters.mysqladmin import AdminError, GroupBusyError, TLSRequiredError
+from tenantdb.adapters.mysqldatabase import CredentialError
+from tenantdb.adapters.workqueue import LeaseLostError
+from tenantdb.core.events import EventType
+from tenantdb.core.mysqldatabase.apply import OWNER_PASSWORD
+from tenantdb.core.mysqldatabase.models import MysqlDatabaseStatus
+from tenantdb.core.mysqldatabase.naming import IDENTITY
+from tenantdb.core.mysqldatabase.sql import SCHEMA_PRIVILEGES, Dialect
+from tenantdb.settings import load_settings
+from tests.unit.mysql_pass import (
+    DATABASE,
+    KEY,
+    NAMESPACE,
+    OWNER_SECRET,
+    OWNER_USER,
+    PASSWORD,
+    PassRun,
+    World,
+    make_group,
+    make_order,
+    make_runtime,
+    run_pass,
+)
+
+VERIFY = load_settings().mysql_verify_seconds
+APPLIED: dict[str, Any] = {
+    "phase": "Ready",
+    "databaseCreated": True,
+    "ownerUser": OWNER_USER,
+    "appliedGrants": [OWNER_USER],
+    "activeSite": "dc1",
+    "lastAppliedHash": "0f94bf2ae42379c3",
+}
+"""The status of an order its last apply made Ready."""
+APPLIED_ROWS: list[tuple[Any, ...]] = [
+    ("read_only", 0, ""),
+    ("schema", "utf8mb4", "utf8mb4_unicode_ci"),
+    ("user", OWNER_USER, ""),
+    *(("privilege", f"'{OWNER_USER}'@'%'", p) for p in SCHEMA_PRIVILEGES[Dialect.MARIADB]),
+]
+"""What the primary answers once the order's apply ran."""
+
+
+def _errors(sub_reconciler: str = "MysqlDatabaseApply") -> float:
+    """What the error metric counted of the chain so far."""
+    labels = {"sub_reconciler": sub_reconciler, "condition_type": "Ready"}
+    return REGISTRY.get_sample_value("c5c3_operator_reconcile_errors_total", labels) or 0.0
+
+
+def _verbs(run: PassRun) -> list[str]:
+    """The first two words of each statement the primary received."""
+    return [" ".join(s.template.split(" ", 2)[:2]) for s in run.io.sent]
+
+
+# -- apply ---------------------------------------------------------------------------------------
+
+
+def test_a_new_order_gets_its_database_owner_and_grant_and_a_ready_status() -> None:
+    run = run_pass(World())
+    assert run.steps == ("apply",)
+    assert run.reason == "Applied"
+    assert run.result.requeue_after == VERIFY
+    assert run.io.log == ["status:Creating", "status:Ready"]
+    assert run.io.condition()[:2] == ("True", "DatabaseReconciled")
+    assert {k: run.io.status[k] for k in APPLIED if k != "lastAppliedHash"} == {
+        k: v for k, v in APPLIED.items() if k != "lastAppliedHash"
+    }
+    assert _verbs(run) == ["CREATE DATABASE", "CREATE USER", "GRANT ALL"]
+    (session,) = run.io.sessions
+    assert len(session.queries) == 1  # one look before the batch
+    assert session.bound == [{OWNER_PASSWORD: PASSWORD}]
+    assert PASSWORD not in str(run.io.statuses) + str(run.io.events) + str(run.entry)
+
+
+def test_an_order_without_the_finalizer_gets_it_before_anything_else() -> None:
+    run = run_pass(World(order=make_order(finalizers=())))
+    assert run.io.log[0] == "finalizers"
+    assert run.io.finalizers == [[IDENTITY.finalizer]]
+    assert run.reason == "Applied"
+
+
+def test_an_unchanged_order_is_verified_once_a_period_and_otherwise_opens_no_connection() -> None:
+    world = World()
+    first = run_pass(world)
+    second = run_pass(world, runtime=first.runtime)
+    assert second.entry.reason == "UpToDate"
+    assert second.entry.requeue_after == VERIFY
+    assert len(second.io.sessions) == 1  # only the first pass's
+    first.runtime.queue.release_period("mysql-verify", KEY)
+    world.rows = APPLIED_ROWS
+    third = run_pass(world, runtime=first.runtime)
+    assert third.steps == ("apply",)
+    assert third.reason == "Verified"
+    assert third.result.requeue_after == VERIFY
+    assert len(third.io.sessions) == 2
+    assert len(third.io.sent) == 3  # the first pass's: the check sent nothing
+
+
+def test_a_ready_order_whose_account_went_missing_is_repaired_with_an_event() -> None:
+    world = World()
+    first = run_pass(world)
+    first.runtime.queue.release_period("mysql-verify", KEY)
+    world.rows = [row for row in APPLIED_ROWS if row[0] != "user"]
+    again = run_pass(world, runtime=first.runtime)
+    assert again.reason == "Repaired"
+    assert _verbs(again)[3:] == ["CREATE USER"]
+    assert [e.reason for e in again.io.events] == ["DriftRepaired"]
+    assert again.io.log[2:] == ["status:Ready", "event:DriftRepaired"]
+
+
+def test_an_apply_wakes_the_peers_that_wait_on_the_group() -> None:
+    run = run_pass(World(waiting=("tenant-other",)))
+    assert run.reason == "Applied"
+    assert run.runtime.published == [IDENTITY.key(NAMESPACE, "tenant-other")]
+
+
+@pytest.mark.parametrize(
+    ("secrets", "reason", "message"),
+    [
+        pytest.param({}, "OwnerSecretMissing",
+                     f'Secret "{OWNER_SECRET}" not found in namespace {NAMESPACE}', id="missing"),
+        pytest.param({OWNER_SECRET: {"username": OWNER_USER, "password": ""}},
+                     "OwnerSecretIncomplete",
+                     f'Secret "{OWNER_SECRET}" must carry non-empty username and password keys',
+                     id="no-password"),
+    ],
+)  # fmt: skip
+def test_an_owner_secret_that_cannot_be_used_stops_the_pass_pending_without_sql(
+    secrets: dict[str, dict[str, str]], reason: str, message: str
+) -> None:
+    world = World()
+    world.secrets = {
+        **{k: v for k, v in world.secrets.items() if k != OWNER_SECRET},
+        **secrets,
+    }
+    run = run_pass(world)
+    assert run.steps == ()
+    assert run.entry.reason == reason
+    assert run.io.status["phase"] == "Pending"
+    assert run.io.condition() == ("False", reason, message)
+    assert run.io.sessions == []
+    assert run.io.events == []
+
+
+@pytest.mark.parametrize(
+    ("error", "problem"),
+    [
+        pytest.param(AdminError("connection refused", code=2003, transient=True),
+                     "connection refused", id="unreachable"),
+        pytest.param(TLSRequiredError("the group asks for no TLS; plaintext refused"),
+                     "the group asks for no TLS; plaintext refused", id="tls-required"),
+        pytest.param(CredentialError('operator Secret "main-operator" not found'),
+                     'operator Secret "main-operator" not found', id="no-admin-credential"),
+    ],
+)  # fmt: skip
+def test_a_primary_that_cannot_be_reached_leaves_the_order_pending_and_counted(
+    error: BaseException, problem: str
+) -> None:
+    before = _errors()
+    run = run_pass(World(open_error=error, probe=_errors))
+    assert run.io.probed == [before + 1]  # counted before the order shows it
+    assert run.reason == "PrimaryUnavailable"
+    assert run.io.log == ["status:Pending"]
+    assert run.io.condition() == (
+        "False",
+        "PrimaryUnavailable",
+        f'cannot reach the primary of group "main": {problem}',
+    )
+    assert _errors() == before + 1
+    assert run.io.sent == []
+    assert run.result.requeue_after is not None
+    assert run.result.requeue_after > 0
+
+
+def test_an_active_site_that_is_no_primary_candidate_leaves_the_order_pending() -> None:
+    run = run_pass(World(group=make_group(dc1_role="replica")))
+    assert run.reason == "PrimaryUnavailable"
+    assert run.io.condition()[2] == (
+        'cannot reach the primary of group "main": active site "dc1" is not a primary-candidate'
+    )
+    assert run.io.sessions == []
+
+
+def test_a_busy_group_brings_the_order_back_shortly_without_a_status_write() -> None:
+    run = run_pass(World(open_error=GroupBusyError("2 passes already work on the group")))
+    assert run.reason == "GroupBusy"
+    assert run.result.completed is False
+    assert run.result.requeue_after is not None
+    assert 1.0 <= run.result.requeue_after < 2.0
+    assert run.io.statuses == []
+
+
+def test_a_database_that_exists_already_is_refused_failed_without_sql() -> None:
+    world = World(rows=[("read_only", 0, ""), ("schema", "utf8mb4", "utf8mb4_unicode_ci")])
+    world.probe = _errors
+    before = _errors()
+    run = run_pass(world)
+    assert run.io.probed == [before + 1]
+    assert run.reason == "DatabasePreExists"
+    assert run.io.log == ["status:Failed", "event:DatabasePreExists"]
+    assert run.io.events[0].type is EventType.WARNING
+    assert run.io.sent == []
+    assert _errors() == before + 1
+
+
+def test_a_read_only_primary_waits_pending_without_sql() -> None:
+    run = run_pass(World(rows=[("read_only", 1, "")]))
+    assert run.io.status["phase"] == "Pending"
+    assert run.io.sent == []
+
+
+def test_a_statement_the_server_refuses_fails_the_order_with_only_what_ran_recorded() -> None:
+    refused = AdminError("exec GRANT ...: (1044) access denied", code=1044, transient=False)
+    run = run_pass(World(execute_error=(2, refused)))
+    assert run.reason == "MySQLError"
+    assert run.io.log == ["status:Creating", "status:Failed", "event:MySQLError"]
+    assert run.io.status["ownerUser"] == OWNER_USER
+    assert "appliedGrants" not in run.io.status or run.io.status["appliedGrants"] == []
+    assert len(run.io.sent) == 2
+
+
+def test_a_connection_lost_mid_batch_waits_pending_and_withdraws_what_cannot_have_run() -> None:
+    lost = AdminError("connection lost", code=2013, transient=True, may_have_run=False)
+    run = run_pass(World(execute_error=(0, lost)))
+    assert run.reason == "PrimaryUnavailable"
+    assert run.io.log == ["status:Creating", "status:Pending"]
+    assert run.io.condition()[2].startswith('transient MySQL error on group "main"')
+    assert run.io.status.get("databaseCreated") is not True
+
+
+def test_an_apply_that_lost_its_lease_sends_nothing_more_and_reasserts_the_password_later() -> None:
+    world = World()
+    runtime = make_runtime(world)
+
+    def lose_lease(world: World) -> None:
+        runtime.queue.redis.flushall()
+
+    run = run_pass(world, runtime=runtime, before_steps=lose_lease)
+    assert isinstance(run.raised, LeaseLostError)
+    assert run.io.sent == []
+    assert runtime.queue.take_period("mysql-reassert", KEY)
+
+
+def test_a_step_retried_after_the_order_was_deleted_gives_way_to_the_teardown() -> None:
+    def delete(world: World) -> None:
+        world.order = make_order(deleting=True)
+
+    run = run_pass(World(), attempt=1, before_steps=delete)
+    assert run.reason == "DeletedMeanwhile"
+    assert run.result.again is True
+    assert run.io.sessions == []
+    assert run.io.statuses == []
+
+
+# -- teardown ------------------------------------------------------------------------------------
+
+
+def _deleting(policy: str = "Delete", **status: Any) -> dict[str, Any]:
+    return make_order(deleting=True, deletion_policy=policy, status={**APPLIED, **status})
+
+
+def test_a_deleted_order_drops_its_database_and_owner_then_releases() -> None:
+    run = run_pass(World(order=_deleting()))
+    assert run.steps == ("drop",)
+    assert run.reason == "FinalizerReleased"
+    assert run.io.log[0] == "status:Deleting"
+    assert run.io.log[-1] == "finalizers"
+    assert run.io.finalizers == [[]]
+    sent = [s.template for s in run.io.sent]
+    assert any(t.startswith("DROP DATABASE") for t in sent)
+    assert any(t.startswith("DROP USER") for t in sent)
+
+
+def test_a_retained_order_releases_at_once_without_a_connection() -> None:
+    run = run_pass(World(order=_deleting("Retain")))
+    assert run.steps == ()
+    assert run.entry.reason == "FinalizerReleased"
+    assert [e.reason for e in run.io.events] == ["DatabaseRetained"]
+    assert run.io.sessions == []
+
+
+def test_a_drop_on_a_fenced_group_is_deferred_with_the_order_saying_why() -> None:
+    group = make_group(plannedFailover={"phase": "Draining"})
+    run = run_pass(World(order=_deleting(), group=group))
+    assert run.entry.reason == "DropDeferred"
+    assert run.io.log == ["status:Deleting", "event:DatabaseDropDeferred"]
+    assert run.io.finalizers == []
+    assert run.io.sessions == []
+    assert "deferring DROP" in run.io.status["message"]
+
+
+def test_a_drop_whose_primary_is_unreachable_is_deferred_and_counted() -> None:
+    drop = "MysqlDatabaseDrop"
+    before = _errors(drop)
+    error = AdminError("connection refused", code=2003, transient=True)
+    run = run_pass(World(order=_deleting(), open_error=error, probe=lambda: _errors(drop)))
+    assert run.io.probed == [before, before + 1]  # counted before the deferral shows
+    assert run.reason == "DropDeferred"
+    assert run.io.log == ["status:Deleting", "status:Deleting", "event:DatabaseDropDeferred"]
+    assert run.io.status["message"] == (
+        f'dropping database {DATABASE}: waiting for the primary of group "main"'
+    )
+    assert run.io.events[-1].type is EventType.WARNING
+    assert run.io.finalizers == []
+    assert _errors(drop) == before + 1
+
+
+def test_a_drop_on_a_read_only_primary_is_deferred_without_sql() -> None:
+    run = run_pass(World(order=_deleting(), rows=[("read_only", 1, "")]))
+    assert run.reason == "DropDeferred"
+    assert run.io.sent == []
+    assert run.io.finalizers == []
+
+
+def test_a_drop_the_server_refuses_says_so_on_the_order_and_raises() -> None:
+    refused = AdminError("exec DROP ...: (1044) access denied", code=1044, transient=False)
+    run = run_pass(World(order=_deleting(), execute_error=(0, refused)))
+    assert run.raised is refused
+    assert run.io.status["message"].startswith(f"dropping database {DATABASE}: exec DROP")
+    assert run.io.finalizers == []
+
+
+# -- what the order's body says ------------------------------------------------------------------
+
+
+def _spec(**changes: Any) -> dict[str, Any]:
+    order = make_order()
+    order["spec"] = {k: v for k, v in {**order["spec"], **changes}.items() if v is not None}
+    return order
+
+
+@pytest.mark.parametrize(
+    ("order", "phase", "reason", "message"),
+    [
+        pytest.param(_spec(owner=None), "Pending", "OwnerSecretMissing",
+                     f'Secret "" not found in namespace {NAMESPACE}', id="no-owner"),
+        pytest.param(_spec(groupRef=None), "Pending", "GroupNotFound",
+                     f'MysqlFailoverGroup "" not found in namespace {NAMESPACE}', id="no-group"),
+        pytest.param(_spec(databaseName="Sys"), "Failed", "InvalidSpec",
+                     'spec.databaseName "Sys" is a MySQL system schema; tenant databases must'
+                     " use their own schema name", id="system-schema"),
+        pytest.param(_spec(databaseName=5), "Failed", "InvalidSpec", None, id="not-a-string"),
+    ],
+)  # fmt: skip
+def test_an_order_whose_spec_is_missing_or_invalid_says_so_without_sql(
+    order: dict[str, Any], phase: str, reason: str, message: str | None
+) -> None:
+    run = run_pass(World(order=order))
+    assert run.steps == ()
+    assert run.io.status["phase"] == phase
+    assert run.io.condition()[1] == reason
+    if message is not None:
+        assert run.io.condition()[2] == message
+    assert run.io.sessions == []
+
+
+def test_an_order_whose_database_name_is_not_a_string_reads_as_one_without_a_name() -> None:
+    unnamed = run_pass(World(order=_spec(databaseName=""))).io.condition()
+    assert run_pass(World(order=_spec(databaseName=5))).io.condition() == unnamed
+
+
+@pytest.mark.parametrize(
+    "world",
+    [
+        pytest.param(World(), id="applied"),
+        pytest.param(World(open_error=GroupBusyError("busy")), id="busy"),
+        pytest.param(World(execute_error=(1, AdminError("x", code=1, transient=False))),
+                     id="failed"),
+        pytest.param(World(order=_deleting()), id="dropped"),
+        pytest.param(World(group=make_group(plannedFailover={"phase": "Draining"})),
+                     id="fenced"),
+    ],
+)  # fmt: skip
+def test_every_status_a_pass_writes_is_what_the_status_model_dumps(world: World) -> None:
+    for status in run_pass(world).io.statuses:
+        assert MysqlDatabaseStatus.model_validate(status).body() == status
