@@ -24,7 +24,7 @@ from pydantic import TypeAdapter
 
 import tasks.mysqldatabase as kind
 import tasks.scaffold as scaffold
-from tasks.chain import StepContext, StepResult
+from tasks.chain import StepContext, StepResult, note_text
 from tasks.reconcile import PassContext, PassOutcome
 from tenantdb.adapters.mysqldatabase import (
     MysqlSession,
@@ -348,7 +348,7 @@ class WorldRuntime:
             self.remembered.append(answer)
 
     def save_note(self, lease: Lease, note: object) -> None:
-        self.note = scaffold.note_text(note)
+        self.note = note_text(note)
 
     def load_note(self, lease: Lease, note_type: type[Any]) -> Any:
         if self.note is None:

@@ -19,8 +19,7 @@ MAX_BRANCHES = 10
 
 KIND_TASK_MODULES = [
     pytest.param(("tasks/mariadbdatabase.py",), id="MariaDBDatabase"),
-    # The MysqlDatabase kind joins here once its module conducts the same way:
-    # pytest.param(("tasks/mysqldatabase.py",), id="MysqlDatabase"),
+    pytest.param(("tasks/mysqldatabase.py",), id="MysqlDatabase"),
 ]
 """Each kind's modules in ``tasks/``: all of them count together, however the kind splits them."""
 
