@@ -354,6 +354,13 @@ def _spec(**changes: Any) -> dict[str, Any]:
                      'spec.databaseName "Sys" is a MySQL system schema; tenant databases must'
                      " use their own schema name", id="system-schema"),
         pytest.param(_spec(databaseName=5), "Failed", "InvalidSpec", None, id="not-a-string"),
+        pytest.param(_spec(owner="acme-owner"), "Pending", "OwnerSecretMissing",
+                     f'Secret "" not found in namespace {NAMESPACE}', id="owner-not-an-object"),
+        pytest.param(_spec(grants="maester"), "Failed", "InvalidSpec",
+                     "spec.grants must be a list", id="grants-not-a-list"),
+        pytest.param(_spec(owner={"secretName": OWNER_SECRET, "privileges": "SELECT"}), "Failed",
+                     "InvalidSpec", "spec.owner.privileges must be a list of strings",
+                     id="privileges-not-a-list"),
     ],
 )  # fmt: skip
 def test_an_order_whose_spec_is_missing_or_invalid_says_so_without_sql(

@@ -140,11 +140,11 @@ def _text(value: Any) -> str:
 def plan_gates(obs: GateObservation) -> GateDecision:
     """Run the gates in order; the first that stops the pass decides."""
     spec = obs.spec
-    group_name = _text((spec.get("groupRef") or {}).get("name"))
+    group_name = _text(_object(spec.get("groupRef")).get("name"))
     stop = _group_gate(obs, group_name)
     if stop is not None:
         return stop
-    secret_name = _text((spec.get("owner") or {}).get("secretName"))
+    secret_name = _text(_object(spec.get("owner")).get("secretName"))
     owner = obs.owner_secret
     if owner is None:
         return _pending(
@@ -218,19 +218,45 @@ def _group_gate(obs: GateObservation, group_name: str) -> GateDecision | None:
     return None
 
 
+def _object(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _shaped(value: Any, field: str, kind: type[Any], wanted: str) -> Any:
+    """``value`` when absent or of the JSON type the CRD declares for ``field``; otherwise the
+    order is refused. The API server's schema admits no such order; the pass still never
+    guesses what a wrong type meant (a privileges string read as absent would grant the
+    default)."""
+    if value is None or isinstance(value, kind):
+        return value
+    raise InvalidSpecError(f"{field} must be {wanted}")
+
+
+def _privileges(value: Any, field: str) -> tuple[str, ...] | None:
+    listed = _shaped(value, field, list, "a list of strings")
+    if listed is None:
+        return None
+    if not all(isinstance(p, str) for p in listed):
+        raise InvalidSpecError(f"{field} must be a list of strings")
+    return tuple(listed) or None
+
+
 def _validate(spec: Mapping[str, Any], owner_username: str) -> ValidSpec:
-    owner = spec.get("owner") or {}
-    grants = [
-        GrantSpec(_text(g.get("username")), tuple(g.get("privileges") or ()))
-        for g in spec.get("grants") or ()
-        if isinstance(g, Mapping)
-    ]
+    owner = _shaped(spec.get("owner"), "spec.owner", Mapping, "an object") or {}
+    grants: list[GrantSpec] = []
+    listed = _shaped(spec.get("grants"), "spec.grants", list, "a list") or ()
+    for index, grant in enumerate(listed):
+        field = f"spec.grants[{index}]"
+        _shaped(grant, field, Mapping, "an object")
+        username = _shaped(grant.get("username"), f"{field}.username", str, "a string")
+        privileges = _privileges(grant.get("privileges"), f"{field}.privileges")
+        grants.append(GrantSpec(username or "", privileges or ()))
     return validate_spec(
         database_name=_text(spec.get("databaseName")),
         character_set=_text(spec.get("characterSet")) or None,
         collation=_text(spec.get("collation")) or None,
         owner_username=owner_username,
-        owner_privileges=tuple(owner.get("privileges") or ()) or None,
+        owner_privileges=_privileges(owner.get("privileges"), "spec.owner.privileges"),
         grants=grants,
     )
 
