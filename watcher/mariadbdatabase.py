@@ -4,11 +4,15 @@ After the MariaDBDatabase reconciler's watches: orders, labelled Secrets and mar
 Database CRs on every engaged cluster (every Database CR, whoever wrote it: the same watch keeps
 the schema index the collision guard reads, ``tenantdb.adapters.schemaindex``); ExternalSecrets,
 VaultDynamicSecrets and ControlPlanes on the management cluster only, and there too the shared
-OpenBao client certificate, so orders waiting for cert-manager go on when it is issued. On a
-target cluster that grants them per namespace, orders and delivered Secrets are watched in each
-namespace the ControlPlanes assign there, and Database CRs in each namespace where one places
-Keystone. The decisions are core's (``tenantdb.core.mariadbdatabase.mappers``); this module
-binds them to the kinds and the index.
+OpenBao client certificate, so orders waiting for cert-manager go on when it is issued. Beside
+those, every other object a pass reads is watched too, so that a change to any of them wakes
+the orders that read it: the MariaDB Keystone's database lives on (where Database CRs are
+watched), and on the management cluster the SecretStores and ClusterSecretStores the OpenBao
+connection comes from, and the shared ServiceAccount and client-certificate Certificate of each
+ControlPlane namespace. On a target cluster that grants them per namespace, orders and
+delivered Secrets are watched in each namespace the ControlPlanes assign there, and Database CRs
+and MariaDBs in each namespace where one places Keystone. The decisions are core's
+(``tenantdb.core.mariadbdatabase.mappers``); this module binds them to the kinds and the index.
 """
 
 from __future__ import annotations
@@ -17,11 +21,15 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tenantdb.adapters.kube import SECRET
+from tenantdb.adapters.kube import SECRET, SERVICE_ACCOUNT
 from tenantdb.adapters.mariadbdatabase import (
+    CERTIFICATE,
+    CLUSTER_SECRET_STORE,
     CONTROL_PLANE,
     DATABASE,
     EXTERNAL_SECRET,
+    MARIADB,
+    SECRET_STORE,
     VAULT_DYNAMIC_SECRET,
 )
 from tenantdb.adapters.schemaindex import SchemaIndex, Slot
@@ -33,10 +41,14 @@ from tenantdb.core.mariadbdatabase.controlplane import (
 from tenantdb.core.mariadbdatabase.mappers import (
     compute_control_plane_index_key,
     map_client_certificate,
+    map_client_certificate_cr,
     map_control_plane,
     map_database_cr,
     map_delivered_secret,
     map_labelled_child,
+    map_mariadb,
+    map_secret_store,
+    map_shared_service_account,
     should_enqueue_child_update,
     should_enqueue_control_plane_update,
 )
@@ -46,7 +58,9 @@ from tenantdb.core.mariadbdatabase.naming import (
     IDENTITY,
     LABEL_NAME,
     MANAGEMENT_CLUSTER,
+    SHARED_SERVICE_ACCOUNT,
 )
+from tenantdb.core.mariadbdatabase.openbao import CLUSTER_STORE_KIND, NAMESPACED_STORE_KIND
 from tenantdb.core.mariadbdatabase.provision import compute_database_slot
 from tenantdb.core.mariadbdatabase.watching import (
     compute_control_plane_fingerprint,
@@ -66,8 +80,9 @@ ORDER_LABELLED = LABEL_NAME
 class ControlPlaneIndex:
     """This term's ControlPlane fan-out: management-cluster orders by the ControlPlane they
     name (each reduced to its name and controlPlaneRef), and the ControlPlanes reduced to
-    Keystone's placement and their namespace assignments (which a Database CR event is judged
-    by, and which a target cluster's namespaced watches follow)."""
+    Keystone's placement, the shared MariaDB's name, the secret store and their namespace
+    assignments (which Database CR, MariaDB and store events are judged by, and which a target
+    cluster's namespaced watches follow)."""
 
     def __init__(self, changed: threading.Event) -> None:
         """Start empty; ``changed`` is set whenever what is known of the ControlPlanes changes."""
@@ -157,7 +172,8 @@ class ControlPlaneIndex:
         self._changed.set()
 
     def control_planes(self) -> list[ControlPlane]:
-        """The known ControlPlanes, reduced to Keystone's placement and namespace assignments."""
+        """The known ControlPlanes, reduced to Keystone's placement, the shared MariaDB's name,
+        the secret store and the namespace assignments."""
         with self._lock:
             return list(self._placements.values())
 
@@ -212,6 +228,37 @@ def _map_labelled(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> l
 
 def _map_database(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
     return map_database_cr(obj, cluster, control_plane_index(index).control_planes())
+
+
+def _map_mariadb(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
+    found = control_plane_index(index)
+    return map_mariadb(obj, cluster, found.control_planes(), found.orders_referencing)
+
+
+def _map_secret_store(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
+    found = control_plane_index(index)
+    return map_secret_store(
+        obj, NAMESPACED_STORE_KIND, found.control_planes(), found.orders_referencing
+    )
+
+
+def _map_cluster_secret_store(
+    obj: Mapping[str, Any], cluster: str, index: SharedIndex
+) -> list[OrderKey]:
+    found = control_plane_index(index)
+    return map_secret_store(
+        obj, CLUSTER_STORE_KIND, found.control_planes(), found.orders_referencing
+    )
+
+
+def _map_service_account(
+    obj: Mapping[str, Any], cluster: str, index: SharedIndex
+) -> list[OrderKey]:
+    return map_shared_service_account(obj, control_plane_index(index).orders())
+
+
+def _map_certificate_cr(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
+    return map_client_certificate_cr(obj, control_plane_index(index).orders())
 
 
 def _listed_control_planes(index: SharedIndex) -> list[ControlPlane]:
@@ -295,6 +342,58 @@ ROUTES: tuple[Route, ...] = (
         waits_for=lambda index: control_plane_index(index).control_planes_synced,
         namespaces=_placed,
         publisher=_schema_publisher,
+    ),
+    # The MariaDB a pass reads for its Ready condition, where Keystone is placed. Every change
+    # passes (its status included); a change no pass reads wakes its orders all the same.
+    Route(
+        MARIADB,
+        None,
+        False,
+        compute_child_fingerprint,
+        should_enqueue_child_update,
+        _map_mariadb,
+        waits_for=lambda index: control_plane_index(index).control_planes_synced,
+        namespaces=_placed,
+    ),
+    # The store the OpenBao server and auth mount are copied from (its spec is what is read).
+    Route(
+        SECRET_STORE,
+        None,
+        True,
+        compute_child_fingerprint,
+        should_enqueue_child_update,
+        _map_secret_store,
+        waits_for=lambda index: control_plane_index(index).control_planes_synced,
+    ),
+    Route(
+        CLUSTER_SECRET_STORE,
+        None,
+        True,
+        compute_child_fingerprint,
+        should_enqueue_child_update,
+        _map_cluster_secret_store,
+        waits_for=lambda index: control_plane_index(index).control_planes_synced,
+    ),
+    # The shared children every order of a ControlPlane namespace applies and compares.
+    Route(
+        SERVICE_ACCOUNT,
+        None,
+        True,
+        compute_child_fingerprint,
+        should_enqueue_child_update,
+        _map_service_account,
+        field_selector=f"metadata.name={SHARED_SERVICE_ACCOUNT}",
+        waits_for=lambda index: control_plane_index(index).orders_synced,
+    ),
+    Route(
+        CERTIFICATE,
+        None,
+        True,
+        compute_child_fingerprint,
+        should_enqueue_child_update,
+        _map_certificate_cr,
+        field_selector=f"metadata.name={CLIENT_CERTIFICATE}",
+        waits_for=lambda index: control_plane_index(index).orders_synced,
     ),
 )
 
