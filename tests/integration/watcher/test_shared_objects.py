@@ -80,6 +80,10 @@ def _annotate(resource: str) -> Callable[[Cluster, str, str, str], None]:
     return edit
 
 
+def _secret_name(kube: Cluster, name: str, namespace: str, value: str) -> None:
+    kube.patch("certificates.cert-manager.io", name, {"spec": {"secretName": value}}, namespace)
+
+
 def _object(api_version: str, kind: str, name: str, namespace: str | None) -> dict[str, Any]:
     meta = {"name": name} if namespace is None else {"name": name, "namespace": namespace}
     return {"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": {}}
@@ -127,9 +131,7 @@ CASES = {
             ns,
             _object("cert-manager.io/v1", "Certificate", "order-db-openbao-client", ns),
         ),
-        lambda kube, name, ns, value: kube.patch(
-            "certificates.cert-manager.io", name, {"spec": {"secretName": value}}, ns
-        ),
+        _secret_name,
     ),
 }
 
