@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tenantdb.adapters.kube import SECRET, SERVICE_ACCOUNT
+from tenantdb.adapters.kube import SECRET, SERVICE_ACCOUNT, Object
 from tenantdb.adapters.mariadbdatabase import (
     CERTIFICATE,
     CLUSTER_SECRET_STORE,
@@ -77,51 +77,66 @@ from watcher.routes import PublishTo, Route, order_route, register_routes
 ORDER_LABELLED = LABEL_NAME
 
 
+OrderName = tuple[str, str, str]
+"""An order's (cluster, namespace, name): which watch it came from, and its name there."""
+
+
 class ControlPlaneIndex:
-    """This term's ControlPlane fan-out: management-cluster orders by the ControlPlane they
-    name (each reduced to its name and controlPlaneRef), and the ControlPlanes reduced to
-    Keystone's placement, the shared MariaDB's name, the secret store and their namespace
-    assignments (which Database CR, MariaDB and store events are judged by, and which a target
-    cluster's namespaced watches follow)."""
+    """This term's ControlPlane fan-out: the orders of every engaged cluster by the ControlPlane
+    they name (each reduced to its cluster, name and controlPlaneRef), and the ControlPlanes
+    reduced to Keystone's placement, the shared MariaDB's name, the secret store and their
+    namespace assignments (which Database CR, MariaDB and store events are judged by, and which
+    a target cluster's namespaced watches follow)."""
 
     def __init__(self, changed: threading.Event) -> None:
         """Start empty; ``changed`` is set whenever what is known of the ControlPlanes changes."""
         self._lock = threading.Lock()
-        self._orders: dict[ObjectName, dict[str, Any]] = {}
-        self._by_control_plane: dict[str, set[ObjectName]] = {}
+        self._orders: dict[OrderName, dict[str, Any]] = {}
+        self._by_control_plane: dict[str, set[OrderName]] = {}
         self._placements: dict[ObjectName, ControlPlane] = {}
         self._changed = changed
         self.orders_synced = threading.Event()
+        """Set once the management cluster's order watch has listed its orders (a target
+        cluster's are mapped by their own watch's relist, whenever it comes)."""
         self.control_planes_synced = threading.Event()
 
-    # -- management-cluster orders ---------------------------------------------------------------
+    # -- orders ----------------------------------------------------------------------------------
 
-    def put_order(self, order: Mapping[str, Any]) -> None:
-        """Remember an order's controlPlaneRef (replacing what was known of it)."""
-        name = object_name(order)
-        entry = compute_order_index_entry(order)
+    def put_order(self, cluster: str, order: Mapping[str, Any]) -> None:
+        """Remember an order of a cluster and its controlPlaneRef (replacing what was known)."""
         with self._lock:
-            self._drop_order(name)
-            self._orders[name] = entry
-            self._by_control_plane.setdefault(compute_control_plane_index_key(entry), set()).add(
-                name
-            )
+            self._put_order(cluster, order)
 
-    def drop_order(self, name: ObjectName) -> None:
-        """Forget a deleted order."""
+    def drop_order(self, cluster: str, name: ObjectName) -> None:
+        """Forget a deleted order of a cluster."""
         with self._lock:
-            self._drop_order(name)
+            self._drop_order((cluster, *name))
 
-    def replace_orders(self, orders: Iterable[Mapping[str, Any]]) -> None:
-        """Replace every order with a relist's."""
+    def replace_orders(
+        self, cluster: str, namespace: str | None, orders: Iterable[Mapping[str, Any]]
+    ) -> None:
+        """Replace the orders of one watch's scope with its relist's: those of the cluster in
+        that namespace, or in every namespace (None); every other order is kept."""
         with self._lock:
-            self._orders.clear()
-            self._by_control_plane.clear()
-        for order in orders:
-            self.put_order(order)
-        self.orders_synced.set()
+            for known in [
+                n
+                for n in self._orders
+                if n[0] == cluster and (namespace is None or n[1] == namespace)
+            ]:
+                self._drop_order(known)
+            for order in orders:
+                self._put_order(cluster, order)
+        if cluster == MANAGEMENT_CLUSTER:
+            self.orders_synced.set()
 
-    def _drop_order(self, name: ObjectName) -> None:
+    def _put_order(self, cluster: str, order: Mapping[str, Any]) -> None:
+        name = (cluster, *object_name(order))
+        entry = compute_order_index_entry(order, cluster)
+        self._drop_order(name)
+        self._orders[name] = entry
+        self._by_control_plane.setdefault(compute_control_plane_index_key(entry), set()).add(name)
+
+    def _drop_order(self, name: OrderName) -> None:
         entry = self._orders.pop(name, None)
         if entry is None:
             return
@@ -133,12 +148,13 @@ class ControlPlaneIndex:
                 del self._by_control_plane[index_key]
 
     def orders_referencing(self, index_key: str) -> list[dict[str, Any]]:
-        """The reduced orders whose controlPlaneRef resolves to ``<namespace>/<name>``."""
+        """The reduced orders, of every cluster, whose controlPlaneRef resolves to
+        ``<namespace>/<name>``."""
         with self._lock:
             return [self._orders[n] for n in sorted(self._by_control_plane.get(index_key, ()))]
 
     def orders(self) -> list[dict[str, Any]]:
-        """Every management-cluster order, reduced to what the mappers read."""
+        """Every known order of every cluster, reduced to what the mappers read."""
         with self._lock:
             return [self._orders[n] for n in sorted(self._orders)]
 
@@ -184,11 +200,25 @@ def control_plane_index(index: SharedIndex) -> ControlPlaneIndex:
 
 
 class _OrderTracker:
-    def __init__(self, index: SharedIndex) -> None:
-        found = control_plane_index(index)
-        self.put = found.put_order
-        self.drop = found.drop_order
-        self.replace = found.replace_orders
+    """Keeps the index's orders in step with one order watch: its cluster, and its namespace
+    (None: every namespace of the cluster)."""
+
+    def __init__(self, index: SharedIndex, cluster: str, namespace: str | None) -> None:
+        self._found = control_plane_index(index)
+        self._cluster = cluster
+        self._namespace = namespace
+
+    def put(self, obj: Mapping[str, Any]) -> None:
+        """An order of the watch was added or changed."""
+        self._found.put_order(self._cluster, obj)
+
+    def drop(self, name: ObjectName) -> None:
+        """An order of the watch was deleted."""
+        self._found.drop_order(self._cluster, name)
+
+    def replace(self, objs: list[Object]) -> None:
+        """The watch relisted: its scope's orders are these."""
+        self._found.replace_orders(self._cluster, self._namespace, objs)
 
 
 class _ControlPlaneTracker:
@@ -197,6 +227,13 @@ class _ControlPlaneTracker:
         self.put = found.put_control_plane
         self.drop = found.drop_control_plane
         self.replace = found.replace_control_planes
+
+
+def _control_plane_tracker(
+    index: SharedIndex, cluster: str, namespace: str | None
+) -> _ControlPlaneTracker | None:
+    """Keeps the ControlPlanes from the management cluster's watch only (where they live)."""
+    return _ControlPlaneTracker(index) if cluster == MANAGEMENT_CLUSTER else None
 
 
 def _database_slots(obj: Mapping[str, Any]) -> tuple[Slot, ...]:
@@ -291,7 +328,7 @@ ROUTES: tuple[Route, ...] = (
         compute_control_plane_fingerprint,
         should_enqueue_control_plane_update,
         _map_control_plane,
-        tracker=_ControlPlaneTracker,
+        tracker=_control_plane_tracker,
         waits_for=lambda index: control_plane_index(index).orders_synced,
     ),
     Route(

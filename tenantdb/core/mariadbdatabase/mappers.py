@@ -5,12 +5,15 @@ that ignores tenantdb's own status and finalizer writes), on its delivered Secre
 controller owner reference), on a labelled Secret, ExternalSecret or VaultDynamicSecret on the
 management cluster, on a mariadb-operator Database (only in a namespace where a ControlPlane
 places Keystone on that cluster), on a ControlPlane (a spec change, a deletion, or a flip
-of DBCredentialsReady fans out to the management-cluster orders that reference it), and on the
+of DBCredentialsReady fans out to the orders that reference it, on whichever cluster each one
+lives), and on the
 shared objects a pass reads beside the order's own: the MariaDB Keystone's database lives on,
 the SecretStore or ClusterSecretStore the OpenBao connection comes from, and the ServiceAccount,
 Certificate and client-certificate Secret every order of a ControlPlane namespace shares. Each of
 these wakes exactly the orders whose pass reads that object, as ``scope.compute_order_scope``
-resolves it from their ControlPlane. Objects come in as the raw dicts a watch yields. It must
+resolves it from their ControlPlane, and each order's key names the cluster the order lives on.
+Objects come in as the raw dicts a watch yields; orders may come reduced to an index entry
+(``watching.compute_order_index_entry``), which carries its cluster. It must
 never list, fetch or enqueue anything.
 """
 
@@ -50,8 +53,12 @@ from tenantdb.core.watching import should_enqueue_order_update as should_enqueue
 ORDER_KIND = SINGULAR
 """The kind part of a MariaDBDatabase order key."""
 
+ORDER_CLUSTER = "cluster"
+"""Where an order's index entry carries the cluster the order lives on (no Kubernetes field:
+an order does not say which cluster it is on; the watch it came from does)."""
+
 OrdersReferencing = Callable[[str], Iterable[Mapping[str, Any]]]
-"""Given `<namespace>/<name>` of a ControlPlane, the management-cluster orders naming it."""
+"""Given `<namespace>/<name>` of a ControlPlane, the orders naming it, on every cluster."""
 
 _VOLATILE_METADATA = ("resourceVersion", "managedFields")
 
@@ -82,6 +89,18 @@ def map_order(obj: Mapping[str, Any], cluster: str) -> list[OrderKey]:
     return _keys(
         compute_order_key(cluster, str(meta.get("namespace", "")), str(meta.get("name", "")))
     )
+
+
+def compute_order_cluster(order: Mapping[str, Any]) -> str:
+    """Return the cluster an order lives on, as its index entry carries it; an order that does
+    not carry one (a whole object, as a watch yields it) reads as on the management cluster."""
+    cluster = order.get(ORDER_CLUSTER)
+    return cluster if isinstance(cluster, str) else MANAGEMENT_CLUSTER
+
+
+def map_order_entry(order: Mapping[str, Any]) -> list[OrderKey]:
+    """Map an order (or its index entry) to its own key, on the cluster it lives on."""
+    return map_order(order, compute_order_cluster(order))
 
 
 def map_delivered_secret(obj: Mapping[str, Any], cluster: str) -> list[OrderKey]:
@@ -144,19 +163,15 @@ def compute_control_plane_index_key(order: Mapping[str, Any]) -> str:
     return f"{namespace}/{ref.get('name', '')}"
 
 
-def map_control_plane(
-    cp: Mapping[str, Any], management_orders: Iterable[Mapping[str, Any]]
-) -> list[OrderKey]:
-    """Fan a ControlPlane event out to the management-cluster orders that reference it.
-
-    No ControlPlane event reaches an order on a target cluster; those rely on the refresh.
-    """
+def map_control_plane(cp: Mapping[str, Any], orders: Iterable[Mapping[str, Any]]) -> list[OrderKey]:
+    """Fan a ControlPlane event out to the orders that reference it, each on its own cluster
+    (an order on a target cluster names a ControlPlane of the management cluster)."""
     meta = metadata_of(cp)
     wanted = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     keys: list[OrderKey] = []
-    for order in management_orders:
+    for order in orders:
         if compute_control_plane_index_key(order) == wanted:
-            keys += map_order(order, MANAGEMENT_CLUSTER)
+            keys += map_order_entry(order)
     return keys
 
 
@@ -196,54 +211,56 @@ def _strip_volatile(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _orders_in_control_plane_namespace(
-    obj: Mapping[str, Any], name: str, management_orders: Iterable[Mapping[str, Any]]
+    obj: Mapping[str, Any], name: str, orders: Iterable[Mapping[str, Any]]
 ) -> list[OrderKey]:
     meta = metadata_of(obj)
     if meta.get("name") != name:
         return []
     namespace = str(meta.get("namespace", ""))
     keys: list[OrderKey] = []
-    for order in management_orders:
+    for order in orders:
         if compute_control_plane_index_key(order).split("/", 1)[0] == namespace:
-            keys += map_order(order, MANAGEMENT_CLUSTER)
+            keys += map_order_entry(order)
     return keys
 
 
 def map_client_certificate(
-    secret: Mapping[str, Any], management_orders: Iterable[Mapping[str, Any]]
+    secret: Mapping[str, Any], orders: Iterable[Mapping[str, Any]]
 ) -> list[OrderKey]:
-    """Map the shared OpenBao client certificate to the orders of its ControlPlane namespace.
+    """Map the shared OpenBao client certificate to the orders of its ControlPlane namespace,
+    each on its own cluster.
 
     The reference waits out its 10 s requeue until cert-manager has issued the certificate;
     mapping the Secret's events lets the orders waiting on it go on as soon as it is written.
     """
-    return _orders_in_control_plane_namespace(secret, CLIENT_CERTIFICATE, management_orders)
+    return _orders_in_control_plane_namespace(secret, CLIENT_CERTIFICATE, orders)
 
 
 def map_client_certificate_cr(
-    certificate: Mapping[str, Any], management_orders: Iterable[Mapping[str, Any]]
+    certificate: Mapping[str, Any], orders: Iterable[Mapping[str, Any]]
 ) -> list[OrderKey]:
     """Map the cert-manager Certificate of the client certificate to the orders of its
-    ControlPlane namespace.
+    ControlPlane namespace, each on its own cluster.
 
     Every order resolving its controlPlaneRef to that namespace applies the same Certificate
     and compares it with what it wants, so an edit or a deletion of it is theirs to repair.
     """
-    return _orders_in_control_plane_namespace(certificate, CLIENT_CERTIFICATE, management_orders)
+    return _orders_in_control_plane_namespace(certificate, CLIENT_CERTIFICATE, orders)
 
 
 def map_shared_service_account(
-    account: Mapping[str, Any], management_orders: Iterable[Mapping[str, Any]]
+    account: Mapping[str, Any], orders: Iterable[Mapping[str, Any]]
 ) -> list[OrderKey]:
     """Map the shared ServiceAccount ESO's generator logs in as to the orders of its ControlPlane
-    namespace: each of them applies it and compares it with what it wants."""
-    return _orders_in_control_plane_namespace(account, SHARED_SERVICE_ACCOUNT, management_orders)
+    namespace, each on its own cluster: each of them applies it and compares it with what it
+    wants."""
+    return _orders_in_control_plane_namespace(account, SHARED_SERVICE_ACCOUNT, orders)
 
 
 def _orders_of(cp: ControlPlane, orders_referencing: OrdersReferencing) -> list[OrderKey]:
     keys: list[OrderKey] = []
     for order in orders_referencing(f"{cp.metadata.namespace}/{cp.metadata.name}"):
-        keys += map_order(order, MANAGEMENT_CLUSTER)
+        keys += map_order_entry(order)
     return keys
 
 

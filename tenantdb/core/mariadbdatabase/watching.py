@@ -1,10 +1,10 @@
 """What the watcher remembers of a ControlPlane between events, and of the orders that name one.
 
 Owns the ControlPlane's fingerprint (what its update predicate compares: generation, deletion,
-the DBCredentialsReady condition), the reduced order the ControlPlane index keeps (its name and
-controlPlaneRef), and the reduced ControlPlane the watcher's mappings and a target cluster's
-namespaced watches need (Keystone's placement, the shared MariaDB's name, the secret store and
-the namespace assignments only). It must never list, watch, enqueue or read a clock.
+the DBCredentialsReady condition), the reduced order the ControlPlane index keeps (its cluster,
+name and controlPlaneRef), and the reduced ControlPlane the watcher's mappings and a target
+cluster's namespaced watches need (Keystone's placement, the shared MariaDB's name, the secret
+store and the namespace assignments only). It must never list, watch, enqueue or read a clock.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tenantdb.core.mariadbdatabase.controlplane import DB_CREDENTIALS_READY
+from tenantdb.core.mariadbdatabase.mappers import ORDER_CLUSTER
 from tenantdb.core.mariadbdatabase.models import ControlPlane, ControlPlaneSpec
 from tenantdb.core.objects import ObjectMeta, metadata_of
 from tenantdb.core.watching import Fingerprint
@@ -39,13 +40,16 @@ def compute_control_plane_fingerprint(obj: Mapping[str, Any]) -> Fingerprint:
     }
 
 
-def compute_order_index_entry(order: Mapping[str, Any]) -> dict[str, Any]:
-    """Reduce an order to what ``map_control_plane`` reads: its name and its controlPlaneRef."""
+def compute_order_index_entry(order: Mapping[str, Any], cluster: str) -> dict[str, Any]:
+    """Reduce an order of a cluster to what ``map_control_plane`` reads: the cluster it lives on
+    (under ``ORDER_CLUSTER``, where ``mappers.compute_order_cluster`` reads it), its name and
+    its controlPlaneRef."""
     meta = metadata_of(order)
     spec = order.get("spec")
     ref = spec.get("controlPlaneRef") if isinstance(spec, Mapping) else None
     entry: dict[str, Any] = {
-        "metadata": {"namespace": meta.get("namespace", ""), "name": meta.get("name", "")}
+        ORDER_CLUSTER: cluster,
+        "metadata": {"namespace": meta.get("namespace", ""), "name": meta.get("name", "")},
     }
     if isinstance(ref, Mapping):
         entry["spec"] = {"controlPlaneRef": {k: ref[k] for k in ("namespace", "name") if k in ref}}
