@@ -5,7 +5,9 @@ Three ControlPlanes, each in a namespace of its own with one order: ``cp`` (orde
 MariaDB of the same name beside its Keystone, a store of its own, and the shared ServiceAccount
 and Certificate of its namespace. An edit a pass reads of ``cp``'s object wakes ``a``; ``b``
 staying asleep is shown with ``third``'s object as the sentinel, edited after it on the same
-watch stream.
+watch stream. The orders live on the management cluster or on the target cluster ``edge-1``
+(the ControlPlanes and the shared objects they name stay where they are): either way each is
+woken on its own cluster.
 """
 
 from __future__ import annotations
@@ -155,14 +157,20 @@ def _order(name: str, cp: str, cp_namespace: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("case", "cluster"),
+    ("case", "cluster", "orders_on"),
     [
-        pytest.param("mariadb", "", id="mariadb-management"),
-        pytest.param("mariadb", "edge-1", id="mariadb-edge-1"),
-        pytest.param("secret-store", "", id="secret-store"),
-        pytest.param("cluster-secret-store", "", id="cluster-secret-store"),
-        pytest.param("service-account", "", id="service-account"),
-        pytest.param("certificate", "", id="certificate"),
+        pytest.param("mariadb", "", "", id="mariadb-management"),
+        pytest.param("mariadb", "edge-1", "", id="mariadb-edge-1"),
+        pytest.param("mariadb", "edge-1", "edge-1", id="mariadb-edge-1-orders-edge-1"),
+        pytest.param("mariadb", "", "edge-1", id="mariadb-management-orders-edge-1"),
+        pytest.param("secret-store", "", "", id="secret-store"),
+        pytest.param("secret-store", "", "edge-1", id="secret-store-orders-edge-1"),
+        pytest.param("cluster-secret-store", "", "", id="cluster-secret-store"),
+        pytest.param("cluster-secret-store", "", "edge-1", id="cluster-secret-store-orders-edge-1"),
+        pytest.param("service-account", "", "", id="service-account"),
+        pytest.param("service-account", "", "edge-1", id="service-account-orders-edge-1"),
+        pytest.param("certificate", "", "", id="certificate"),
+        pytest.param("certificate", "", "edge-1", id="certificate-orders-edge-1"),
     ],
 )
 def test_a_shared_object_wakes_the_orders_that_read_it_and_no_other(
@@ -171,10 +179,12 @@ def test_a_shared_object_wakes_the_orders_that_read_it_and_no_other(
     published: Published,
     case: str,
     cluster: str,
+    orders_on: str,
 ) -> None:
     shared = CASES[case]
     management = servers["management"].cluster
     kube = servers[cluster or "management"].cluster
+    orders = servers[orders_on or "management"].cluster
     install(servers["management"], CERTIFICATE_CRD, SECRET_STORE_CRD, CLUSTER_SECRET_STORE_CRD)
     install(servers["management"], MARIADB_CRD)
     install(servers["edge-1"], MARIADB_CRD)
@@ -185,7 +195,7 @@ def test_a_shared_object_wakes_the_orders_that_read_it_and_no_other(
         management.create(
             PLANES, _plane(cp, namespace, shared.plane(namespace, cluster)), namespace
         )
-        management.create(ORDERS, _order(order, cp, namespace), "tenant-a")
+        orders.create(ORDERS, _order(order, cp, namespace), "tenant-a")
         name, object_namespace, body = shared.body(namespace)
         kube.create(shared.resource, body, object_namespace)
     start_watcher()
@@ -195,14 +205,16 @@ def test_a_shared_object_wakes_the_orders_that_read_it_and_no_other(
         shared.edit(kube, name, object_namespace, value)
 
     edit("cp-ns", "first")
-    published.take(key("a"))
+    published.take(key("a", orders_on))
     edit("cp-third", "first")  # the sentinel: past it, the first edit was mapped
-    published.take(key("c"))
-    assert key("b") not in published, f"another ControlPlane's order woke on {shared.resource}"
+    published.take(key("c", orders_on))
+    assert key("b", orders_on) not in published, (
+        f"another ControlPlane's order woke on {shared.resource}"
+    )
 
     name, object_namespace, _ = shared.body("cp-ns")
     kube.delete(shared.resource, name, object_namespace)
-    published.take(key("a"))
+    published.take(key("a", orders_on))
     edit("cp-third", "second")
-    published.take(key("c"))
-    assert key("b") not in published
+    published.take(key("c", orders_on))
+    assert key("b", orders_on) not in published
