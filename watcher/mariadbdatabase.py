@@ -11,7 +11,9 @@ watched), and on the management cluster the SecretStores and ClusterSecretStores
 connection comes from, and the shared ServiceAccount and client-certificate Certificate of each
 ControlPlane namespace. On a target cluster that grants them per namespace, orders and
 delivered Secrets are watched in each namespace the ControlPlanes assign there, and Database CRs
-and MariaDBs in each namespace where one places Keystone. The decisions are core's
+and MariaDBs in each namespace where one places Keystone. The order watch of every cluster
+keeps the index a ControlPlane or shared object's event is fanned out through, so those events
+wake the orders of a target cluster as they do the management cluster's. The decisions are core's
 (``tenantdb.core.mariadbdatabase.mappers``); this module binds them to the kinds and the index.
 """
 
