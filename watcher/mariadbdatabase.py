@@ -203,7 +203,9 @@ def control_plane_index(index: SharedIndex) -> ControlPlaneIndex:
 
 class _OrderTracker:
     """Keeps the index's orders in step with one order watch: its cluster, and its namespace
-    (None: every namespace of the cluster)."""
+    (None: every namespace of the cluster). A watch that stops leaves its orders in the index
+    (a namespace no longer assigned: its orders still read the ControlPlane); the next watch of
+    that scope replaces them when it lists, and a new leadership term starts empty."""
 
     def __init__(self, index: SharedIndex, cluster: str, namespace: str | None) -> None:
         self._found = control_plane_index(index)

@@ -170,11 +170,17 @@ def test_a_target_cluster_is_watched_in_the_namespaces_assigned_there_and_follow
     # Assigned while running: its orders are listed and its events served, without a restart.
     management.patch(PLANES, "cp", {"spec": _plane(["tenant-a", "tenant-b"])["spec"]}, "cp-ns")
     published.take(key("waiting", "edge-1", "tenant-b"), timeout=5)
+    # The ControlPlane's edit woke the orders it already knew of on edge-1, as it does each time.
+    published.take(key("app", "edge-1"))
+    published.take(key("early", "edge-1"))
     edge.patch(ORDERS, "waiting", {"metadata": {"annotations": {"poke": "1"}}}, "tenant-b")
     published.take(key("waiting", "edge-1", "tenant-b"), timeout=5)
 
-    # Withdrawn: tenant-a's watches stop.
+    # Withdrawn: tenant-a's watches stop. The withdrawal itself wakes every order of the
+    # ControlPlane, tenant-a's too: their passes read the ControlPlane that no longer assigns it.
     management.patch(PLANES, "cp", {"spec": _plane(["tenant-b"])["spec"]}, "cp-ns")
+    published.take(key("app", "edge-1"))
+    published.take(key("waiting", "edge-1", "tenant-b"))
     wait_for(
         lambda: ("edge-1", "MariaDBDatabase", "tenant-a") not in watcher.watches(),
         10.0,
