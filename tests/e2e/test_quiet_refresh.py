@@ -15,7 +15,7 @@ from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mariadbdatabase.naming import IDENTITY
 from tenantdb.core.schedule import Timetable
-from tests.e2e.conftest import Stack
+from tests.e2e.conftest import Stack, order_quiet
 from tests.support import wait_for
 
 
@@ -30,7 +30,9 @@ def _kube_requests(stack: Stack) -> Counter[str]:
 
 
 def _refresh(stack: Stack, queue: WorkQueue, key: OrderKey) -> str:
-    """Make the order's refresh due now, let beat sweep it, and return how its pass ended."""
+    """Once no pass of the order is pending or running, make its refresh due now, let beat
+    sweep it, and return how its pass ended."""
+    wait_for(lambda: order_quiet(stack, queue.redis, key), 30, f"no pass of {key} in flight")
     last = queue.last_pass(key)
     queue.schedule(key, time.time(), Timetable.REFRESH)
     ended: tuple[float, str] = wait_for(
@@ -93,6 +95,7 @@ def test_an_edit_the_watches_see_makes_the_next_refresh_read_in_full(
     # that pass touched the order, so the refresh after it reads everything again.
     stack.kube().delete(SECRET, "tenant-a", f"{name}-credentials")
     wait_for(lambda: stack.secret(f"{name}-credentials"), 30, "the delivered Secret back")
+    wait_for(lambda: order_quiet(stack, real_redis, key), 30, "the repairing pass to end")
     before = _kube_requests(stack)
     assert _refresh(stack, queue, key) != "Quiet"
     assert _kube_requests(stack) - before, "a refresh after an edit read nothing"
