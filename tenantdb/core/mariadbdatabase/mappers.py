@@ -4,17 +4,16 @@ Owns the pure mapping decisions the watcher makes: an event on an order (and the
 that ignores tenantdb's own status and finalizer writes), on its delivered Secret (by the
 controller owner reference), on a labelled Secret, ExternalSecret or VaultDynamicSecret on the
 management cluster, on a mariadb-operator Database (only in a namespace where a ControlPlane
-places Keystone on that cluster), on a ControlPlane (a spec change, a deletion, or a flip
-of DBCredentialsReady fans out to the orders that reference it, on whichever cluster each one
-lives), and on the
-shared objects a pass reads beside the order's own: the MariaDB Keystone's database lives on,
-the SecretStore or ClusterSecretStore the OpenBao connection comes from, and the ServiceAccount,
-Certificate and client-certificate Secret every order of a ControlPlane namespace shares. Each of
-these wakes exactly the orders whose pass reads that object, as ``scope.compute_order_scope``
-resolves it from their ControlPlane, and each order's key names the cluster the order lives on.
-Objects come in as the raw dicts a watch yields; orders may come reduced to an index entry
-(``watching.compute_order_index_entry``), which carries its cluster. It must
-never list, fetch or enqueue anything.
+places Keystone on that cluster), on a ControlPlane (a spec change, a deletion, or a flip of
+DBCredentialsReady fans out to the orders that reference it, on whichever cluster each one
+lives), and on the shared objects a pass reads beside the order's own: the MariaDB Keystone's
+database lives on, the SecretStore or ClusterSecretStore the OpenBao connection comes from, and
+the ServiceAccount, Certificate and client-certificate Secret every order of a ControlPlane
+namespace shares. Each of these wakes exactly the orders whose pass reads that object, as
+``scope.compute_order_scope`` resolves it from their ControlPlane, and each order's key names
+the cluster the order lives on. Objects come in as the raw dicts a watch yields; orders may come
+reduced to an index entry (``watching.compute_order_index_entry``), which carries its cluster.
+It must never list, fetch or enqueue anything.
 """
 
 from __future__ import annotations
