@@ -1,13 +1,11 @@
 """The MariaDBDatabase kind, declared on the scaffold: it conducts each turn of a pass.
 
 Each callback reads through the kind's I/O (``MariaDBIO``), hands what it read to a pure decision
-of ``tenantdb.core.mariadbdatabase`` and carries out what that returns. The entry observes once;
-a converged leg with nothing to write is delivered from there, otherwise the chain holds the
-steps with a write, the delivery step reading the two Secrets itself (never a credential in a
-note) and the last step recording the pass. A failed write is recorded and its step retried; a
-leg refusing with an error backs off. Teardown writes no status: it holds the finalizer while
-the ControlPlane exists and anything is still listed, and fails open once it is gone.
-"""
+of ``tenantdb.core.mariadbdatabase`` and carries out what that returns. The entry observes once
+and delivers a converged leg with nothing to write; a chain holds the steps with a write (the
+delivery step reads the Secrets itself), the last recording the pass. Failed writes retry and
+refusing legs back off; a quiet refresh checks the OpenBao role only. Teardown holds the
+finalizer while the ControlPlane exists and anything is listed, then fails open."""
 
 from __future__ import annotations
 
@@ -120,7 +118,9 @@ def plan(ctx: Pass, fetched: FetchedOrder, gate: gates.Gate) -> Plan[Ending]:
     except adapter.UnreadableError as exc:
         legs = Legs(admission, provision.plan_unreadable(exc.context, exc.message))
         return Plan((), local=partial(settled, ctx, fetched, legs))
-    seen = ctx.io.observe_role(seen, provision.find_role_to_observe(provision.plan_provision(seen)))
+    role = provision.find_role_to_observe(provision.plan_provision(seen))
+    seen = ctx.io.observe_role(seen, role)
+    delivered: delivery.DeliveryResult | None = None
     planned = provision.plan_provision(seen)
     converged = planned.result.outcome.proceed
     chain = steps.plan_chain_steps(planned.actions, converged)
@@ -138,7 +138,8 @@ def plan(ctx: Pass, fetched: FetchedOrder, gate: gates.Gate) -> Plan[Ending]:
         ending = partial(_delivered, ctx, fetched, legs, delivery_started)
     cp_raw = cp.model_dump(mode="json", by_alias=True)
     note = PassNote(scaffold.note_order(fetched.raw), cp_raw, planned, chain, started)
-    return Plan(chain, note, converged=converged, local=ending, reason="Provisioning")
+    quiet = steps.plan_quiet_check(role, chain, planned, delivered, tls=scope.tls)
+    return Plan(chain, note, converged=converged, local=ending, reason="Provisioning", quiet=quiet)
 
 
 def _retry(ctx: StepCtx, note: PassNote, legs: Legs) -> RetryStepError:
@@ -286,6 +287,8 @@ SPEC = scaffold.declare_kind(
         settle=lambda ctx, fetched, _gate, plan: _ending(ctx, fetched, plan),
         teardown=tear_down,
         finalize=_ending,
+        quiet=lambda ctx, check: ctx.io.role_as_desired(check.role),
+        quiet_note=steps.QuietCheck,
         steps=tuple(
             Step(c.name, c.queue, BODIES[c.name], PassNote, c.doc) for c in steps.PROVISION_CHAIN
         ),

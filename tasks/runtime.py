@@ -140,6 +140,7 @@ def finish_pass(
     )
     if gone:
         queue.forget(lease.key)
+        queue.forget_quiet(lease.key)
         ready_book().forget(lease.key)
     elif completed:
         queue.replace_timetable(lease.key, compute_timetable(comebacks))

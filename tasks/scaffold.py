@@ -19,11 +19,19 @@ order's key and lease guard, the kind's own I/O (``KindSpec.io``) and the ``Runt
 shares (the order store, the work queue, the Ready book, the pass's note, the record of own
 writes). ``serve`` and ``run_body`` take both as parameters, so a test runs a real pass or step
 over I/O of its own.
+
+A kind may also serve quiet refreshes (``tenantdb.core.quiet``): a converged pass whose plan
+carries a quiet note leaves it as the order's basis, and a later pass that nothing touched since,
+under the same watcher term, hands the note to the kind's ``quiet`` check instead of reading the
+order and its children; when the check does not confirm the order, the pass reads in full. Any
+full pass forgets the basis first; only its converged end leaves a new one.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
@@ -53,7 +61,15 @@ from tenantdb.core.keys import OrderKey
 from tenantdb.core.kinds import KindIdentity, register_identity
 from tenantdb.core.objects import ObjectMeta
 from tenantdb.core.pass_path import PassPath, Verdict, decide_path, observe_order
+from tenantdb.core.quiet import (
+    QuietBasis,
+    QuietLook,
+    QuietVerdict,
+    decide_quiet,
+    may_record_basis,
+)
 from tenantdb.core.tasknames import Queue, step_task_name
+from tenantdb.settings import load_settings
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +149,23 @@ class Runtime(Protocol):
         """The note the pass left, as ``note_type``; None when it expired."""
         ...
 
+    @property
+    def full_refresh_seconds(self) -> float:
+        """How long a basis lets refreshes be quiet; 0 turns quiet refreshes off."""
+        ...
+
+    def look_quiet(self, key: OrderKey) -> tuple[QuietLook, str | None]:
+        """The order's touch count, the watcher's term and the order's basis with its note."""
+        ...
+
+    def record_quiet(self, key: OrderKey, basis: QuietBasis, note: str) -> None:
+        """Leave the basis a converged pass vouches for, with the kind's quiet note."""
+        ...
+
+    def forget_quiet(self, key: OrderKey) -> None:
+        """Drop the order's basis."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class KindPass(Generic[IO]):
@@ -189,6 +222,9 @@ class Plan(Generic[Local]):
     local: Local | None = None
     reason: str = "Chained"
     """The entry's task result when it hands the steps to a chain."""
+    quiet: object | None = None
+    """What the kind's quiet check needs, set only by a plan that leaves nothing to do: the
+    pass that settles it leaves it as the order's basis. Stored as JSON; never a credential."""
 
 
 @dataclass(frozen=True)
@@ -237,6 +273,12 @@ class KindSpec(Generic[Order, Decision, Local, Gone, IO]):
     unreadable: Callable[[KindPass[IO], dict[str, Any], ValidationError], PassOutcome] | None = None
     """Say on the order that its own body does not parse (``read`` raised), and end the pass;
     None for a kind whose ``read`` cannot fail."""
+    quiet: Callable[[KindPass[IO], Any], bool] | None = None
+    """Check what no watch sees of a converged order, given its quiet note (``quiet_note``):
+    whether that confirms the order (if not, the pass reads in full). None for a kind without
+    quiet refreshes."""
+    quiet_note: type[Any] = object
+    """The type of the kind's quiet note."""
 
     def task_name(self, step: Step) -> str:
         """The Celery task name of one of the kind's steps."""
@@ -289,6 +331,31 @@ class ProcessRuntime:
         """The note the pass's entry left, as ``note_type``; None when it expired."""
         text = workqueue().load_note(lease)
         return None if text is None else note_value(text, note_type)
+
+    @property
+    def full_refresh_seconds(self) -> float:
+        """``TENANTDB_FULL_REFRESH_SECONDS``."""
+        return load_settings().full_refresh_seconds
+
+    def look_quiet(self, key: OrderKey) -> tuple[QuietLook, str | None]:
+        """The order's quiet look; a Redis failure finds no basis (the pass reads in full)."""
+        try:
+            return workqueue().look_quiet(key)
+        except RedisError:
+            return QuietLook(0, None), None
+
+    def record_quiet(self, key: OrderKey, basis: QuietBasis, note: str) -> None:
+        """Leave the basis for the full-refresh period; a Redis failure costs a full refresh."""
+        ttl_ms = max(1, int(self.full_refresh_seconds * 1000))
+        try:
+            workqueue().record_quiet(key, basis, note, ttl_ms)
+        except RedisError:
+            log.warning("could not leave the order's quiet basis", extra={"order": str(key)})
+
+    def forget_quiet(self, key: OrderKey) -> None:
+        """Drop the basis. Raises ``RedisError``: a pass must not read in full over a basis it
+        could not drop, or a later refresh could trust what this pass changed."""
+        workqueue().forget_quiet(key)
 
 
 PROCESS_RUNTIME = ProcessRuntime()
@@ -354,7 +421,65 @@ def serve(
     ``io`` and ``runtime`` default to this process's; a test hands in its own.
     """
     ctx = KindPass(pass_ctx.key, pass_ctx.guard, spec.io() if io is None else io, runtime)
-    kind, key, store = spec.identity.singular, ctx.key, runtime.orders
+    if spec.quiet is None:
+        return _serve_in_full(spec, ctx)[0]
+    look, note = runtime.look_quiet(ctx.key)
+    quiet = _serve_quietly(spec, ctx, look, note)
+    if quiet is not None:
+        return quiet
+    if look.basis is not None:
+        runtime.forget_quiet(ctx.key)
+    outcome, settled = _serve_in_full(spec, ctx)
+    if settled is not None and may_record_basis(look, full_every=runtime.full_refresh_seconds):
+        basis = QuietBasis(look.touched, str(look.leader), time.time())
+        runtime.record_quiet(ctx.key, basis, _quiet_text(settled, outcome))
+    return outcome
+
+
+QUIET = "Quiet"
+"""The entry's task result of a quiet pass."""
+
+
+def _quiet_text(check: object, outcome: PassOutcome) -> str:
+    """The stored quiet note: the kind's check and when the converged pass came back."""
+    stored = {"check": json.loads(note_text(check)), "requeue": outcome.requeue_after}
+    return json.dumps(stored, separators=(",", ":"))
+
+
+def _serve_quietly(
+    spec: KindSpec[Order, Decision, Local, Gone, IO],
+    ctx: KindPass[IO],
+    look: QuietLook,
+    note: str | None,
+) -> PassOutcome | None:
+    """The outcome of a quiet pass, or None when the pass must read in full."""
+    verdict = decide_quiet(look, now=time.time(), full_every=ctx.runtime.full_refresh_seconds)
+    if verdict is not QuietVerdict.QUIET or note is None or spec.quiet is None:
+        log.debug("pass reads in full (%s)", verdict.value, extra={"order": str(ctx.key)})
+        return None
+    try:
+        stored = json.loads(note)
+        check = note_value(json.dumps(stored["check"]), spec.quiet_note)
+        requeue = stored["requeue"]
+    except (ValueError, KeyError, TypeError):
+        return None  # a note of an older shape: read in full, and leave a new one
+    if not spec.quiet(ctx, check):
+        log.info(
+            "a quiet check did not confirm the order; reading it in full",
+            extra={"order": str(ctx.key)},
+        )
+        return None
+    PASSES.labels(kind=spec.identity.singular, path=PassPath.QUIET.value).inc()
+    return PassOutcome(QUIET, None if requeue is None else float(requeue))
+
+
+def _serve_in_full(
+    spec: KindSpec[Order, Decision, Local, Gone, IO], ctx: KindPass[IO]
+) -> tuple[PassOutcome, object | None]:
+    """One pass that reads the order and its children, as ``decide_path`` leads it; with the
+    quiet note of a plan the kind settled (None for any other end)."""
+    kind, key, runtime = spec.identity.singular, ctx.key, ctx.runtime
+    store = runtime.orders
     try:
         raw = store.fetch(key)
     except ClusterUnavailableError:
@@ -364,26 +489,26 @@ def serve(
             extra={"order": str(key)},
         )
         PASSES.labels(kind=kind, path="unresolved").inc()
-        return PassOutcome("ClusterUnresolved")
+        return PassOutcome("ClusterUnresolved"), None
     meta = None if raw is None else ObjectMeta.model_validate(raw.get("metadata") or {})
     facts = observe_order(meta, spec.identity.finalizer)
     path = decide_path(facts)
     if raw is None or path is PassPath.GONE:
         PASSES.labels(kind=kind, path=PassPath.GONE.value).inc()
-        return PassOutcome("Gone", gone=True)
+        return PassOutcome("Gone", gone=True), None
     runtime.note_ready(key, raw)
     if path is PassPath.RELEASED:
-        return PassOutcome("Deleting")
+        return PassOutcome("Deleting"), None
     try:
         order = spec.read(raw)
     except ValidationError as exc:
         if spec.unreadable is None:
             raise
         PASSES.labels(kind=kind, path=PassPath.UNREADABLE.value).inc()
-        return spec.unreadable(ctx, raw, exc)
+        return spec.unreadable(ctx, raw, exc), None
     if path is PassPath.TEARDOWN:
         PASSES.labels(kind=kind, path=path.value).inc()
-        return _tear_down(spec, ctx, order)
+        return _tear_down(spec, ctx, order), None
     admission = spec.admit(ctx, order, None)
     path = decide_path(replace(facts, verdict=admission.verdict))
     if path is PassPath.ADD_FINALIZER:
@@ -398,15 +523,15 @@ def serve(
         path = decide_path(replace(facts, verdict=admission.verdict))
     if path is not PassPath.PLAN:
         PASSES.labels(kind=kind, path=PassPath.GATED.value).inc()
-        return spec.gated(ctx, order, admission.decision)
+        return spec.gated(ctx, order, admission.decision), None
     plan = spec.plan(ctx, order, admission.decision)
     path = decide_path(
         replace(facts, verdict=admission.verdict, steps=plan.steps, converged=plan.converged)
     )
     PASSES.labels(kind=kind, path=path.value).inc()
     if path is PassPath.CHAIN:
-        return _hand_over(spec, plan)
-    return spec.settle(ctx, order, admission.decision, plan)
+        return _hand_over(spec, plan), None
+    return spec.settle(ctx, order, admission.decision, plan), plan.quiet
 
 
 def _tear_down(

@@ -96,6 +96,15 @@ class Settings(BaseSettings):
             " 0 disables it."
         ),
     )
+    full_refresh_seconds: float = Field(
+        default=43200.0,
+        ge=0,
+        description=(
+            "How long after an order's last full, converged pass its refreshes may trust the"
+            " watches for what they see (a quiet refresh); each order is read in full at least"
+            " this often. 0 makes every refresh read in full."
+        ),
+    )
     refresh_cycle_seconds: float = Field(
         default=600.0,
         gt=0,

@@ -4,11 +4,17 @@ After the MariaDBDatabase reconciler's watches: orders, labelled Secrets and mar
 Database CRs on every engaged cluster (every Database CR, whoever wrote it: the same watch keeps
 the schema index the collision guard reads, ``tenantdb.adapters.schemaindex``); ExternalSecrets,
 VaultDynamicSecrets and ControlPlanes on the management cluster only, and there too the shared
-OpenBao client certificate, so orders waiting for cert-manager go on when it is issued. On a
-target cluster that grants them per namespace, orders and delivered Secrets are watched in each
-namespace the ControlPlanes assign there, and Database CRs in each namespace where one places
-Keystone. The decisions are core's (``tenantdb.core.mariadbdatabase.mappers``); this module
-binds them to the kinds and the index.
+OpenBao client certificate, so orders waiting for cert-manager go on when it is issued. Beside
+those, every other object a pass reads is watched too, so that a change to any of them wakes
+the orders that read it: the MariaDB Keystone's database lives on (where Database CRs are
+watched), and on the management cluster the SecretStores and ClusterSecretStores the OpenBao
+connection comes from, and the shared ServiceAccount and client-certificate Certificate of each
+ControlPlane namespace. On a target cluster that grants them per namespace, orders and
+delivered Secrets are watched in each namespace the ControlPlanes assign there, and Database CRs
+and MariaDBs in each namespace where one places Keystone. The order watch of every cluster
+keeps the index a ControlPlane or shared object's event is fanned out through, so those events
+wake the orders of a target cluster as they do the management cluster's. The decisions are core's
+(``tenantdb.core.mariadbdatabase.mappers``); this module binds them to the kinds and the index.
 """
 
 from __future__ import annotations
@@ -17,11 +23,15 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tenantdb.adapters.kube import SECRET
+from tenantdb.adapters.kube import SECRET, SERVICE_ACCOUNT, Object
 from tenantdb.adapters.mariadbdatabase import (
+    CERTIFICATE,
+    CLUSTER_SECRET_STORE,
     CONTROL_PLANE,
     DATABASE,
     EXTERNAL_SECRET,
+    MARIADB,
+    SECRET_STORE,
     VAULT_DYNAMIC_SECRET,
 )
 from tenantdb.adapters.schemaindex import SchemaIndex, Slot
@@ -33,10 +43,14 @@ from tenantdb.core.mariadbdatabase.controlplane import (
 from tenantdb.core.mariadbdatabase.mappers import (
     compute_control_plane_index_key,
     map_client_certificate,
+    map_client_certificate_cr,
     map_control_plane,
     map_database_cr,
     map_delivered_secret,
     map_labelled_child,
+    map_mariadb,
+    map_secret_store,
+    map_shared_service_account,
     should_enqueue_child_update,
     should_enqueue_control_plane_update,
 )
@@ -46,7 +60,9 @@ from tenantdb.core.mariadbdatabase.naming import (
     IDENTITY,
     LABEL_NAME,
     MANAGEMENT_CLUSTER,
+    SHARED_SERVICE_ACCOUNT,
 )
+from tenantdb.core.mariadbdatabase.openbao import CLUSTER_STORE_KIND, NAMESPACED_STORE_KIND
 from tenantdb.core.mariadbdatabase.provision import compute_database_slot
 from tenantdb.core.mariadbdatabase.watching import (
     compute_control_plane_fingerprint,
@@ -63,50 +79,66 @@ from watcher.routes import PublishTo, Route, order_route, register_routes
 ORDER_LABELLED = LABEL_NAME
 
 
+OrderName = tuple[str, str, str]
+"""An order's (cluster, namespace, name): which watch it came from, and its name there."""
+
+
 class ControlPlaneIndex:
-    """This term's ControlPlane fan-out: management-cluster orders by the ControlPlane they
-    name (each reduced to its name and controlPlaneRef), and the ControlPlanes reduced to
-    Keystone's placement and their namespace assignments (which a Database CR event is judged
-    by, and which a target cluster's namespaced watches follow)."""
+    """This term's ControlPlane fan-out: the orders of every engaged cluster by the ControlPlane
+    they name (each reduced to its cluster, name and controlPlaneRef), and the ControlPlanes
+    reduced to Keystone's placement, the shared MariaDB's name, the secret store and their
+    namespace assignments (which Database CR, MariaDB and store events are judged by, and which
+    a target cluster's namespaced watches follow)."""
 
     def __init__(self, changed: threading.Event) -> None:
         """Start empty; ``changed`` is set whenever what is known of the ControlPlanes changes."""
         self._lock = threading.Lock()
-        self._orders: dict[ObjectName, dict[str, Any]] = {}
-        self._by_control_plane: dict[str, set[ObjectName]] = {}
+        self._orders: dict[OrderName, dict[str, Any]] = {}
+        self._by_control_plane: dict[str, set[OrderName]] = {}
         self._placements: dict[ObjectName, ControlPlane] = {}
         self._changed = changed
         self.orders_synced = threading.Event()
+        """Set once the management cluster's order watch has listed its orders (a target
+        cluster's are mapped by their own watch's relist, whenever it comes)."""
         self.control_planes_synced = threading.Event()
 
-    # -- management-cluster orders ---------------------------------------------------------------
+    # -- orders ----------------------------------------------------------------------------------
 
-    def put_order(self, order: Mapping[str, Any]) -> None:
-        """Remember an order's controlPlaneRef (replacing what was known of it)."""
-        name = object_name(order)
-        entry = compute_order_index_entry(order)
+    def put_order(self, cluster: str, order: Mapping[str, Any]) -> None:
+        """Remember an order of a cluster and its controlPlaneRef (replacing what was known)."""
         with self._lock:
-            self._drop_order(name)
-            self._orders[name] = entry
-            self._by_control_plane.setdefault(compute_control_plane_index_key(entry), set()).add(
-                name
-            )
+            self._put_order(cluster, order)
 
-    def drop_order(self, name: ObjectName) -> None:
-        """Forget a deleted order."""
+    def drop_order(self, cluster: str, name: ObjectName) -> None:
+        """Forget a deleted order of a cluster."""
         with self._lock:
-            self._drop_order(name)
+            self._drop_order((cluster, *name))
 
-    def replace_orders(self, orders: Iterable[Mapping[str, Any]]) -> None:
-        """Replace every order with a relist's."""
+    def replace_orders(
+        self, cluster: str, namespace: str | None, orders: Iterable[Mapping[str, Any]]
+    ) -> None:
+        """Replace the orders of one watch's scope with its relist's: those of the cluster in
+        that namespace, or in every namespace (None); every other order is kept."""
         with self._lock:
-            self._orders.clear()
-            self._by_control_plane.clear()
-        for order in orders:
-            self.put_order(order)
-        self.orders_synced.set()
+            for known in [
+                n
+                for n in self._orders
+                if n[0] == cluster and (namespace is None or n[1] == namespace)
+            ]:
+                self._drop_order(known)
+            for order in orders:
+                self._put_order(cluster, order)
+        if cluster == MANAGEMENT_CLUSTER:
+            self.orders_synced.set()
 
-    def _drop_order(self, name: ObjectName) -> None:
+    def _put_order(self, cluster: str, order: Mapping[str, Any]) -> None:
+        name = (cluster, *object_name(order))
+        entry = compute_order_index_entry(order, cluster)
+        self._drop_order(name)
+        self._orders[name] = entry
+        self._by_control_plane.setdefault(compute_control_plane_index_key(entry), set()).add(name)
+
+    def _drop_order(self, name: OrderName) -> None:
         entry = self._orders.pop(name, None)
         if entry is None:
             return
@@ -118,12 +150,13 @@ class ControlPlaneIndex:
                 del self._by_control_plane[index_key]
 
     def orders_referencing(self, index_key: str) -> list[dict[str, Any]]:
-        """The reduced orders whose controlPlaneRef resolves to ``<namespace>/<name>``."""
+        """The reduced orders, of every cluster, whose controlPlaneRef resolves to
+        ``<namespace>/<name>``."""
         with self._lock:
             return [self._orders[n] for n in sorted(self._by_control_plane.get(index_key, ()))]
 
     def orders(self) -> list[dict[str, Any]]:
-        """Every management-cluster order, reduced to what the mappers read."""
+        """Every known order of every cluster, reduced to what the mappers read."""
         with self._lock:
             return [self._orders[n] for n in sorted(self._orders)]
 
@@ -157,7 +190,8 @@ class ControlPlaneIndex:
         self._changed.set()
 
     def control_planes(self) -> list[ControlPlane]:
-        """The known ControlPlanes, reduced to Keystone's placement and namespace assignments."""
+        """The known ControlPlanes, reduced to Keystone's placement, the shared MariaDB's name,
+        the secret store and the namespace assignments."""
         with self._lock:
             return list(self._placements.values())
 
@@ -168,11 +202,27 @@ def control_plane_index(index: SharedIndex) -> ControlPlaneIndex:
 
 
 class _OrderTracker:
-    def __init__(self, index: SharedIndex) -> None:
-        found = control_plane_index(index)
-        self.put = found.put_order
-        self.drop = found.drop_order
-        self.replace = found.replace_orders
+    """Keeps the index's orders in step with one order watch: its cluster, and its namespace
+    (None: every namespace of the cluster). A watch that stops leaves its orders in the index
+    (a namespace no longer assigned: its orders still read the ControlPlane); the next watch of
+    that scope replaces them when it lists, and a new leadership term starts empty."""
+
+    def __init__(self, index: SharedIndex, cluster: str, namespace: str | None) -> None:
+        self._found = control_plane_index(index)
+        self._cluster = cluster
+        self._namespace = namespace
+
+    def put(self, obj: Mapping[str, Any]) -> None:
+        """An order of the watch was added or changed."""
+        self._found.put_order(self._cluster, obj)
+
+    def drop(self, name: ObjectName) -> None:
+        """An order of the watch was deleted."""
+        self._found.drop_order(self._cluster, name)
+
+    def replace(self, objs: list[Object]) -> None:
+        """The watch relisted: its scope's orders are these."""
+        self._found.replace_orders(self._cluster, self._namespace, objs)
 
 
 class _ControlPlaneTracker:
@@ -181,6 +231,13 @@ class _ControlPlaneTracker:
         self.put = found.put_control_plane
         self.drop = found.drop_control_plane
         self.replace = found.replace_control_planes
+
+
+def _control_plane_tracker(
+    index: SharedIndex, cluster: str, namespace: str | None
+) -> _ControlPlaneTracker | None:
+    """Keeps the ControlPlanes from the management cluster's watch only (where they live)."""
+    return _ControlPlaneTracker(index) if cluster == MANAGEMENT_CLUSTER else None
 
 
 def _database_slots(obj: Mapping[str, Any]) -> tuple[Slot, ...]:
@@ -214,6 +271,37 @@ def _map_database(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> l
     return map_database_cr(obj, cluster, control_plane_index(index).control_planes())
 
 
+def _map_mariadb(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
+    found = control_plane_index(index)
+    return map_mariadb(obj, cluster, found.control_planes(), found.orders_referencing)
+
+
+def _map_secret_store(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
+    found = control_plane_index(index)
+    return map_secret_store(
+        obj, NAMESPACED_STORE_KIND, found.control_planes(), found.orders_referencing
+    )
+
+
+def _map_cluster_secret_store(
+    obj: Mapping[str, Any], cluster: str, index: SharedIndex
+) -> list[OrderKey]:
+    found = control_plane_index(index)
+    return map_secret_store(
+        obj, CLUSTER_STORE_KIND, found.control_planes(), found.orders_referencing
+    )
+
+
+def _map_service_account(
+    obj: Mapping[str, Any], cluster: str, index: SharedIndex
+) -> list[OrderKey]:
+    return map_shared_service_account(obj, control_plane_index(index).orders())
+
+
+def _map_certificate_cr(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
+    return map_client_certificate_cr(obj, control_plane_index(index).orders())
+
+
 def _listed_control_planes(index: SharedIndex) -> list[ControlPlane]:
     # Empty until the ControlPlanes are listed: a namespace watched early could be one they drop.
     found = control_plane_index(index)
@@ -244,7 +332,7 @@ ROUTES: tuple[Route, ...] = (
         compute_control_plane_fingerprint,
         should_enqueue_control_plane_update,
         _map_control_plane,
-        tracker=_ControlPlaneTracker,
+        tracker=_control_plane_tracker,
         waits_for=lambda index: control_plane_index(index).orders_synced,
     ),
     Route(
@@ -295,6 +383,58 @@ ROUTES: tuple[Route, ...] = (
         waits_for=lambda index: control_plane_index(index).control_planes_synced,
         namespaces=_placed,
         publisher=_schema_publisher,
+    ),
+    # The MariaDB a pass reads for its Ready condition, where Keystone is placed. Every change
+    # passes (its status included); a change no pass reads wakes its orders all the same.
+    Route(
+        MARIADB,
+        None,
+        False,
+        compute_child_fingerprint,
+        should_enqueue_child_update,
+        _map_mariadb,
+        waits_for=lambda index: control_plane_index(index).control_planes_synced,
+        namespaces=_placed,
+    ),
+    # The store the OpenBao server and auth mount are copied from (its spec is what is read).
+    Route(
+        SECRET_STORE,
+        None,
+        True,
+        compute_child_fingerprint,
+        should_enqueue_child_update,
+        _map_secret_store,
+        waits_for=lambda index: control_plane_index(index).control_planes_synced,
+    ),
+    Route(
+        CLUSTER_SECRET_STORE,
+        None,
+        True,
+        compute_child_fingerprint,
+        should_enqueue_child_update,
+        _map_cluster_secret_store,
+        waits_for=lambda index: control_plane_index(index).control_planes_synced,
+    ),
+    # The shared children every order of a ControlPlane namespace applies and compares.
+    Route(
+        SERVICE_ACCOUNT,
+        None,
+        True,
+        compute_child_fingerprint,
+        should_enqueue_child_update,
+        _map_service_account,
+        field_selector=f"metadata.name={SHARED_SERVICE_ACCOUNT}",
+        waits_for=lambda index: control_plane_index(index).orders_synced,
+    ),
+    Route(
+        CERTIFICATE,
+        None,
+        True,
+        compute_child_fingerprint,
+        should_enqueue_child_update,
+        _map_certificate_cr,
+        field_selector=f"metadata.name={CLIENT_CERTIFICATE}",
+        waits_for=lambda index: control_plane_index(index).orders_synced,
     ),
 )
 

@@ -76,6 +76,12 @@ def mysql_index(index: SharedIndex) -> MysqlIndex:
     return index.extension("mysqldatabase", MysqlIndex)
 
 
+def _mysql_tracker(index: SharedIndex, cluster: str, namespace: str | None) -> MysqlIndex:
+    """Keeps the index from the order watch (of the management cluster only, where the kind is
+    served)."""
+    return mysql_index(index)
+
+
 def _map_group(obj: Mapping[str, Any], cluster: str, index: SharedIndex) -> list[OrderKey]:
     namespace, name = object_name(obj)
     return mysql_index(index).naming(namespace, group=name)
@@ -93,7 +99,7 @@ def _claim_publisher(to: PublishTo) -> IndexPublisher:
 
 ROUTES: tuple[Route, ...] = (
     replace(
-        order_route(IDENTITY, tracker=mysql_index, publisher=_claim_publisher),
+        order_route(IDENTITY, tracker=_mysql_tracker, publisher=_claim_publisher),
         management_only=True,
     ),
     Route(

@@ -82,7 +82,7 @@ class PublishTo:
 
 
 class Tracker(Protocol):
-    """Keeps a shared index in step with one watch."""
+    """Keeps a shared index in step with one watch (one cluster, and one namespace or all)."""
 
     def put(self, obj: Mapping[str, Any]) -> None:
         """An object was added or changed."""
@@ -91,7 +91,13 @@ class Tracker(Protocol):
         """An object was deleted."""
 
     def replace(self, objs: list[Object]) -> None:
-        """A relist (or a kind the cluster does not serve: no objects) replaces all."""
+        """A relist (or a kind the cluster does not serve: no objects) replaces all the watch's
+        objects (and none of another watch's)."""
+
+
+MakeTracker = Callable[[SharedIndex, str, str | None], Tracker | None]
+"""Given the term's shared index, a watch's cluster and its namespace (None: the whole cluster),
+what keeps the index in step with that watch; None keeps nothing from it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +113,9 @@ class Route:
     field_selector: str | None = None
     name: str = ""
     """Names the watch where the kind alone does not (two watches of Secrets)."""
-    tracker: Callable[[SharedIndex], Tracker] | None = None
-    """Keeps the shared index from this kind's management-cluster watch."""
+    tracker: MakeTracker | None = None
+    """Keeps the shared index from each of this kind's watches, on every cluster it is watched
+    on and in every namespace (the route's own to decide which it keeps)."""
     waits_for: Callable[[SharedIndex], threading.Event] | None = None
     """What the first relist waits for, so its events map against a filled index."""
     namespaces: Callable[[SharedIndex, str], set[str]] | None = None
@@ -225,9 +232,7 @@ class Dispatcher:
         self._is_own_write = is_own_write
         self._seen: dict[ObjectName, Seen] = {}
         self._tracker = (
-            route.tracker(index)
-            if route.tracker is not None and cluster == MANAGEMENT_CLUSTER
-            else None
+            route.tracker(index, cluster, namespace) if route.tracker is not None else None
         )
         self._publisher = (
             route.publisher(publish_to)

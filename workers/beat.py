@@ -106,7 +106,7 @@ def _sweep_table(
         done: list[OrderKey] = []
         try:
             for key in keys:
-                queue.enqueue(key)
+                queue.enqueue(key, refresh=table is Timetable.REFRESH)
                 done.append(key)
         finally:
             queue.release_claims(done, table)
@@ -124,7 +124,8 @@ def recover_claims(queue: WorkQueue, older_than: float, table: Timetable) -> int
     done: list[OrderKey] = []
     try:
         for key in keys:
-            queue.enqueue(key, force=True)  # its mark may be the dead sweep's, with no message
+            # Its mark may be the dead sweep's, with no message.
+            queue.enqueue(key, force=True, refresh=table is Timetable.REFRESH)
             done.append(key)
     finally:
         queue.release_claims(done, table)

@@ -14,6 +14,7 @@ credential) and ``ReadError`` (a read other than NotFound failed).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -95,6 +96,8 @@ EXTERNAL_SECRET = Resource("external-secrets.io", "v1", "externalsecrets", "Exte
 VAULT_DYNAMIC_SECRET = Resource(
     "generators.external-secrets.io", "v1alpha1", "vaultdynamicsecrets", "VaultDynamicSecret"
 )
+CERTIFICATE_REUSE_SECONDS = 300.0
+"""How long a worker process reuses the OpenBao client certificate it read for quiet refreshes."""
 SECRET_STORE = Resource("external-secrets.io", "v1", "secretstores", "SecretStore")
 CLUSTER_SECRET_STORE = Resource(
     "external-secrets.io", "v1", "clustersecretstores", "ClusterSecretStore", namespaced=False
@@ -294,6 +297,10 @@ class MariaDBIO(Protocol):
         """The observation with the OpenBao role as it stands (``role`` None: unchanged)."""
         ...
 
+    def role_as_desired(self, role: EnsureRole) -> bool:
+        """Whether the OpenBao role stands as ``role`` wants it; False when OpenBao cannot say."""
+        ...
+
     def fetch_delivery(
         self,
         order: MariaDBDatabase,
@@ -375,6 +382,7 @@ class MariaDBOrders:
         self.clusters = clusters
         self.settings = settings
         self.schemas = schemas
+        self._certificates: dict[ClientCertificateRef, tuple[float, ClientCertificate]] = {}
         self.read_jwt = read_jwt or (
             lambda: Path(settings.service_account_token_file).read_text(encoding="utf-8")
         )
@@ -546,6 +554,34 @@ class MariaDBOrders:
         except OpenBaoError:
             return observation
         return replace(observation, role=data, role_observed=True)
+
+    def role_as_desired(self, role: EnsureRole) -> bool:
+        """Whether the OpenBao role stands as ``role`` wants it: a quiet refresh's one check.
+
+        The client certificate comes from this process's memory when it read it less than
+        ``CERTIFICATE_REUSE_SECONDS`` ago (cert-manager renews long before the old one expires),
+        so a quiet refresh reads nothing from Kubernetes. False when OpenBao cannot answer or
+        refuses the login: the full pass that follows reads the certificate again and says why
+        on the order.
+        """
+        ref = role.client_certificate
+        try:
+            certificate = self._reused_certificate(ref)
+            with self._session(role.connection, ref, certificate) as session:
+                data = session.read_role(role.role_name)
+        except (OpenBaoError, KubeError):
+            self._certificates.pop(ref, None)
+            return False
+        return not should_write_role(data, role.body)
+
+    def _reused_certificate(self, ref: ClientCertificateRef) -> ClientCertificate:
+        now = time.monotonic()
+        found = self._certificates.get(ref)
+        if found is not None and now - found[0] < CERTIFICATE_REUSE_SECONDS:
+            return found[1]
+        certificate = self._certificate(ref)
+        self._certificates[ref] = (now, certificate)
+        return certificate
 
     def fetch_delivery(
         self,

@@ -22,6 +22,9 @@ from tenantdb.core.objects import ObjectMeta
 class PassPath(StrEnum):
     """What a pass does next; the values are the ``path`` label of the passes metric."""
 
+    QUIET = "quiet"
+    """A refresh the watches vouch for: only what no watch sees was checked
+    (``tenantdb.core.quiet``)."""
     GONE = "gone"
     """The order does not exist (any more)."""
     RELEASED = "released"

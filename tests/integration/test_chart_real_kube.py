@@ -443,6 +443,11 @@ WATCHER_CAN = EVERYONE | {
     ("externalsecrets.external-secrets.io", "", "list watch"),
     ("vaultdynamicsecrets.generators.external-secrets.io", "", "list watch"),
     ("databases.k8s.mariadb.com", "", "list watch"),
+    ("mariadbs.k8s.mariadb.com", "", "list watch"),
+    ("secretstores.external-secrets.io", "", "list watch"),
+    ("clustersecretstores.external-secrets.io", "", "list watch"),
+    ("serviceaccounts", "order-db-creds", "list watch"),
+    ("certificates.cert-manager.io", "order-db-openbao-client", "list watch"),
     ("mysqlfailovergroups.shipstream.io", "", "list watch"),
 }
 WORKER_CAN = EVERYONE | {
@@ -474,7 +479,7 @@ TARGET_ASSIGNED_CAN = EVERYONE | {
 }
 TARGET_PLACED_CAN = EVERYONE | {
     ("databases.k8s.mariadb.com", "", "get list watch create patch delete"),
-    ("mariadbs.k8s.mariadb.com", "", "get"),
+    ("mariadbs.k8s.mariadb.com", "", "get list watch"),
     ("secrets", "", "get"),
 }
 

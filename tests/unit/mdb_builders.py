@@ -298,6 +298,12 @@ class World:
     """The order as stored, read through the kind's parsing instead of ``order``."""
     claimed_by: str | None = None
     """The Database CR of another order that claimed the schema first (None: no such claim)."""
+    children_live: bool = False
+    """Every child the pass would apply, the delivered Secret included, already stands as the
+    pass wants it (what the API server would answer for a converged order)."""
+    openbao_role: str = "unobserved"
+    """How the OpenBao role stands: "unobserved" (OpenBao is not asked), "desired", "absent" or
+    "drifted" (another max_ttl)."""
 
 
 def target_world(

@@ -37,7 +37,7 @@ from tenantdb.adapters.mariadbdatabase import (
     run_in_order,
 )
 from tenantdb.adapters.workqueue import Heartbeat, Lease, WorkQueue
-from tenantdb.core.actions import ApplyObject
+from tenantdb.core.actions import ApplyObject, ObjectRef
 from tenantdb.core.events import Event
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mariadbdatabase.actions import Action, EnsureRole
@@ -63,6 +63,7 @@ from tenantdb.core.mariadbdatabase.results import Unreadable
 from tenantdb.core.mariadbdatabase.scope import OrderScope, compute_order_scope
 from tenantdb.core.mariadbdatabase.teardown import TeardownObservation
 from tenantdb.core.objects import KubeObject, Secret
+from tenantdb.core.quiet import QuietBasis, QuietLook
 from tests.unit.mdb_builders import CONNECTION, World
 
 
@@ -96,6 +97,8 @@ class WorldIO:
     """The provision observations served, the OpenBao role's last."""
     deliveries: list[DeliveryObservation] = field(default_factory=list)
     """The delivery observations served."""
+    role_checks: list[EnsureRole] = field(default_factory=list)
+    """The roles a quiet check asked OpenBao about."""
 
     def note_ready(self, key: OrderKey, order: dict[str, Any]) -> None:
         self.ready.append((key, order))
@@ -150,6 +153,8 @@ class WorldIO:
             materialised_secret=world.materialised,
             claimed_by=world.claimed_by,
         )
+        if world.children_live:
+            observation = replace(observation, live=_as_wanted(plan_provision(observation).actions))
         self.provisions.append(observation)
         return observation
 
@@ -159,8 +164,21 @@ class WorldIO:
     def observe_role(
         self, observation: ProvisionObservation, role: EnsureRole | None
     ) -> ProvisionObservation:
+        if role is not None and self.world.openbao_role != "unobserved":
+            observation = replace(observation, role=self._role(role), role_observed=True)
         self.provisions.append(observation)
         return observation
+
+    def _role(self, role: EnsureRole) -> dict[str, Any] | None:
+        stands = self.world.openbao_role
+        if stands == "absent":
+            return None
+        body = role.body.to_request()
+        return {**body, "max_ttl": body["max_ttl"] + 1} if stands == "drifted" else body
+
+    def role_as_desired(self, role: EnsureRole) -> bool:
+        self.role_checks.append(role)
+        return self.world.openbao_role == "desired"
 
     def fetch_delivery(
         self,
@@ -181,6 +199,11 @@ class WorldIO:
             external_secret=world.external_secret,
             delivered_secret=world.delivered,
         )
+        wanted = plan_delivery(observation).apply
+        if world.children_live and wanted is not None:
+            live = _as_wanted((wanted,))[wanted.ref]
+            secret = Secret.model_validate(live)
+            observation = replace(observation, delivered_secret=secret, delivered_raw=live)
         self.deliveries.append(observation)
         return observation
 
@@ -289,6 +312,15 @@ class WorldIO:
         written(stored)
 
 
+def _as_wanted(actions: Iterable[Action]) -> dict[ObjectRef, dict[str, Any]]:
+    """What the API server answers for each child the actions apply, as they want it."""
+    return {
+        a.ref: {**a.manifest, "metadata": {**a.manifest["metadata"], "uid": "u"}}
+        for a in actions
+        if isinstance(a, ApplyObject)
+    }
+
+
 def _with_finalizers(io: WorldIO, raw: dict[str, Any], finalizers: list[str]) -> dict[str, Any]:
     io.finalizers.append(finalizers)
     return {**raw, "metadata": {**raw["metadata"], "finalizers": finalizers}}
@@ -301,6 +333,8 @@ class PassRun:
     io: WorldIO
     reason: str
     steps: tuple[str, ...] = ()
+    requeue_after: float | None = None
+    """When the entry asked to come back, in seconds (for a pass it ended itself)."""
 
     @property
     def record(self) -> PassRecord:
@@ -361,10 +395,25 @@ class WorldOrders:
 
 
 @dataclass
+class QuietBook:
+    """What Redis holds for quiet refreshes across passes: the order's touch count, the
+    watcher's leader token (None: no watcher leads) and the basis with its note."""
+
+    touched: int = 0
+    leader: str | None = "watcher-term-1"
+    full_every: float = 43200.0
+    basis: QuietBasis | None = None
+    note: str | None = None
+    forgotten: int = 0
+    """How many times a pass dropped the basis."""
+
+
+@dataclass
 class WorldRuntime:
     """The scaffold's runtime over a World: the order store is the World's, Redis is lists."""
 
     io: WorldIO
+    book: QuietBook = field(default_factory=QuietBook)
 
     @property
     def orders(self) -> WorldOrders:
@@ -386,14 +435,30 @@ class WorldRuntime:
     def load_note(self, lease: Lease, note_type: type[Any]) -> Any:
         raise AssertionError("the run hands each step its note itself")
 
+    @property
+    def full_refresh_seconds(self) -> float:
+        return self.book.full_every
 
-def run_pass(world: World) -> PassRun:
-    """Run the entry of one pass over the world's order, then its chain's steps in order."""
+    def look_quiet(self, key: OrderKey) -> tuple[QuietLook, str | None]:
+        book = self.book
+        return QuietLook(book.touched, book.leader, book.basis), book.note
+
+    def record_quiet(self, key: OrderKey, basis: QuietBasis, note: str) -> None:
+        self.book.basis, self.book.note = basis, note
+
+    def forget_quiet(self, key: OrderKey) -> None:
+        self.book.basis, self.book.note = None, None
+        self.book.forgotten += 1
+
+
+def run_pass(world: World, book: QuietBook | None = None) -> PassRun:
+    """Run the entry of one pass over the world's order, then its chain's steps in order;
+    ``book`` carries what Redis keeps for quiet refreshes from one pass to the next."""
     key = IDENTITY.key(world.order.metadata.namespace, world.order.metadata.name, world.cluster)
     io = WorldIO(world)
-    runtime = WorldRuntime(io)
+    runtime = WorldRuntime(io, QuietBook() if book is None else book)
     outcome = scaffold.serve(kind.SPEC, PassContext(key, _Guard()), io=io, runtime=runtime)
-    run = PassRun(io, outcome.reason)
+    run = PassRun(io, outcome.reason, requeue_after=outcome.requeue_after)
     if outcome.handoff is None:
         return run
     handoff = outcome.handoff

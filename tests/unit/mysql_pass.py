@@ -37,6 +37,7 @@ from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase.gates import OwnerSecret
 from tenantdb.core.mysqldatabase.naming import IDENTITY
 from tenantdb.core.mysqldatabase.sql import Dialect, Statement
+from tenantdb.core.quiet import QuietBasis, QuietLook
 
 NAMESPACE = "bloodraven"
 ORDER = "tenant-acme"
@@ -354,6 +355,19 @@ class WorldRuntime:
         if self.note is None:
             return None
         return TypeAdapter(note_type).validate_json(self.note)
+
+    @property
+    def full_refresh_seconds(self) -> float:
+        return 43200.0
+
+    def look_quiet(self, key: OrderKey) -> tuple[QuietLook, str | None]:
+        return self.queue.look_quiet(key)
+
+    def record_quiet(self, key: OrderKey, basis: QuietBasis, note: str) -> None:
+        self.queue.record_quiet(key, basis, note, int(self.full_refresh_seconds * 1000))
+
+    def forget_quiet(self, key: OrderKey) -> None:
+        self.queue.forget_quiet(key)
 
 
 def make_runtime(world: World) -> WorldRuntime:

@@ -183,7 +183,7 @@ def test_index_entry_fans_out_like_the_whole_order(
         order["spec"]["controlPlaneRef"] = ref
     cp = {"metadata": {"name": "cp", "namespace": "tenant-a"}}
     whole = map_control_plane(cp, [order])
-    reduced = map_control_plane(cp, [compute_order_index_entry(order)])
+    reduced = map_control_plane(cp, [compute_order_index_entry(order, MANAGEMENT_CLUSTER)])
     assert whole == reduced
     assert [f"{k.namespace}/{k.name}" for k in reduced] == expected
 

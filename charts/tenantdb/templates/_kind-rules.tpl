@@ -32,6 +32,28 @@ include them beside the rules no kind owns.
 - apiGroups: [k8s.mariadb.com]
   resources: [databases]
   verbs: [list, watch]
+# MariaDBDatabase: the MariaDB a pass reads for its Ready condition: a change wakes the orders on
+#   it.
+- apiGroups: [k8s.mariadb.com]
+  resources: [mariadbs]
+  verbs: [list, watch]
+# MariaDBDatabase: the store the OpenBao server and mount come from: a change wakes the orders
+#   whose ControlPlane names it.
+- apiGroups: [external-secrets.io]
+  resources: [secretstores, clustersecretstores]
+  verbs: [list, watch]
+# MariaDBDatabase: the shared ServiceAccount of a ControlPlane namespace: an edit or a deletion
+#   wakes the orders there, which apply it.
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  resourceNames: [order-db-creds]
+  verbs: [list, watch]
+# MariaDBDatabase: the shared OpenBao client Certificate of a ControlPlane namespace: an edit or a
+#   deletion wakes the orders there, which apply it.
+- apiGroups: [cert-manager.io]
+  resources: [certificates]
+  resourceNames: [order-db-openbao-client]
+  verbs: [list, watch]
 # MysqlDatabase: every change of an order starts a pass.
 - apiGroups: [shipstream.io]
   resources: [mysqldatabases]
@@ -147,10 +169,11 @@ include them beside the rules no kind owns.
 - apiGroups: [k8s.mariadb.com]
   resources: [databases]
   verbs: [get, list, watch, create, patch, delete]
-# MariaDBDatabase: provision reads the MariaDB.
+# MariaDBDatabase: provision reads the MariaDB; the watcher watches it, so that a change wakes the
+#   orders on it.
 - apiGroups: [k8s.mariadb.com]
   resources: [mariadbs]
-  verbs: [get]
+  verbs: [get, list, watch]
 # MariaDBDatabase: delivery reads the database's CA bundle beside Keystone.
 - apiGroups: [""]
   resources: [secrets]

@@ -44,6 +44,10 @@ These primitives give the engine its guarantees:
 * A pass that goes on in a chain leaves what it observed and decided for its steps in a note
   (``save_note``), under its token, so no step reads the world again; a note never holds a
   credential and ends with the pass.
+* Every enqueue but a periodic refresh's also counts a touch of the key; a converged pass leaves
+  the count it began with as the basis of the key's quiet refreshes (``record_quiet``), and a
+  refresh that finds the count unchanged, under the same watcher term, may trust the watches
+  for everything they see (``tenantdb.core.quiet``).
 * Two timetables hold "come back at T" per key (the earliest time wins) and pop due keys exactly
   once, in batches: the due-set for short waits and the refresh set for periodic refreshes.
 
@@ -52,9 +56,10 @@ they need a single Redis (or Sentinel), not Redis Cluster.
 
 The package never decides anything about an order and never logs anything but order keys. Its
 parts: ``queueing`` (enqueue and the sweeps), ``leasing`` (leases, fences, the heartbeat),
-``timetables`` (come-backs and periodic claims) and ``notes`` (a pass's note, tenantdb's own
-writes), over ``base`` (the client, ``keys``, and the Lua scripts of ``lua/``, loaded by
-``scripts.source``). ``WorkQueue`` is all of them in one object.
+``timetables`` (come-backs and periodic claims), ``notes`` (a pass's note, tenantdb's own
+writes) and ``quiet`` (the bases of quiet refreshes), over ``base`` (the client, ``keys``, and
+the Lua scripts of ``lua/``, loaded by ``scripts.source``). ``WorkQueue`` is all of them in one
+object.
 """
 
 from __future__ import annotations
@@ -79,6 +84,7 @@ from tenantdb.adapters.workqueue.leasing import (
 )
 from tenantdb.adapters.workqueue.notes import Notes
 from tenantdb.adapters.workqueue.queueing import Queueing
+from tenantdb.adapters.workqueue.quiet import Quieting
 from tenantdb.adapters.workqueue.timetables import Claimed, Timetables
 
 __all__ = [
@@ -100,5 +106,5 @@ __all__ = [
 ]
 
 
-class WorkQueue(Queueing, Leasing, Timetables, Notes):
+class WorkQueue(Queueing, Leasing, Timetables, Notes, Quieting):
     """Redis primitives of the work queue for one key prefix: every part over one client."""

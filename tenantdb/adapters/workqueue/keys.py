@@ -34,6 +34,15 @@ class WorkQueueKeys:
         """The note a pass leaves for the steps of its chain."""
         return f"{self.prefix}note:{key}"
 
+    def quiet(self, key: OrderKey) -> str:
+        """The basis a converged pass left for the key's quiet refreshes, and their note."""
+        return f"{self.prefix}quiet:{key}"
+
+    @property
+    def watcher_leader(self) -> str:
+        """The watcher's leader lease: its value is the leading replica's token."""
+        return f"{self.prefix}leader:watcher"
+
     def written(self, cluster: str, kind: str, namespace: str, name: str) -> str:
         """The resourceVersion of tenantdb's last write of one object."""
         return f"{self.prefix}written:{cluster}/{kind}/{namespace}/{name}"

@@ -23,13 +23,15 @@ from tenantdb.core.tasknames import Queue
 class Queueing(QueueBase):
     """Enqueue, pending marks, and the sweeps that recover lost passes."""
 
-    def enqueue(self, key: OrderKey, *, force: bool = False) -> bool:
+    def enqueue(self, key: OrderKey, *, force: bool = False, refresh: bool = False) -> bool:
         """Count an event for ``key`` and publish a reconcile unless one is pending or running.
 
         Args:
             key: the order.
             force: publish even when a pass is pending (the mark is set all the same); a running
                 pass asks for the next one itself.
+            refresh: the event is the order's periodic refresh, which does not count as a touch
+                (``tenantdb.core.quiet``); every other enqueue does.
 
         Returns:
             Whether a task was published.
@@ -51,6 +53,7 @@ class Queueing(QueueBase):
                     str(key),
                     self.lock_ttl_ms,
                     WRITES_TTL,
+                    "1" if refresh else "0",
                 ],
             )
             self._count_write(int(writes))

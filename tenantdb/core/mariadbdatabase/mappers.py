@@ -4,19 +4,28 @@ Owns the pure mapping decisions the watcher makes: an event on an order (and the
 that ignores tenantdb's own status and finalizer writes), on its delivered Secret (by the
 controller owner reference), on a labelled Secret, ExternalSecret or VaultDynamicSecret on the
 management cluster, on a mariadb-operator Database (only in a namespace where a ControlPlane
-places Keystone on that cluster), and on a ControlPlane (a spec change, a deletion, or a flip
-of DBCredentialsReady fans out to the management-cluster orders that reference it). Objects
-come in as the raw dicts a watch yields. It must never list, fetch or enqueue anything.
+places Keystone on that cluster), on a ControlPlane (a spec change, a deletion, or a flip of
+DBCredentialsReady fans out to the orders that reference it, on whichever cluster each one
+lives), and on the shared objects a pass reads beside the order's own: the MariaDB Keystone's
+database lives on, the SecretStore or ClusterSecretStore the OpenBao connection comes from, and
+the ServiceAccount, Certificate and client-certificate Secret every order of a ControlPlane
+namespace shares. Each of these wakes exactly the orders whose pass reads that object, as
+``scope.compute_order_scope`` resolves it from their ControlPlane, and each order's key names
+the cluster the order lives on. Objects come in as the raw dicts a watch yields; orders may come
+reduced to an index entry (``watching.compute_order_index_entry``), which carries its cluster.
+It must never list, fetch or enqueue anything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
 from tenantdb.core.mariadbdatabase.controlplane import (
     DB_CREDENTIALS_READY,
+    compute_cluster_ref,
+    compute_effective_keystone_database,
     compute_keystone_cluster,
     compute_keystone_namespace,
 )
@@ -29,13 +38,26 @@ from tenantdb.core.mariadbdatabase.naming import (
     LABEL_NAME,
     LABEL_NAMESPACE,
     MANAGEMENT_CLUSTER,
+    SHARED_SERVICE_ACCOUNT,
     SINGULAR,
+)
+from tenantdb.core.mariadbdatabase.openbao import (
+    CLUSTER_STORE_KIND,
+    StoreLocation,
+    compute_store_location,
 )
 from tenantdb.core.objects import metadata_of
 from tenantdb.core.watching import should_enqueue_order_update as should_enqueue_order_update
 
 ORDER_KIND = SINGULAR
 """The kind part of a MariaDBDatabase order key."""
+
+ORDER_CLUSTER = "cluster"
+"""Where an order's index entry carries the cluster the order lives on (no Kubernetes field:
+an order does not say which cluster it is on; the watch it came from does)."""
+
+OrdersReferencing = Callable[[str], Iterable[Mapping[str, Any]]]
+"""Given `<namespace>/<name>` of a ControlPlane, the orders naming it, on every cluster."""
 
 _VOLATILE_METADATA = ("resourceVersion", "managedFields")
 
@@ -66,6 +88,18 @@ def map_order(obj: Mapping[str, Any], cluster: str) -> list[OrderKey]:
     return _keys(
         compute_order_key(cluster, str(meta.get("namespace", "")), str(meta.get("name", "")))
     )
+
+
+def compute_order_cluster(order: Mapping[str, Any]) -> str:
+    """Return the cluster an order lives on, as its index entry carries it; an order that does
+    not carry one (a whole object, as a watch yields it) reads as on the management cluster."""
+    cluster = order.get(ORDER_CLUSTER)
+    return cluster if isinstance(cluster, str) else MANAGEMENT_CLUSTER
+
+
+def map_order_entry(order: Mapping[str, Any]) -> list[OrderKey]:
+    """Map an order (or its index entry) to its own key, on the cluster it lives on."""
+    return map_order(order, compute_order_cluster(order))
 
 
 def map_delivered_secret(obj: Mapping[str, Any], cluster: str) -> list[OrderKey]:
@@ -128,19 +162,15 @@ def compute_control_plane_index_key(order: Mapping[str, Any]) -> str:
     return f"{namespace}/{ref.get('name', '')}"
 
 
-def map_control_plane(
-    cp: Mapping[str, Any], management_orders: Iterable[Mapping[str, Any]]
-) -> list[OrderKey]:
-    """Fan a ControlPlane event out to the management-cluster orders that reference it.
-
-    No ControlPlane event reaches an order on a target cluster; those rely on the refresh.
-    """
+def map_control_plane(cp: Mapping[str, Any], orders: Iterable[Mapping[str, Any]]) -> list[OrderKey]:
+    """Fan a ControlPlane event out to the orders that reference it, each on its own cluster
+    (an order on a target cluster names a ControlPlane of the management cluster)."""
     meta = metadata_of(cp)
     wanted = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     keys: list[OrderKey] = []
-    for order in management_orders:
+    for order in orders:
         if compute_control_plane_index_key(order) == wanted:
-            keys += map_order(order, MANAGEMENT_CLUSTER)
+            keys += map_order_entry(order)
     return keys
 
 
@@ -179,20 +209,119 @@ def _strip_volatile(obj: Mapping[str, Any]) -> dict[str, Any]:
     return stripped
 
 
-def map_client_certificate(
-    secret: Mapping[str, Any], management_orders: Iterable[Mapping[str, Any]]
+def _orders_in_control_plane_namespace(
+    obj: Mapping[str, Any], name: str, orders: Iterable[Mapping[str, Any]]
 ) -> list[OrderKey]:
-    """Map the shared OpenBao client certificate to the orders of its ControlPlane namespace.
+    meta = metadata_of(obj)
+    if meta.get("name") != name:
+        return []
+    namespace = str(meta.get("namespace", ""))
+    keys: list[OrderKey] = []
+    for order in orders:
+        if compute_control_plane_index_key(order).split("/", 1)[0] == namespace:
+            keys += map_order_entry(order)
+    return keys
+
+
+def map_client_certificate(
+    secret: Mapping[str, Any], orders: Iterable[Mapping[str, Any]]
+) -> list[OrderKey]:
+    """Map the shared OpenBao client certificate to the orders of its ControlPlane namespace,
+    each on its own cluster.
 
     The reference waits out its 10 s requeue until cert-manager has issued the certificate;
     mapping the Secret's events lets the orders waiting on it go on as soon as it is written.
     """
-    meta = metadata_of(secret)
-    if meta.get("name") != CLIENT_CERTIFICATE:
-        return []
-    namespace = str(meta.get("namespace", ""))
+    return _orders_in_control_plane_namespace(secret, CLIENT_CERTIFICATE, orders)
+
+
+def map_client_certificate_cr(
+    certificate: Mapping[str, Any], orders: Iterable[Mapping[str, Any]]
+) -> list[OrderKey]:
+    """Map the cert-manager Certificate of the client certificate to the orders of its
+    ControlPlane namespace, each on its own cluster.
+
+    Every order resolving its controlPlaneRef to that namespace applies the same Certificate
+    and compares it with what it wants, so an edit or a deletion of it is theirs to repair.
+    """
+    return _orders_in_control_plane_namespace(certificate, CLIENT_CERTIFICATE, orders)
+
+
+def map_shared_service_account(
+    account: Mapping[str, Any], orders: Iterable[Mapping[str, Any]]
+) -> list[OrderKey]:
+    """Map the shared ServiceAccount ESO's generator logs in as to the orders of its ControlPlane
+    namespace, each on its own cluster: each of them applies it and compares it with what it
+    wants."""
+    return _orders_in_control_plane_namespace(account, SHARED_SERVICE_ACCOUNT, orders)
+
+
+def _orders_of(cp: ControlPlane, orders_referencing: OrdersReferencing) -> list[OrderKey]:
     keys: list[OrderKey] = []
-    for order in management_orders:
-        if compute_control_plane_index_key(order).split("/", 1)[0] == namespace:
-            keys += map_order(order, MANAGEMENT_CLUSTER)
+    for order in orders_referencing(f"{cp.metadata.namespace}/{cp.metadata.name}"):
+        keys += map_order_entry(order)
+    return keys
+
+
+def compute_mariadb_name(cp: ControlPlane) -> str:
+    """Return the name of the MariaDB an order of the ControlPlane reads ("" when none)."""
+    database = compute_effective_keystone_database(cp)
+    return compute_cluster_ref(database) if database is not None else ""
+
+
+def map_mariadb(
+    obj: Mapping[str, Any],
+    cluster: str,
+    control_planes: Iterable[ControlPlane],
+    orders_referencing: OrdersReferencing,
+) -> list[OrderKey]:
+    """Map a mariadb-operator MariaDB to the orders whose pass reads it.
+
+    A pass reads the MariaDB its ControlPlane's effective Keystone database names, in Keystone's
+    namespace on Keystone's cluster, for its Ready condition; so a MariaDB wakes the orders of
+    each ControlPlane that places Keystone on this cluster and in this namespace with a database
+    of this name, and no other.
+    """
+    meta = metadata_of(obj)
+    namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+    if not name:
+        return []
+    keys: list[OrderKey] = []
+    for cp in control_planes:
+        if (
+            compute_mariadb_name(cp) == name
+            and compute_keystone_namespace(cp) == namespace
+            and compute_keystone_cluster(cp) == cluster
+        ):
+            keys += _orders_of(cp, orders_referencing)
+    return keys
+
+
+def compute_event_store_location(obj: Mapping[str, Any], kind: str) -> StoreLocation:
+    """Return where a SecretStore or ClusterSecretStore event's object sits, as the store an
+    order's scope names would (a cluster store has no namespace)."""
+    meta = metadata_of(obj)
+    namespace = "" if kind == CLUSTER_STORE_KIND else str(meta.get("namespace", ""))
+    return StoreLocation(kind, str(meta.get("name", "")), namespace)
+
+
+def map_secret_store(
+    obj: Mapping[str, Any],
+    kind: str,
+    control_planes: Iterable[ControlPlane],
+    orders_referencing: OrdersReferencing,
+) -> list[OrderKey]:
+    """Map a SecretStore or ClusterSecretStore (``kind``) to the orders whose pass reads it.
+
+    A pass copies the OpenBao server and Kubernetes-auth mount from the store its ControlPlane
+    names (``openbao.compute_store_location``), so a store wakes the orders of the ControlPlanes
+    naming that store, and no other.
+    """
+    location = compute_event_store_location(obj, kind)
+    if not location.name:
+        return []
+    keys: list[OrderKey] = []
+    for cp in control_planes:
+        if compute_store_location(cp) == location:
+            keys += _orders_of(cp, orders_referencing)
     return keys

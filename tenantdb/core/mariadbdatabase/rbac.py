@@ -7,7 +7,11 @@ renders it into the chart's Role rules; a unit test fails while the chart is sta
 
 from __future__ import annotations
 
-from tenantdb.core.mariadbdatabase.naming import IDENTITY, SHARED_SERVICE_ACCOUNT
+from tenantdb.core.mariadbdatabase.naming import (
+    CLIENT_CERTIFICATE,
+    IDENTITY,
+    SHARED_SERVICE_ACCOUNT,
+)
 from tenantdb.core.rbac import Grant, KindAccess, order_resource, patched_status, watched_orders
 
 _ORDERS = order_resource(IDENTITY)
@@ -53,6 +57,35 @@ ACCESS = KindAccess(
             ("databases",),
             ("list", "watch"),
             "every Database CR beside the MariaDB, for the schema index of the collision guard.",
+        ),
+        Grant(
+            "k8s.mariadb.com",
+            ("mariadbs",),
+            ("list", "watch"),
+            "the MariaDB a pass reads for its Ready condition: a change wakes the orders on it.",
+        ),
+        Grant(
+            "external-secrets.io",
+            ("secretstores", "clustersecretstores"),
+            ("list", "watch"),
+            "the store the OpenBao server and mount come from: a change wakes the orders whose"
+            " ControlPlane names it.",
+        ),
+        Grant(
+            "",
+            ("serviceaccounts",),
+            ("list", "watch"),
+            "the shared ServiceAccount of a ControlPlane namespace: an edit or a deletion wakes"
+            " the orders there, which apply it.",
+            resource_names=(SHARED_SERVICE_ACCOUNT,),
+        ),
+        Grant(
+            "cert-manager.io",
+            ("certificates",),
+            ("list", "watch"),
+            "the shared OpenBao client Certificate of a ControlPlane namespace: an edit or a"
+            " deletion wakes the orders there, which apply it.",
+            resource_names=(CLIENT_CERTIFICATE,),
         ),
     ),
     worker=(
@@ -150,7 +183,13 @@ ACCESS = KindAccess(
             " collision guard; the order's is applied in provision (server-side apply creates"
             " it), its cleanup policy patched and it is deleted in teardown.",
         ),
-        Grant("k8s.mariadb.com", ("mariadbs",), ("get",), "provision reads the MariaDB."),
+        Grant(
+            "k8s.mariadb.com",
+            ("mariadbs",),
+            ("get", "list", "watch"),
+            "provision reads the MariaDB; the watcher watches it, so that a change wakes the"
+            " orders on it.",
+        ),
         Grant(
             "",
             ("secrets",),

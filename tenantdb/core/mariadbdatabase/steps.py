@@ -169,6 +169,34 @@ def plan_entry_delivery(obs: DeliveryObservation) -> EntryDelivery:
 
 
 @dataclass(frozen=True)
+class QuietCheck:
+    """What a quiet refresh of a converged order checks (``tenantdb.core.quiet``): its OpenBao
+    role, the one child no watch sees. Never a credential: the role's name and definition, the
+    OpenBao connection and where the client certificate is."""
+
+    role: EnsureRole
+
+
+def plan_quiet_check(
+    role: EnsureRole | None,
+    steps: tuple[str, ...],
+    planned: ProvisionPlan,
+    delivered: DeliveryResult | None,
+    *,
+    tls: bool,
+) -> QuietCheck | None:
+    """What later refreshes may check instead of reading everything, or None when this pass
+    leaves them nothing to trust: something to write, a leg that has not converged, no role to
+    check, or an order over TLS (its CA bundle is a Secret no watch follows)."""
+    if steps or role is None or tls or delivered is None:
+        return None
+    legs = (planned.result.outcome, delivered.outcome)
+    if not all(leg.proceed and leg.requeue_after is None for leg in legs):
+        return None
+    return QuietCheck(role)
+
+
+@dataclass(frozen=True)
 class PassNote:
     """What the entry observed and decided, left for the chain's steps so none reads it again.
 

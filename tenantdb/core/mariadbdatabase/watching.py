@@ -1,10 +1,10 @@
 """What the watcher remembers of a ControlPlane between events, and of the orders that name one.
 
 Owns the ControlPlane's fingerprint (what its update predicate compares: generation, deletion,
-the DBCredentialsReady condition), the reduced order the ControlPlane index keeps (its name and
-controlPlaneRef), and the reduced ControlPlane the Database CR mapping and a target cluster's
-namespaced watches need (Keystone's placement and the namespace assignments only). It must
-never list, watch, enqueue or read a clock.
+the DBCredentialsReady condition), the reduced order the ControlPlane index keeps (its cluster,
+name and controlPlaneRef), and the reduced ControlPlane the watcher's mappings and a target
+cluster's namespaced watches need (Keystone's placement, the shared MariaDB's name, the secret
+store and the namespace assignments only). It must never list, watch, enqueue or read a clock.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tenantdb.core.mariadbdatabase.controlplane import DB_CREDENTIALS_READY
+from tenantdb.core.mariadbdatabase.mappers import ORDER_CLUSTER
 from tenantdb.core.mariadbdatabase.models import ControlPlane, ControlPlaneSpec
 from tenantdb.core.objects import ObjectMeta, metadata_of
 from tenantdb.core.watching import Fingerprint
@@ -39,22 +40,38 @@ def compute_control_plane_fingerprint(obj: Mapping[str, Any]) -> Fingerprint:
     }
 
 
-def compute_order_index_entry(order: Mapping[str, Any]) -> dict[str, Any]:
-    """Reduce an order to what ``map_control_plane`` reads: its name and its controlPlaneRef."""
+def compute_order_index_entry(order: Mapping[str, Any], cluster: str) -> dict[str, Any]:
+    """Reduce an order of a cluster to what ``map_control_plane`` reads: the cluster it lives on
+    (under ``ORDER_CLUSTER``, where ``mappers.compute_order_cluster`` reads it), its name and
+    its controlPlaneRef."""
     meta = metadata_of(order)
     spec = order.get("spec")
     ref = spec.get("controlPlaneRef") if isinstance(spec, Mapping) else None
     entry: dict[str, Any] = {
-        "metadata": {"namespace": meta.get("namespace", ""), "name": meta.get("name", "")}
+        ORDER_CLUSTER: cluster,
+        "metadata": {"namespace": meta.get("namespace", ""), "name": meta.get("name", "")},
     }
     if isinstance(ref, Mapping):
         entry["spec"] = {"controlPlaneRef": {k: ref[k] for k in ("namespace", "name") if k in ref}}
     return entry
 
 
+def _reduce_infrastructure(value: Mapping[str, Any]) -> dict[str, Any]:
+    # Only the shared database's clusterRef names an object a pass reads (the MariaDB).
+    database = value.get("database")
+    if not isinstance(database, Mapping):
+        return {}
+    return {"database": {k: database[k] for k in ("clusterRef",) if k in database}}
+
+
 def compute_keystone_placement(obj: Mapping[str, Any]) -> ControlPlane | None:
-    """Reduce a ControlPlane to its name, Keystone's placement and its namespace assignments
-    (namespace and cluster only), or None when unreadable."""
+    """Reduce a ControlPlane to its name, Keystone's placement (with a dedicated database), the
+    shared database's clusterRef, its secretStoreRef and its namespace assignments (namespace and
+    cluster only), or None when unreadable.
+
+    An unreadable shared database or store reference is left out rather than losing Keystone's
+    placement with it: the pass of such a ControlPlane's orders reads neither.
+    """
     meta = metadata_of(obj)
     spec = obj.get("spec")
     services = spec.get("services") if isinstance(spec, Mapping) else None
@@ -64,14 +81,17 @@ def compute_keystone_placement(obj: Mapping[str, Any]) -> ControlPlane | None:
         for entry in assignments or ()
         if isinstance(entry, Mapping)
     ]
-    try:
-        return ControlPlane(
-            metadata=ObjectMeta(
-                name=str(meta.get("name", "")), namespace=str(meta.get("namespace", ""))
-            ),
-            spec=ControlPlaneSpec.model_validate(
-                {"services": services, "namespaceAssignments": reduced}
-            ),
-        )
-    except ValidationError:
-        return None
+    placement: dict[str, Any] = {"services": services, "namespaceAssignments": reduced}
+    extra: dict[str, Any] = {}
+    if isinstance(spec, Mapping):
+        if isinstance(spec.get("infrastructure"), Mapping):
+            extra["infrastructure"] = _reduce_infrastructure(spec["infrastructure"])
+        if isinstance(spec.get("secretStoreRef"), Mapping):
+            extra["secretStoreRef"] = spec["secretStoreRef"]
+    name = ObjectMeta(name=str(meta.get("name", "")), namespace=str(meta.get("namespace", "")))
+    for fields in ({**placement, **extra}, placement):
+        try:
+            return ControlPlane(metadata=name, spec=ControlPlaneSpec.model_validate(fields))
+        except ValidationError:
+            continue
+    return None

@@ -364,6 +364,26 @@ def test_management_rbac_splits_reading_from_writing(default_objects: list[Manif
     assert {verb for _, _, verb in watcher} == {"list", "watch"}
     assert _grants("", "secrets", "list,watch") <= watcher
     assert _grants("c5c3.io", "mariadbdatabases,controlplanes", "list,watch") <= watcher
+    # Every object a pass reads is watched, so that a change to it wakes the orders reading it.
+    assert (
+        _grants("k8s.mariadb.com", "databases,mariadbs", "list,watch")
+        | _grants("external-secrets.io", "externalsecrets,secretstores", "list,watch")
+        | _grants("external-secrets.io", "clustersecretstores", "list,watch")
+        | _grants("generators.external-secrets.io", "vaultdynamicsecrets", "list,watch")
+        | _grants("", "serviceaccounts", "list,watch")
+        | _grants("cert-manager.io", "certificates", "list,watch")
+    ) <= watcher
+    # The shared ServiceAccount and Certificate are watched by name only.
+    watcher_rules = named(default_objects, "ClusterRole", f"{FULL}-watcher")["rules"]
+    by_name = {
+        r["resources"][0]: r.get("resourceNames")
+        for r in watcher_rules
+        if r["resources"] in (["serviceaccounts"], ["certificates"])
+    }
+    assert by_name == {
+        "serviceaccounts": ["order-db-creds"],
+        "certificates": ["order-db-openbao-client"],
+    }
     # The worker writes what a pass touches and watches nothing.
     expected = (
         _grants("c5c3.io", "mariadbdatabases", "get,list,patch")
@@ -471,7 +491,7 @@ def test_target_cluster_mode_renders_only_the_access_it_grants(chart: Chart) -> 
         (
             "openstack",
             _grants("k8s.mariadb.com", "databases", "get,list,watch,create,patch,delete")
-            | _grants("k8s.mariadb.com", "mariadbs", "get")
+            | _grants("k8s.mariadb.com", "mariadbs", "get,list,watch")
             | _grants("", "secrets", "get"),
         )
     ]

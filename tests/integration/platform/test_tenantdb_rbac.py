@@ -56,8 +56,15 @@ WATCHER_GRANTED: list[tuple[str, ...]] = [
     ("watch", "secrets", "--all-namespaces"),
     ("watch", "controlplanes.c5c3.io", "--all-namespaces"),
     ("watch", "databases.k8s.mariadb.com", "--all-namespaces"),
+    ("watch", "mariadbs.k8s.mariadb.com", "--all-namespaces"),
+    ("watch", "secretstores.external-secrets.io", "--all-namespaces"),
+    ("watch", "clustersecretstores.external-secrets.io"),
+    ("watch", "serviceaccounts/order-db-creds", "-n", "openstack"),
+    ("watch", "certificates.cert-manager.io/order-db-openbao-client", "-n", "openstack"),
 ]
 WATCHER_ABSENT: list[tuple[str, ...]] = [
+    ("watch", "serviceaccounts", "-n", "openstack"),
+    ("watch", "certificates.cert-manager.io", "-n", "openstack"),
     ("get", "secrets", "-n", "tenant-a"),
     ("create", "secrets", "-n", "tenant-a"),
     ("patch", ORDERS, "--subresource=status", "-n", "tenant-a"),

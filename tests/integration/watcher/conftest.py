@@ -55,7 +55,9 @@ FAST = WatcherConfig(
 )
 
 
-def open_crd(group: str, plural: str, kind: str, version: str, *, status: bool) -> dict[str, Any]:
+def open_crd(
+    group: str, plural: str, kind: str, version: str, *, status: bool, namespaced: bool = True
+) -> dict[str, Any]:
     """A minimal CRD whose spec and status take any fields."""
     open_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     served: dict[str, Any] = {
@@ -77,7 +79,7 @@ def open_crd(group: str, plural: str, kind: str, version: str, *, status: bool) 
         "metadata": {"name": f"{plural}.{group}"},
         "spec": {
             "group": group,
-            "scope": "Namespaced",
+            "scope": "Namespaced" if namespaced else "Cluster",
             "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
             "versions": [served],
         },
@@ -96,6 +98,18 @@ VDS_CRD = open_crd(
     "v1alpha1",
     status=False,
 )
+
+MARIADB_CRD = open_crd("k8s.mariadb.com", "mariadbs", "MariaDB", "v1alpha1", status=True)
+SECRET_STORE_CRD = open_crd("external-secrets.io", "secretstores", "SecretStore", "v1", status=True)
+CLUSTER_SECRET_STORE_CRD = open_crd(
+    "external-secrets.io",
+    "clustersecretstores",
+    "ClusterSecretStore",
+    "v1",
+    status=True,
+    namespaced=False,
+)
+CERTIFICATE_CRD = open_crd("cert-manager.io", "certificates", "Certificate", "v1", status=True)
 
 
 def install(server: ClusterServer, *crds: dict[str, Any]) -> None:

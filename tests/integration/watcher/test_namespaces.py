@@ -4,7 +4,8 @@ edge-1 gets the chart's target-cluster RBAC (rendered by the real Helm engine) a
 and the watcher talks to it with a token of the chart's ServiceAccount: it may list and watch
 orders and Secrets only in the assigned namespaces, and Database CRs only where Keystone is
 placed (the Keystone deployment's own access grants those). The namespaces come from the
-ControlPlanes on the management cluster and follow them as they change.
+ControlPlanes on the management cluster and follow them as they change; a namespace's order
+watch listing again replaces only that namespace's orders in what a ControlPlane wakes.
 """
 
 from __future__ import annotations
@@ -169,11 +170,17 @@ def test_a_target_cluster_is_watched_in_the_namespaces_assigned_there_and_follow
     # Assigned while running: its orders are listed and its events served, without a restart.
     management.patch(PLANES, "cp", {"spec": _plane(["tenant-a", "tenant-b"])["spec"]}, "cp-ns")
     published.take(key("waiting", "edge-1", "tenant-b"), timeout=5)
+    # The ControlPlane's edit woke the orders it already knew of on edge-1, as it does each time.
+    published.take(key("app", "edge-1"))
+    published.take(key("early", "edge-1"))
     edge.patch(ORDERS, "waiting", {"metadata": {"annotations": {"poke": "1"}}}, "tenant-b")
     published.take(key("waiting", "edge-1", "tenant-b"), timeout=5)
 
-    # Withdrawn: tenant-a's watches stop.
+    # Withdrawn: tenant-a's watches stop. The withdrawal itself wakes every order of the
+    # ControlPlane, tenant-a's too: their passes read the ControlPlane that no longer assigns it.
     management.patch(PLANES, "cp", {"spec": _plane(["tenant-b"])["spec"]}, "cp-ns")
+    published.take(key("app", "edge-1"))
+    published.take(key("waiting", "edge-1", "tenant-b"))
     wait_for(
         lambda: ("edge-1", "MariaDBDatabase", "tenant-a") not in watcher.watches(),
         10.0,
@@ -211,3 +218,51 @@ def test_cluster_wide_watches_are_what_the_chart_refuses_on_a_target_cluster(
         10.0,
         "a cluster-wide watch of orders on edge-1 was not refused",
     )
+
+
+def test_a_relist_of_one_namespaces_order_watch_keeps_the_other_orders_a_control_plane_wakes(
+    servers: dict[str, ClusterServer],
+    start_watcher: StartWatcher,
+    published: Published,
+    granted_kubeconfig: Path,
+    key_prefix: str,
+) -> None:
+    management, edge = servers["management"].cluster, servers["edge-1"].cluster
+    management.create(PLANES, _plane(["tenant-a", "tenant-b"]), "cp-ns")
+    management.create(ORDERS, order("here"), "tenant-a")
+    edge.create(ORDERS, order("gone"), "tenant-a")
+    edge.create(ORDERS, order("there", namespace="tenant-b"), "tenant-b")
+    settings = settings_for(granted_kubeconfig, key_prefix).model_copy(
+        update={"target_watch_scope": "namespaces"}
+    )
+    watcher = start_watcher(settings=settings, wait=False)
+    tenant_a = ("edge-1", "MariaDBDatabase", "tenant-a")
+    wait_for(
+        lambda: (
+            {tenant_a, ("edge-1", "MariaDBDatabase", "tenant-b")}
+            <= set(watcher.watches(listed=True))
+        ),
+        15.0,
+        f"edge-1's order watches did not list: {watcher.watches()}",
+    )
+
+    # tenant-a's order watch stops, its order is replaced meanwhile, and a new watch relists it.
+    management.patch(PLANES, "cp", {"spec": _plane(["tenant-b"])["spec"]}, "cp-ns")
+    wait_for(lambda: tenant_a not in watcher.watches(), 10.0, "tenant-a's watch did not stop")
+    edge.delete(ORDERS, "gone", "tenant-a")
+    edge.create(ORDERS, order("new"), "tenant-a")
+    management.patch(PLANES, "cp", {"spec": _plane(["tenant-a", "tenant-b"])["spec"]}, "cp-ns")
+    wait_for(
+        lambda: tenant_a in watcher.watches(listed=True), 10.0, "tenant-a was not listed again"
+    )
+    published.take(key("new", "edge-1"))
+    published.drain()
+
+    # The ControlPlane wakes the orders of every scope: the relisted namespace's as listed, the
+    # other namespace's and the management cluster's as they were.
+    ready = {"status": {"conditions": [{"type": "DBCredentialsReady", "status": "True"}]}}
+    management.patch(PLANES, "cp", ready, "cp-ns", subresource="status")
+    published.take(key("here"))
+    published.take(key("new", "edge-1"))
+    published.take(key("there", "edge-1", "tenant-b"))
+    assert key("gone", "edge-1") not in published, "the relist did not replace tenant-a's orders"

@@ -10,10 +10,13 @@
 -- partial loss: the last second of an AOF, a replica a little behind) lost the count with them,
 -- and the process that was told the count can tell (``rolled_back``). The count is the process's
 -- own, so enqueues by others after the loss cannot move it back up past what was lost.
+-- An enqueue also counts as a touch ('touched'), unless it is a periodic refresh (ARGV[7] '1'):
+-- a quiet refresh may trust the watches only while nothing touched the key since its basis.
 local writes = redis.call('INCR', KEYS[5])
 redis.call('EXPIRE', KEYS[5], ARGV[6])
 local look = math.min(tonumber(ARGV[1]) * 1000, tonumber(ARGV[5])) + 1000
 redis.call('HINCRBY', KEYS[2], 'events', 1)
+if ARGV[7] ~= '1' then redis.call('HINCRBY', KEYS[2], 'touched', 1) end
 redis.call('EXPIRE', KEYS[2], ARGV[2])
 local now = now_ms()
 local pttl = redis.call('PTTL', KEYS[3])
