@@ -396,7 +396,6 @@ def refresh_all(
     refreshes are quiet on (``tenantdb.core.quiet``). The measured round is the second.
     """
     stack.wait_idle()
-    held = stack.footprint()
     keys = [_parse(stack.order_key(name)) for name in names]
     first = stack.read()
     _refresh_round(stack, keys, timeout)
@@ -407,6 +406,7 @@ def refresh_all(
     window = _refresh_round(stack, keys, timeout)
     stack.wait_idle(timeout)
     delta = stack.read().since(before)
+    held = stack.footprint()  # the steady state's, quiet-refresh bases included
     passes = delta.passes or 1
     by_verb: dict[str, int] = {}
     for request, count in delta.kube.items():
