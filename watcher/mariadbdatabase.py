@@ -67,7 +67,9 @@ from tenantdb.core.mariadbdatabase.provision import compute_database_slot
 from tenantdb.core.mariadbdatabase.watching import (
     compute_control_plane_fingerprint,
     compute_keystone_placement,
+    compute_mariadb_fingerprint,
     compute_order_index_entry,
+    compute_spec_fingerprint,
 )
 from tenantdb.core.watching import compute_child_fingerprint
 from watcher.index import ObjectName, SharedIndex, object_name
@@ -384,24 +386,25 @@ ROUTES: tuple[Route, ...] = (
         namespaces=_placed,
         publisher=_schema_publisher,
     ),
-    # The MariaDB a pass reads for its Ready condition, where Keystone is placed. Every change
-    # passes (its status included); a change no pass reads wakes its orders all the same.
+    # The MariaDB a pass reads for its Ready condition, where Keystone is placed: an update
+    # passes when that condition flips, since it wakes every order placed on the MariaDB.
     Route(
         MARIADB,
         None,
         False,
-        compute_child_fingerprint,
+        compute_mariadb_fingerprint,
         should_enqueue_child_update,
         _map_mariadb,
         waits_for=lambda index: control_plane_index(index).control_planes_synced,
         namespaces=_placed,
     ),
-    # The store the OpenBao server and auth mount are copied from (its spec is what is read).
+    # The store the OpenBao server and auth mount are copied from: its spec is what is read, so
+    # a status write (the store validated again) wakes none of the orders sharing it.
     Route(
         SECRET_STORE,
         None,
         True,
-        compute_child_fingerprint,
+        compute_spec_fingerprint,
         should_enqueue_child_update,
         _map_secret_store,
         waits_for=lambda index: control_plane_index(index).control_planes_synced,
@@ -410,17 +413,18 @@ ROUTES: tuple[Route, ...] = (
         CLUSTER_SECRET_STORE,
         None,
         True,
-        compute_child_fingerprint,
+        compute_spec_fingerprint,
         should_enqueue_child_update,
         _map_cluster_secret_store,
         waits_for=lambda index: control_plane_index(index).control_planes_synced,
     ),
-    # The shared children every order of a ControlPlane namespace applies and compares.
+    # The shared children every order of a ControlPlane namespace applies and compares (never
+    # their status, so a renewal's bookkeeping wakes none of them).
     Route(
         SERVICE_ACCOUNT,
         None,
         True,
-        compute_child_fingerprint,
+        compute_spec_fingerprint,
         should_enqueue_child_update,
         _map_service_account,
         field_selector=f"metadata.name={SHARED_SERVICE_ACCOUNT}",
@@ -430,7 +434,7 @@ ROUTES: tuple[Route, ...] = (
         CERTIFICATE,
         None,
         True,
-        compute_child_fingerprint,
+        compute_spec_fingerprint,
         should_enqueue_child_update,
         _map_certificate_cr,
         field_selector=f"metadata.name={CLIENT_CERTIFICATE}",

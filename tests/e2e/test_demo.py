@@ -21,7 +21,9 @@ from tests.conftest import REDIS_URL
 from tests.e2e.conftest import REPO
 from tests.support import wait_for
 
-pytestmark = pytest.mark.slow
+# Every demo listens on the same ports (Flower, Prometheus), as a newcomer's does: the tests of
+# this module run one after another on one test process (make test distributes by group).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo")]
 
 DEMO_SCHEMAS = ("workflow_db", "edge_db")
 

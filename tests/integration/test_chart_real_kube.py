@@ -170,7 +170,8 @@ class Installed:
     manifest: list[dict[str, Any]]
     """The release's objects, as `helm get manifest` prints them."""
     install_stderr: str
-    """What `helm install` wrote to stderr: the server's warnings, if any."""
+    """What `helm install` wrote to stderr, less client-go's own log of the watches it cancels:
+    the server's warnings, if any."""
 
 
 def _env(home: Path, kubeconfig: Path) -> dict[str, str]:
@@ -231,7 +232,17 @@ def _install(kube: realkube.RealKube, name: str, home: Path) -> Installed:
         kubeconfig,
         home,
         [doc for doc in yaml.safe_load_all(manifest) if doc],
-        done.stderr,
+        _server_warnings(done.stderr),
+    )
+
+
+def _server_warnings(stderr: str) -> str:
+    """What Helm wrote to stderr, less client-go's own log of a watch it cancelled itself when
+    it was done waiting for the CRDs (a line of the client's, not the server's)."""
+    return "".join(
+        line
+        for line in stderr.splitlines(keepends=True)
+        if not ("reflector.go" in line and "context canceled" in line)
     )
 
 

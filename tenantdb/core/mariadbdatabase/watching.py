@@ -1,14 +1,19 @@
 """What the watcher remembers of a ControlPlane between events, and of the orders that name one.
 
 Owns the ControlPlane's fingerprint (what its update predicate compares: generation, deletion,
-the DBCredentialsReady condition), the reduced order the ControlPlane index keeps (its cluster,
-name and controlPlaneRef), and the reduced ControlPlane the watcher's mappings and a target
-cluster's namespaced watches need (Keystone's placement, the shared MariaDB's name, the secret
-store and the namespace assignments only). It must never list, watch, enqueue or read a clock.
+the DBCredentialsReady condition), the fingerprints of the shared objects whose events wake
+every order of a ControlPlane (the MariaDB, reduced to its Ready condition; a secret store, the
+shared ServiceAccount and Certificate, reduced to everything but their status), the reduced
+order the ControlPlane index keeps (its cluster, name and controlPlaneRef), and the reduced
+ControlPlane the watcher's mappings and a target cluster's namespaced watches need (Keystone's
+placement, the shared MariaDB's name, the secret store and the namespace assignments only). It
+must never list, watch, enqueue or read a clock.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +43,37 @@ def compute_control_plane_fingerprint(obj: Mapping[str, Any]) -> Fingerprint:
         },
         "status": {"conditions": ready[:1]},
     }
+
+
+def _digest(value: Any) -> Fingerprint:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return {"metadata": {}, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def compute_mariadb_fingerprint(obj: Mapping[str, Any]) -> Fingerprint:
+    """Reduce a mariadb-operator MariaDB to what a pass reads of it: whether its Ready condition
+    is True. The operator rewrites the rest of its status as its servers move (replication,
+    recovery, storage); each such write would otherwise wake every order placed on it."""
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    ready = any(
+        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in conditions or ()
+    )
+    meta = metadata_of(obj)
+    return _digest({"ready": ready, "deletionTimestamp": meta.get("deletionTimestamp")})
+
+
+def compute_spec_fingerprint(obj: Mapping[str, Any]) -> Fingerprint:
+    """Reduce a shared object a pass reads or applies for its spec and metadata (a secret store,
+    the shared ServiceAccount or Certificate) to those, without the server's bookkeeping: a
+    status write (a store validated again, a certificate's renewal times) wakes no order."""
+    meta = {
+        k: v for k, v in metadata_of(obj).items() if k not in ("resourceVersion", "managedFields")
+    }
+    return _digest(
+        {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": meta}
+    )
 
 
 def compute_order_index_entry(order: Mapping[str, Any], cluster: str) -> dict[str, Any]:

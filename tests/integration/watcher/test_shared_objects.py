@@ -61,7 +61,10 @@ def _keystone(namespace: str, cluster: str) -> dict[str, Any]:
 
 
 def _ready(kube: Cluster, name: str, namespace: str, value: str) -> None:
-    status = {"conditions": [{"type": "Ready", "status": "True", "reason": value}]}
+    # What a pass reads of a MariaDB is whether it is Ready: created without a status, it turns
+    # Ready on the "first" edit and goes down again on the "second".
+    ready = "True" if value == "first" else "False"
+    status = {"conditions": [{"type": "Ready", "status": ready, "reason": value}]}
     kube.patch(
         "mariadbs.k8s.mariadb.com", name, {"status": status}, namespace, subresource="status"
     )
