@@ -3,11 +3,13 @@ and tasks in a browser behind its login, and Ctrl-C leaves nothing behind."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,9 +23,7 @@ from tests.conftest import REDIS_URL
 from tests.e2e.conftest import REPO
 from tests.support import wait_for
 
-# Every demo listens on the same ports (Flower, Prometheus), as a newcomer's does: the tests of
-# this module run one after another on one test process (make test distributes by group).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo")]
+pytestmark = pytest.mark.slow
 
 DEMO_SCHEMAS = ("workflow_db", "edge_db")
 
@@ -35,7 +35,17 @@ def _schemas() -> set[str]:
 
 
 @pytest.fixture
-def demo_cleanup() -> Iterator[None]:
+def one_demo_at_a_time() -> Iterator[None]:
+    """Hold the demo's place for this test alone, across test processes. A demo listens where a
+    newcomer's does (Flower's, Prometheus's and the metrics ports) and keeps its fixed schemas and
+    Redis prefix, so two at once would fight over them."""
+    with (Path(tempfile.gettempdir()) / "tenantdb-demo-test.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@pytest.fixture
+def demo_cleanup(one_demo_at_a_time: None) -> Iterator[None]:
     """Drop what a demo run leaves that was not there before: its schemas and Redis keys."""
     before = _schemas()
     yield
@@ -82,7 +92,7 @@ def _interrupt(demo: subprocess.Popen[Any]) -> None:
         demo.wait()
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)  # the other demo test may hold the demo's place first
 def test_demo_until_ready_exits_0_once_the_orders_settle(
     tmp_path: Path, demo_cleanup: None
 ) -> None:
@@ -143,7 +153,7 @@ def _flower_in_a_browser(state: Path, profile: Path) -> None:
     assert "SUCCESS" in tasks, "no finished task on Flower's tasks page"
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)  # the other demo test may hold the demo's place first
 def test_a_running_demo_shows_its_flower_and_ctrl_c_stops_everything(
     tmp_path: Path, demo_cleanup: None
 ) -> None:
