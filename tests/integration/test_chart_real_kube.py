@@ -206,6 +206,21 @@ def _must(command: list[str], home: Path, kubeconfig: Path) -> str:
     return done.stdout
 
 
+def _wait_established(kubectl: list[str], crds: Path, home: Path, kubeconfig: Path) -> None:
+    """Wait for freshly created CRDs to be Established. ``kubectl wait`` fails at once, rather
+    than waiting, on a CRD the server has not given any condition yet; that answer is asked
+    again until the deadline."""
+    command = [*kubectl, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds)]
+    deadline = time.monotonic() + 60
+    while True:
+        done = _run(command, home, kubeconfig)
+        if done.returncode == 0:
+            return
+        if ".status.conditions accessor error" not in done.stderr or time.monotonic() > deadline:
+            pytest.fail(f"kubectl wait for the CRDs failed ({done.returncode}):\n{done.stderr}")
+        time.sleep(0.2)
+
+
 def _install(kube: realkube.RealKube, name: str, home: Path) -> Installed:
     kubeconfig = kube[name].kubeconfig
     home.mkdir(parents=True, exist_ok=True)
@@ -214,7 +229,7 @@ def _install(kube: realkube.RealKube, name: str, home: Path) -> Installed:
         crds = home / "monitoring-crds.yaml"
         crds.write_text(yaml.safe_dump_all(monitoring_crds()))
         _must([*kubectl, "create", "-f", str(crds)], home, kubeconfig)
-        _must([*kubectl, "wait", "--for=condition=Established", "-f", str(crds)], home, kubeconfig)
+        _wait_established(kubectl, crds, home, kubeconfig)
     else:
         target = TARGET_VALUES["targetCluster"]
         for namespace in (*target["assignedNamespaces"], *target["placedNamespaces"]):
