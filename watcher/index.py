@@ -54,7 +54,9 @@ class SharedIndex:
 
 @dataclass(frozen=True, slots=True)
 class Seen:
-    """What one watch keeps of an object: its fingerprint and the keys it mapped to last."""
+    """What one watch last handed on of an object: its uid, its fingerprint and the keys it
+    mapped to."""
 
+    uid: str
     fingerprint: Fingerprint
     keys: tuple[OrderKey, ...]

@@ -11,8 +11,12 @@ registered route of a cluster.
 The ``Dispatcher`` of one (cluster, route) watch feeds every event through the route's mapper
 and update predicate, keeps the fan-out index up to date, and hands the keys to ``enqueue``.
 ADDED and DELETED always map; MODIFIED maps only when the predicate passes it against the
-fingerprint of the version seen before. A relist hands every listed object on as ADDED and maps
-the objects that vanished meanwhile as DELETED, so the level-triggered engine misses nothing.
+fingerprint of the version seen before. A relist hands on, as ADDED, every listed object the watch
+had not handed on, had handed on with another uid, or finds changed as the predicate judges it,
+and maps the objects that vanished meanwhile as DELETED; an unchanged object wakes nobody. What
+was handed on is remembered only once its keys went out, so a gap or a failed hand-on loses no
+change, and the level-triggered engine misses nothing. A new leadership term starts with nothing
+remembered, so its first relists hand on everything.
 
 It must never decide anything about an order, list or watch by itself, or log an object's body.
 """
@@ -31,10 +35,12 @@ from tenantdb.adapters.kube import Object, Resource, WatchEvent, resource_of
 from tenantdb.adapters.metrics import WATCH_EVENTS, WATCH_LAST_EVENT
 from tenantdb.core.keys import MANAGEMENT_CLUSTER, InvalidOrderKeyError, OrderKey
 from tenantdb.core.kinds import KindIdentity
+from tenantdb.core.objects import metadata_of
 from tenantdb.core.watching import (
     Fingerprint,
     compute_order_fingerprint,
     should_enqueue_order_update,
+    should_wake_on_relist,
 )
 from watcher.index import ObjectName, Seen, SharedIndex, object_name
 
@@ -187,6 +193,10 @@ def routes_for(cluster: str) -> list[Route]:
     return [r for r in _ROUTES if cluster == MANAGEMENT_CLUSTER or not r.management_only]
 
 
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str(metadata_of(obj).get("uid") or "")
+
+
 def cluster_label(cluster: str) -> str:
     """A cluster as metrics and logs name it."""
     return cluster or "management"
@@ -258,19 +268,26 @@ class Dispatcher:
             self._enqueue(key)
 
     def relisted(self, objs: list[Object]) -> None:
-        """Hand on every listed object as ADDED, and every vanished one as DELETED."""
+        """Hand on every listed object that is new to the watch or changed since it last handed
+        it on (``should_wake_on_relist``), and every vanished one as DELETED."""
         self._wait_for_index()
         if self._tracker is not None:
             self._tracker.replace(objs)
         if self._publisher is not None:
             self._publisher.replace(objs)
         fresh: dict[ObjectName, Seen] = {}
+        waking: list[Seen] = []
         for obj in objs:
+            name = object_name(obj)
             keys = tuple(self.route.map_keys(obj, self.cluster, self.index))
-            fresh[object_name(obj)] = Seen(self.route.fingerprint(obj), keys)
+            seen = fresh[name] = Seen(_uid(obj), self.route.fingerprint(obj), keys)
+            before = self._seen.get(name)
+            was = None if before is None else (before.uid, before.fingerprint)
+            if should_wake_on_relist(was, (seen.uid, seen.fingerprint), self.route.passes_update):
+                waking.append(seen)
         gone = [seen for name, seen in self._seen.items() if name not in fresh]
         self._count(LISTED, len(objs))
-        for seen in [*fresh.values(), *gone]:
+        for seen in [*waking, *gone]:
             self._send(seen.keys)
         # Only once every key went out: a relist that failed half way compares with the old set.
         self._seen = fresh
@@ -315,31 +332,35 @@ class Dispatcher:
             return
         name = object_name(event.obj)
         if event.type == "DELETED":
-            self._seen.pop(name, None)
             if self._tracker is not None:
                 self._tracker.drop(name)
             if self._publisher is not None:
                 self._publisher.drop(name)
             self._send(self.route.map_keys(event.obj, self.cluster, self.index))
+            self._seen.pop(name, None)
             return
         if self._tracker is not None:
             self._tracker.put(event.obj)
         if self._publisher is not None:
             self._publisher.put(event.obj)
-        fingerprint = self.route.fingerprint(event.obj)
         keys = tuple(self.route.map_keys(event.obj, self.cluster, self.index))
+        seen = Seen(_uid(event.obj), self.route.fingerprint(event.obj), keys)
         before = self._seen.get(name)
-        self._seen[name] = Seen(fingerprint, keys)
         if (
             event.type == "MODIFIED"
             and before is not None
-            and not self.route.passes_update(before.fingerprint, fingerprint)
+            and not self.route.passes_update(before.fingerprint, seen.fingerprint)
         ):
+            self._seen[name] = seen
             return
         if self._is_own_write is not None and self._is_own_write(self.cluster, event.obj):
             self._count(OWN_WRITE)
+            self._seen[name] = seen
             return
-        self._send(keys)
+        self._send(seen.keys)
+        # Remembered only once its keys went out: if they did not, the relist that follows
+        # finds the object changed and hands it on again.
+        self._seen[name] = seen
 
     def _wait_for_index(self) -> None:
         if self.route.waits_for is None:

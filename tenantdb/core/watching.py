@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tenantdb.core.objects import metadata_of
@@ -98,3 +98,24 @@ def compute_backoff(attempt: int, *, base: float, cap: float, jitter: float) -> 
         return 0.0
     ceiling = min(cap, base * 2.0 ** min(attempt - 1, 32))
     return ceiling / 2 + ceiling / 2 * min(max(jitter, 0.0), 1.0)
+
+
+def should_wake_on_relist(
+    before: tuple[str, Fingerprint] | None,
+    now: tuple[str, Fingerprint],
+    passes_update: Callable[[Fingerprint, Fingerprint], bool],
+) -> bool:
+    """Whether an object a relist shows wakes the orders it maps to, given the (uid,
+    fingerprint) the watch last handed on of it (None: it never did) and what the relist shows.
+
+    A relist follows a gap (an expired resourceVersion, a hand-on that failed), and an object
+    that changed in it must wake its orders as its update would have. One the watch never
+    handed on, or one deleted and created again meanwhile (another uid), wakes them as an
+    ADDED would. One the update predicate finds unchanged wakes nobody: every order it maps to
+    has had a pass since that version, and waking them all for nothing would cost a fleet a full
+    pass per order (and their quiet refreshes) each time any watch relists.
+    """
+    if before is None:
+        return True
+    (old_uid, old_print), (uid, fingerprint) = before, now
+    return old_uid != uid or passes_update(old_print, fingerprint)

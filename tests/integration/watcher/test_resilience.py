@@ -66,6 +66,38 @@ def test_an_expired_resource_version_relists_and_loses_neither_a_change_nor_a_de
     published.take(key("changed"))
 
 
+def test_a_relist_wakes_only_the_orders_whose_objects_changed_in_the_gap(
+    servers: dict[str, ClusterServer], start_watcher: StartWatcher, published: Published
+) -> None:
+    kube = servers["management"].cluster
+    for name in ("changed", "recreated", "status-only", "unchanged"):
+        kube.create(ORDERS, order(name), "tenant-a")
+    start_watcher()  # its first list is drained
+    before = _restarts("gone")
+
+    # The gap outlives the server's history, so the watch relists; in it one order changed, one
+    # was deleted and created again with the same body, and one had only its status written.
+    with kube.store.lock:
+        kube.set_history(1)
+        kube.patch(ORDERS, "changed", {"metadata": {"annotations": {"a": "1"}}}, "tenant-a")
+        kube.delete(ORDERS, "recreated", "tenant-a")
+        kube.create(ORDERS, order("recreated"), "tenant-a")
+        status = {"status": {"observedGeneration": 1}}
+        kube.patch(ORDERS, "status-only", status, "tenant-a", subresource="status")
+        kube.create("configmaps", {"metadata": {"name": "noise"}}, "tenant-a")
+    published.take(key("changed"))
+    published.take(key("recreated"))
+    wait_for(lambda: _restarts("gone") > before, 10.0, "the 410 was not counted")
+    kube.set_history(10_000)
+
+    # The relist handed its orders on in one sweep; the two it found unchanged stay asleep
+    # (a fleet would otherwise lose every quiet refresh to any watch's relist).
+    kube.patch(ORDERS, "changed", {"metadata": {"annotations": {"a": "2"}}}, "tenant-a")
+    published.take(key("changed"))
+    assert key("unchanged") not in published
+    assert key("status-only") not in published
+
+
 def test_a_silent_stream_is_ended_by_the_inactivity_watchdog(
     servers: dict[str, ClusterServer], start_watcher: StartWatcher, published: Published
 ) -> None:
