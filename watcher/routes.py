@@ -346,18 +346,17 @@ class Dispatcher:
         keys = tuple(self.route.map_keys(event.obj, self.cluster, self.index))
         seen = Seen(_uid(event.obj), self.route.fingerprint(event.obj), keys)
         before = self._seen.get(name)
-        if (
+        ignored = (
             event.type == "MODIFIED"
             and before is not None
             and not self.route.passes_update(before.fingerprint, seen.fingerprint)
-        ):
-            self._seen[name] = seen
-            return
-        if self._is_own_write is not None and self._is_own_write(self.cluster, event.obj):
-            self._count(OWN_WRITE)
-            self._seen[name] = seen
-            return
-        self._send(seen.keys)
+        )
+        if not ignored and self._is_own_write is not None:
+            ignored = self._is_own_write(self.cluster, event.obj)
+            if ignored:
+                self._count(OWN_WRITE)
+        if not ignored:
+            self._send(seen.keys)
         # Remembered only once its keys went out: if they did not, the relist that follows
         # finds the object changed and hands it on again.
         self._seen[name] = seen

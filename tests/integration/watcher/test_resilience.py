@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from devstack.kube.cluster import Cluster
 from devstack.kube.server import ClusterServer
 from tests.integration.watcher.conftest import (
     FAST,
@@ -21,6 +24,22 @@ RESTARTS = "tenantdb_watch_restarts_total"
 
 def _restarts(reason: str, cluster: str = "management", kind: str = "MariaDBDatabase") -> float:
     return metric(RESTARTS, cluster=cluster, kind=kind, reason=reason)
+
+
+@contextmanager
+def _beyond_the_history(kube: Cluster) -> Iterator[None]:
+    """Writes made inside land at once while the server keeps one: every open stream is then
+    behind the history and gets a 410 (a configmap written last makes sure of it)."""
+    with kube.store.lock:
+        kube.set_history(1)
+        yield
+        kube.create("configmaps", {"metadata": {"name": "noise"}}, "tenant-a")
+
+
+def _relisted(kube: Cluster, before: float) -> None:
+    """Wait until the 410 was counted, then give the server its history back."""
+    wait_for(lambda: _restarts("gone") > before, 10.0, "the 410 was not counted")
+    kube.set_history(10_000)
 
 
 def test_a_change_made_while_the_streams_are_cut_is_enqueued_after_the_reconnect(
@@ -49,17 +68,12 @@ def test_an_expired_resource_version_relists_and_loses_neither_a_change_nor_a_de
     start_watcher()
     before = _restarts("gone")
 
-    # Three changes land at once while the server keeps one: every open stream is now behind
-    # the history and gets a 410.
-    with kube.store.lock:
-        kube.set_history(1)
+    with _beyond_the_history(kube):
         kube.patch(ORDERS, "changed", {"metadata": {"annotations": {"a": "1"}}}, "tenant-a")
         kube.delete(ORDERS, "deleted", "tenant-a")
-        kube.create("configmaps", {"metadata": {"name": "noise"}}, "tenant-a")
     published.take(key("changed"))
     published.take(key("deleted"))
-    wait_for(lambda: _restarts("gone") > before, 10.0, "the 410 was not counted")
-    kube.set_history(10_000)
+    _relisted(kube, before)
 
     # Watching resumes from the relist.
     kube.patch(ORDERS, "changed", {"metadata": {"annotations": {"a": "2"}}}, "tenant-a")
@@ -77,18 +91,15 @@ def test_a_relist_wakes_only_the_orders_whose_objects_changed_in_the_gap(
 
     # The gap outlives the server's history, so the watch relists; in it one order changed, one
     # was deleted and created again with the same body, and one had only its status written.
-    with kube.store.lock:
-        kube.set_history(1)
+    with _beyond_the_history(kube):
         kube.patch(ORDERS, "changed", {"metadata": {"annotations": {"a": "1"}}}, "tenant-a")
         kube.delete(ORDERS, "recreated", "tenant-a")
         kube.create(ORDERS, order("recreated"), "tenant-a")
         status = {"status": {"observedGeneration": 1}}
         kube.patch(ORDERS, "status-only", status, "tenant-a", subresource="status")
-        kube.create("configmaps", {"metadata": {"name": "noise"}}, "tenant-a")
     published.take(key("changed"))
     published.take(key("recreated"))
-    wait_for(lambda: _restarts("gone") > before, 10.0, "the 410 was not counted")
-    kube.set_history(10_000)
+    _relisted(kube, before)
 
     # The relist handed its orders on in one sweep; the two it found unchanged stay asleep
     # (a fleet would otherwise lose every quiet refresh to any watch's relist).
