@@ -19,6 +19,7 @@ stale values beside the leader's.
 
 from __future__ import annotations
 
+import glob
 import os
 import platform
 import threading
@@ -360,7 +361,7 @@ def serve(port: int, liveness: Liveness | None = None) -> None:
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
-        prometheus_multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        registry.register(_ChildrenCollector(os.environ["PROMETHEUS_MULTIPROC_DIR"]))
     metrics = make_wsgi_app(registry)
 
     def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
@@ -373,6 +374,41 @@ def serve(port: int, liveness: Liveness | None = None) -> None:
 
     server = make_server("", port, app, _ThreadingServer, handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+
+
+_HEADER_BYTES = 8
+"""A prefork child's samples file starts with how many bytes of it are used (4 bytes, padded
+to 8): a file shorter than that holds no sample yet."""
+
+
+class _ChildrenCollector:
+    """The samples of every prefork child, as prometheus_client's multiprocess collector
+    merges them, leaving out a file that holds no sample yet.
+
+    A child creates its samples file empty and sizes it only afterwards, and a child killed in
+    that moment leaves the empty file behind for good. The library's collector fails the whole
+    scrape on such a file (prometheus/client_python#1199), so one child starting while Redis
+    fails over, say, would cost the scrape every sample of every child.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+
+    def collect(self) -> Iterable[Any]:
+        """Every child's samples, merged; files without a sample yet left out."""
+        files = [
+            name for name in glob.glob(os.path.join(self._path, "*.db")) if _holds_samples(name)
+        ]
+        return prometheus_multiprocess.MultiProcessCollector.merge(  # type: ignore[no-any-return,no-untyped-call]
+            files, accumulate=True
+        )
+
+
+def _holds_samples(name: str) -> bool:
+    try:
+        return os.path.getsize(name) >= _HEADER_BYTES
+    except FileNotFoundError:
+        return False  # a dead child's live gauges, dropped since the listing
 
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
