@@ -33,6 +33,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -128,6 +129,18 @@ def wait_settled(
     return found
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (a worker's prefork children)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    found: list[int] = []
+    for child in children:
+        found += [int(child), *descendants(int(child))]
+    return found
+
+
 def order_quiet(stack: Stack, client: redis.Redis, key: Any) -> bool:
     """Whether no pass of the order is pending or running and every queue is drained."""
     prefix = stack.prefix
@@ -185,6 +198,28 @@ class Stack:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
+
+    def signal_tree(self, name: str, sig: signal.Signals) -> None:
+        """Send ``sig`` to one of the stack's processes and every process below it."""
+        pid = self.procs[name].pid
+        for target in (pid, *descendants(pid)):
+            try:
+                os.kill(target, sig)
+            except ProcessLookupError:
+                continue
+
+    @contextmanager
+    def workers_held(self) -> Iterator[None]:
+        """Freeze every worker process (SIGSTOP) for the block: what they had begun stays in
+        flight and what is enqueued meanwhile waits; they go on (SIGCONT) when it ends."""
+        workers = sorted(name for name in self.procs if name.startswith("worker"))
+        for name in workers:
+            self.signal_tree(name, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for name in workers:
+                self.signal_tree(name, signal.SIGCONT)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run a ``tenantdb`` command with the stack's settings; its output is captured."""

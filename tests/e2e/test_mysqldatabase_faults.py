@@ -11,9 +11,7 @@ and the schema created exactly once.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import signal
 import time
@@ -34,7 +32,7 @@ from tests.e2e.mysql_tenants import (
     platform_options,
     tenants,
 )
-from tests.faults.conftest import FIGURES, Figures, descendants
+from tests.faults.conftest import FIGURES, Figures
 from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
@@ -234,12 +232,8 @@ def stack_env() -> dict[str, str]:
 def _kill_worker(tenants: Tenants, name: str) -> None:
     """SIGKILL a worker and its pool at once, as a node losing the pod would, and start it again."""
     stack = tenants.stack
-    proc = stack.procs.pop(name)
-    pids = [proc.pid, *descendants(proc.pid)]
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    proc.wait()
+    stack.signal_tree(name, signal.SIGKILL)
+    stack.procs.pop(name).wait()
     stack.start_worker(name)
 
 

@@ -1,6 +1,6 @@
 """Quiet refreshes on the devstack, driven by tenantdb's real processes: a refresh of a converged
 order that nothing touched asks the API servers nothing, yet still finds a missing OpenBao role;
-an edit the watches see makes the next refresh read in full."""
+an edit the watches see makes the next pass read in full, even when it is the refresh."""
 
 from __future__ import annotations
 
@@ -90,12 +90,24 @@ def test_an_edit_the_watches_see_makes_the_next_refresh_read_in_full(
     key = IDENTITY.key("tenant-a", name)
     queue = WorkQueue(real_redis, lambda _: None, prefix=stack.prefix)
     _until_quiet(stack, queue, key)
+    wait_for(lambda: order_quiet(stack, real_redis, key), 30, "the quiet refresh to end")
+    last = queue.last_pass(key)
+    touched = _touched(queue, key)
 
-    # Someone deletes the delivered Secret: the watch wakes the order, which repairs it, and
-    # that pass touched the order, so the refresh after it reads everything again.
-    stack.kube().delete(SECRET, "tenant-a", f"{name}-credentials")
-    wait_for(lambda: stack.secret(f"{name}-credentials"), 30, "the delivered Secret back")
-    wait_for(lambda: order_quiet(stack, real_redis, key), 30, "the repairing pass to end")
+    # Someone deletes the delivered Secret, and the order's refresh falls due before any pass
+    # could run: the refresh must not trust the basis the last quiet pass stood on.
     before = _kube_requests(stack)
-    assert _refresh(stack, queue, key) != "Quiet"
+    with stack.workers_held():
+        stack.kube().delete(SECRET, "tenant-a", f"{name}-credentials")
+        wait_for(lambda: _touched(queue, key) > touched, 30, "the watch to count the deletion")
+        queue.schedule(key, time.time(), Timetable.REFRESH)
+    ended = wait_for(lambda: (found := queue.last_pass(key)) != last and found, 30, "a pass")
+    assert ended[1] != "Quiet", "a refresh after an edit trusted the watches"
     assert _kube_requests(stack) - before, "a refresh after an edit read nothing"
+    wait_for(lambda: stack.secret(f"{name}-credentials"), 30, "the delivered Secret back")
+
+
+def _touched(queue: WorkQueue, key: OrderKey) -> int:
+    """How many events the watcher has counted for the order."""
+    look, _ = queue.look_quiet(key)
+    return look.touched

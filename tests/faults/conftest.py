@@ -56,7 +56,7 @@ from devstack.platform import start_platform
 from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
 from tenantdb.adapters.workqueue import pass_name
 from tenantdb.core.keys import OrderKey
-from tests.e2e.conftest import Stack, _drop_leftovers, free_port
+from tests.e2e.conftest import Stack, _drop_leftovers, descendants, free_port
 from tests.faults.proxy import SilentProxy
 from tests.support import root_sql, stop_processes, wait_for
 
@@ -333,18 +333,6 @@ class SentinelServer:
 # -- the stack under fault ------------------------------------------------------------------------
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (a worker's prefork children)."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return []
-    found: list[int] = []
-    for child in children:
-        found += [int(child), *descendants(int(child))]
-    return found
-
-
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -402,11 +390,7 @@ class Faults:
 
     def signal_tree(self, name: str, sig: signal.Signals) -> None:
         """Send ``sig`` to a process and every process below it."""
-        for pid in self.pids(name):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                continue
+        self.stack.signal_tree(name, sig)
 
     def kill_tree(self, name: str) -> None:
         """SIGKILL a process and its children at once, as a node losing the pod would."""
