@@ -25,6 +25,7 @@ import base64
 import hashlib
 import json
 import logging
+import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
@@ -80,6 +81,15 @@ def _generator_refs(es: Obj) -> list[Obj]:
     return refs
 
 
+def _generators_used(es: Obj) -> set[str]:
+    """The names of the VaultDynamicSecrets an ExternalSecret's `dataFrom` runs."""
+    return {
+        str(ref.get("name", ""))
+        for ref in _generator_refs(es)
+        if ref.get("kind") == "VaultDynamicSecret"
+    }
+
+
 class ExternalSecrets:
     """The ExternalSecret controller of one cluster."""
 
@@ -87,6 +97,13 @@ class ExternalSecrets:
         """Bind to a cluster; refresh intervals are divided by `time_scale`."""
         self.cluster = cluster
         self.time_scale = time_scale
+        # Which ExternalSecrets use which generator, per namespace, kept from the ExternalSecret
+        # watch as ESO's informer index is: a generator's event costs the same beside ten
+        # ExternalSecrets as beside ten thousand. An entry the watch missed the deletion of only
+        # costs a reconcile that finds nothing.
+        self._users: dict[tuple[str, str], set[str]] = {}
+        self._uses: dict[tuple[str, str], set[str]] = {}
+        self._index_lock = threading.Lock()
         self.controller = Controller(f"external-secrets-{cluster.name}", self._reconcile)
         self.controller.watch(cluster, EXTERNAL_SECRETS, self._own_key)
         self.controller.watch(cluster, SECRETS, self._owner_of_secret)
@@ -109,7 +126,22 @@ class ExternalSecrets:
 
     def _own_key(self, event: str, obj: Obj) -> Iterable[Key]:
         m = meta(obj)
-        return [Key(self.cluster.name, str(m.get("namespace", "")), str(m.get("name", "")))]
+        namespace, name = str(m.get("namespace", "")), str(m.get("name", ""))
+        self._index(namespace, name, set() if event == "DELETED" else _generators_used(obj))
+        return [Key(self.cluster.name, namespace, name)]
+
+    def _index(self, namespace: str, name: str, generators: set[str]) -> None:
+        """Record that ExternalSecret ``name`` uses ``generators`` now (none once deleted)."""
+        with self._index_lock:
+            for gone in self._uses.pop((namespace, name), set()) - generators:
+                users = self._users.get((namespace, gone), set())
+                users.discard(name)
+                if not users:
+                    self._users.pop((namespace, gone), None)
+            for generator in generators:
+                self._users.setdefault((namespace, generator), set()).add(name)
+            if generators:
+                self._uses[(namespace, name)] = generators
 
     def _owner_of_secret(self, event: str, obj: Obj) -> Iterable[Key]:
         return owner_keys(self.cluster.name, obj, "ExternalSecret")
@@ -117,14 +149,9 @@ class ExternalSecrets:
     def _users_of_generator(self, event: str, obj: Obj) -> Iterable[Key]:
         m = meta(obj)
         ns = str(m.get("namespace", ""))
-        return [
-            Key(self.cluster.name, ns, str(meta(es).get("name", "")))
-            for es in self.cluster.list(EXTERNAL_SECRETS, ns)
-            if any(
-                r.get("kind") == "VaultDynamicSecret" and r.get("name") == m.get("name")
-                for r in _generator_refs(es)
-            )
-        ]
+        with self._index_lock:
+            users = sorted(self._users.get((ns, str(m.get("name", ""))), ()))
+        return [Key(self.cluster.name, ns, name) for name in users]
 
     # ------------------------------------------------------------ reconcile
 
