@@ -75,6 +75,7 @@ class _Listener(ThreadingHTTPServer):
         self.tls = tls
         self.requests = requests
         self.connections: set[socket.socket] = set()
+        self.accepted = 0
         self.connections_lock = threading.Lock()
         super().__init__(address, _Handler)
 
@@ -106,6 +107,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.request = self.server.tls.wrap_socket(raw, server_side=True)
         with self.server.connections_lock:
             self.server.connections.add(self.request)
+            self.server.accepted += 1
         super().setup()
 
     def finish(self) -> None:
@@ -304,6 +306,20 @@ class OpenBaoServer:
             daemon=True,
         )
         self._thread.start()
+
+    def connections_accepted(self) -> int:
+        """How many client connections the listener has taken since it last started listening
+        (each one a TLS handshake under TLS)."""
+        if self._listener is None:
+            return 0
+        with self._listener.connections_lock:
+            return self._listener.accepted
+
+    def drop_connections(self) -> None:
+        """Close every open client connection, as a server's idle timeout or a restart of a
+        load balancer in front of it would, and go on listening."""
+        if self._listener is not None:
+            self._listener.close_connections()
 
     def suspend(self) -> None:
         """Go unreachable, as an outage would, keeping every token, role and lease."""

@@ -2,11 +2,18 @@
 
 A session logs in at the server and mount of the ControlPlane's secret store with the pod's
 ServiceAccount token, read afresh at every login because the kubelet rotates it in place, and
-with the ControlPlane namespace's shared client certificate for mutual TLS. The certificate's
-PEMs are held in in-memory files for the life of the session only (the TLS stack reads paths;
+with the ControlPlane namespace's shared client certificate for mutual TLS. Every session
+revokes its own token on the way out; a failure there is only logged, since the token expires
+with its short TTL anyway.
+
+A token never outlives its session, but the TLS connection may: the process keeps the
+connections to a server, per client certificate (a channel), for the next session that comes
+within ``CHANNEL_IDLE_SECONDS``, so a busy worker does not pay a TLS handshake per pass. A
+channel closes when it sat idle that long (well inside any server's idle timeout), when a
+session on it failed, or when more than ``CHANNELS`` are open. The certificate's PEMs are held
+in in-memory files for the channel's life (the TLS stack reads paths;
 ``tenantdb.adapters.memfiles``), so nothing of the key reaches a disk, even when the process is
-killed mid-session. Every session revokes its own token on the way out;
-a failure there is only logged, since the token expires with its short TTL anyway.
+killed.
 
 Errors come out as ``OpenBaoError`` in the shape ``openbao: <status> on <METHOD> <path>: <errors>``
 with OpenBao's own error texts, and never carry the JWT, the token or a key. Every request is
@@ -17,11 +24,14 @@ followed, so no token is ever sent to an address the secret store does not name.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import tempfile
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -41,6 +51,12 @@ log = logging.getLogger(__name__)
 
 DATABASE_MOUNT = "database/mariadb"
 DEFAULT_TIMEOUT = 30.0
+CHANNELS = 8
+"""How many channels (server and client certificate) a process keeps open at most."""
+CHANNEL_IDLE_SECONDS = 30.0
+"""How long a channel may sit unused before the next session opens a new one. OpenBao's
+listener closes idle connections after 5 minutes by default; a much shorter limit here keeps a
+session from meeting a connection the server is closing."""
 
 
 class OpenBaoError(SafeError):
@@ -208,6 +224,62 @@ class OpenBaoSession:
             )
 
 
+class _Channel:
+    """The kept-alive connections to one server with one client certificate, and the
+    in-memory PEM files they are opened with. It holds no token."""
+
+    def __init__(self, key: tuple[str, str], cert: ClientCertificate | None) -> None:
+        self.key = key
+        self._files = ExitStack()
+        self.cert, self.verify = self._files.enter_context(_tls_files(cert))
+        self.session = requests.Session()
+        self.session.cert, self.session.verify = self.cert, self.verify
+        self.session.headers["User-Agent"] = USER_AGENT
+        self.session.hooks["response"].append(_refuse_redirect)
+        self.used = time.monotonic()
+
+    def close(self) -> None:
+        self.session.close()
+        self._files.close()
+
+
+_CHANNELS: OrderedDict[tuple[str, str], _Channel] = OrderedDict()
+# A forked child (a prefork pool process) opens channels of its own: a TLS connection cannot be
+# shared between two processes.
+os.register_at_fork(after_in_child=_CHANNELS.clear)
+
+
+def _channel(server: str, cert: ClientCertificate | None) -> _Channel:
+    """This process's channel to ``server`` with ``cert``, opened when there is none that was
+    used within ``CHANNEL_IDLE_SECONDS``."""
+    digest = hashlib.sha256()
+    for pem in (cert.ca_crt, cert.tls_crt, cert.tls_key) if cert is not None else ():
+        digest.update(len(pem).to_bytes(8, "big") + pem)
+    key = (server, digest.hexdigest())
+    now = time.monotonic()
+    for stale in [c for c in _CHANNELS.values() if now - c.used > CHANNEL_IDLE_SECONDS]:
+        _close_channel(stale)
+    channel = _CHANNELS.get(key)
+    if channel is None:
+        channel = _CHANNELS[key] = _Channel(key, cert)
+        while len(_CHANNELS) > CHANNELS:
+            _close_channel(next(iter(_CHANNELS.values())))
+    _CHANNELS.move_to_end(key)
+    return channel
+
+
+def _close_channel(channel: _Channel) -> None:
+    if _CHANNELS.get(channel.key) is channel:
+        del _CHANNELS[channel.key]
+    channel.close()
+
+
+def close_channels() -> None:
+    """Close every channel of this process (its connections and PEM files)."""
+    for channel in list(_CHANNELS.values()):
+        _close_channel(channel)
+
+
 @contextmanager
 def _tls_files(
     cert: ClientCertificate | None,
@@ -273,18 +345,24 @@ def open_session(
         raise OpenBaoError(
             f"reading the ServiceAccount token tenantdb logs in with: {type(exc).__name__}"
         ) from None
-    with _tls_files(cert) as (client_cert, verify):
-        client = hvac.Client(
-            url=server, cert=client_cert, verify=verify, timeout=timeout, allow_redirects=False
-        )
-        client.adapter.session.headers["User-Agent"] = USER_AGENT
-        client.adapter.session.hooks["response"].append(_refuse_redirect)
+    channel = _channel(server, cert)
+    client = hvac.Client(
+        url=server,
+        cert=channel.cert,
+        verify=channel.verify,
+        timeout=timeout,
+        allow_redirects=False,
+        session=channel.session,
+    )
+    try:
+        client.token = _login(client, role, jwt, mount)
+        session = OpenBaoSession(client)
         try:
-            client.token = _login(client, role, jwt, mount)
-            session = OpenBaoSession(client)
-            try:
-                yield session
-            finally:
-                session.revoke_self()
+            yield session
         finally:
-            client.adapter.close()  # its connections, whether or not the login worked
+            session.revoke_self()
+    except BaseException:
+        # Whatever failed may have left a connection half-read: the next session starts afresh.
+        _close_channel(channel)
+        raise
+    channel.used = time.monotonic()

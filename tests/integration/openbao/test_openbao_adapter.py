@@ -3,7 +3,8 @@
 What the engine relies on: a session logs in with the ServiceAccount token read afresh and the
 client certificate, reads and writes the order role, revokes the role's leases (dropping its SQL
 users) and deletes it, and revokes its own token on the way out; failures carry OpenBao's status
-and messages but never the token or the JWT; the key files it writes are gone afterwards.
+and messages but never the token or the JWT; no key file reaches the disk. Sessions that follow
+each other keep their TLS connection, and one the server dropped costs the next session nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import http.server
 import ssl
 import tempfile
 import threading
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,7 +57,7 @@ def test_a_session_writes_the_role_once_and_removes_it_with_its_users(
     with open_session(*args) as session:
         assert not should_write_role(session.read_role(role), desired)
     assert len(reads) == 2, "the token is read afresh at every login"
-    assert _leftover_key_dirs() == before, "the key files are removed with the session"
+    assert _leftover_key_dirs() == before, "no key file is left on disk"
 
     generator = tls_platform.client(
         cert=(pki.client.cert_file, pki.client.key_file), verify=pki.ca_file
@@ -76,6 +78,48 @@ def test_a_session_writes_the_role_once_and_removes_it_with_its_users(
         session.delete_role(role)  # absent counts as deleted
         assert session.read_role(role) is None
     assert not sql_user_exists(username)
+
+
+def _session_args(platform: Platform, cert: ClientCertificate) -> tuple[object, ...]:
+    def read_jwt() -> str:
+        return platform.reviewer.issue("c5c3-system", "c5c3-operator")
+
+    return (platform.server.url, KUBE_MOUNT, "c5c3-operator", read_jwt, cert)
+
+
+def test_sessions_in_a_row_keep_one_tls_connection_and_log_in_each_time(
+    tls_platform: Platform, client_certificate: ClientCertificate
+) -> None:
+    args = _session_args(tls_platform, client_certificate)
+    server = tls_platform.server
+    before = _calls(tls_platform)
+    accepted = server.connections_accepted()
+    for _ in range(3):
+        with open_session(*args) as session:  # type: ignore[arg-type]
+            assert session.read_role("order.absent.x-0000-database") is None
+    assert server.connections_accepted() - accepted <= 1, "each session made a TLS connection"
+    calls = _calls(tls_platform) - before
+    assert calls["login"] == 3, "every session logs in"
+    assert calls["revoke-self"] == 3, "every session revokes its own token"
+
+
+def _calls(platform: Platform) -> Counter[str]:
+    """The OpenBao requests served so far, by the last part of their path."""
+    out: Counter[str] = Counter()
+    for row in platform.server.requests.snapshot()["requests"]:
+        out[row["path"].rsplit("/", 1)[-1]] += row["count"]
+    return out
+
+
+def test_a_connection_the_server_dropped_costs_the_next_session_nothing(
+    tls_platform: Platform, client_certificate: ClientCertificate
+) -> None:
+    args = _session_args(tls_platform, client_certificate)
+    with open_session(*args) as session:  # type: ignore[arg-type]
+        assert session.read_role("order.absent.x-0000-database") is None
+    tls_platform.server.drop_connections()
+    with open_session(*args) as session:  # type: ignore[arg-type]
+        assert session.read_role("order.absent.x-0000-database") is None
 
 
 def test_a_denied_login_is_a_403_without_the_jwt(
