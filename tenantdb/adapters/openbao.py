@@ -6,7 +6,7 @@ with the ControlPlane namespace's shared client certificate for mutual TLS. Ever
 revokes its own token on the way out; a failure there is only logged, since the token expires
 with its short TTL anyway.
 
-A token never outlives its session, but the TLS connection may: the process keeps the
+A token never outlives its session, but the TLS connection may: each thread keeps its
 connections to a server, per client certificate (a channel), for the next session that comes
 within ``CHANNEL_IDLE_SECONDS``, so a busy worker does not pay a TLS handshake per pass. A
 channel closes when it sat idle that long (well inside any server's idle timeout), when a
@@ -28,6 +28,7 @@ import hashlib
 import logging
 import os
 import tempfile
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 DATABASE_MOUNT = "database/mariadb"
 DEFAULT_TIMEOUT = 30.0
 CHANNELS = 8
-"""How many channels (server and client certificate) a process keeps open at most."""
+"""How many channels (server and client certificate) a thread keeps open at most."""
 CHANNEL_IDLE_SECONDS = 30.0
 """How long a channel may sit unused before the next session opens a new one. OpenBao's
 listener closes idle connections after 5 minutes by default; a much shorter limit here keeps a
@@ -243,41 +244,49 @@ class _Channel:
         self._files.close()
 
 
-_CHANNELS: OrderedDict[tuple[str, str], _Channel] = OrderedDict()
-# A forked child (a prefork pool process) opens channels of its own: a TLS connection cannot be
-# shared between two processes.
-os.register_at_fork(after_in_child=_CHANNELS.clear)
+class _Channels(threading.local):
+    """The channels of one thread, oldest use first: a session and its connections are never
+    shared between threads, and a forked child (a prefork pool process) starts with none."""
+
+    def __init__(self) -> None:
+        self.open: OrderedDict[tuple[str, str], _Channel] = OrderedDict()
+
+
+_CHANNELS = _Channels()
+
+
+def _forget_channels() -> None:
+    """In a forked child: the parent's connections are not this process's to use."""
+    _CHANNELS.open = OrderedDict()
+
+
+os.register_at_fork(after_in_child=_forget_channels)
 
 
 def _channel(server: str, cert: ClientCertificate | None) -> _Channel:
-    """This process's channel to ``server`` with ``cert``, opened when there is none that was
+    """This thread's channel to ``server`` with ``cert``, opened when there is none that was
     used within ``CHANNEL_IDLE_SECONDS``."""
     digest = hashlib.sha256()
     for pem in (cert.ca_crt, cert.tls_crt, cert.tls_key) if cert is not None else ():
         digest.update(len(pem).to_bytes(8, "big") + pem)
     key = (server, digest.hexdigest())
+    channels = _CHANNELS.open
     now = time.monotonic()
-    for stale in [c for c in _CHANNELS.values() if now - c.used > CHANNEL_IDLE_SECONDS]:
+    for stale in [c for c in channels.values() if now - c.used > CHANNEL_IDLE_SECONDS]:
         _close_channel(stale)
-    channel = _CHANNELS.get(key)
+    channel = channels.get(key)
     if channel is None:
-        channel = _CHANNELS[key] = _Channel(key, cert)
-        while len(_CHANNELS) > CHANNELS:
-            _close_channel(next(iter(_CHANNELS.values())))
-    _CHANNELS.move_to_end(key)
+        channel = channels[key] = _Channel(key, cert)
+        while len(channels) > CHANNELS:
+            _close_channel(next(iter(channels.values())))
+    channels.move_to_end(key)
     return channel
 
 
 def _close_channel(channel: _Channel) -> None:
-    if _CHANNELS.get(channel.key) is channel:
-        del _CHANNELS[channel.key]
+    if _CHANNELS.open.get(channel.key) is channel:
+        del _CHANNELS.open[channel.key]
     channel.close()
-
-
-def close_channels() -> None:
-    """Close every channel of this process (its connections and PEM files)."""
-    for channel in list(_CHANNELS.values()):
-        _close_channel(channel)
 
 
 @contextmanager

@@ -10,6 +10,7 @@ each other keep their TLS connection, and one the server dropped costs the next 
 from __future__ import annotations
 
 import http.server
+import multiprocessing
 import ssl
 import tempfile
 import threading
@@ -109,6 +110,33 @@ def _calls(platform: Platform) -> Counter[str]:
     for row in platform.server.requests.snapshot()["requests"]:
         out[row["path"].rsplit("/", 1)[-1]] += row["count"]
     return out
+
+
+def test_a_forked_child_opens_its_own_connection_and_leaves_the_parents_alone(
+    tls_platform: Platform, client_certificate: ClientCertificate
+) -> None:
+    args = _session_args(tls_platform, client_certificate)
+    server = tls_platform.server
+    with open_session(*args) as session:  # type: ignore[arg-type]
+        assert session.read_role("order.absent.x-0000-database") is None
+    accepted = server.connections_accepted()
+    # As a prefork pool child is forked from a worker that already talked to OpenBao. The
+    # stand-in's token reviewer lives in this process: the child's token is issued here.
+    jwt = tls_platform.reviewer.issue("c5c3-system", "c5c3-operator")
+    child_args = (*args[:3], lambda: jwt, *args[4:])
+    child = multiprocessing.get_context("fork").Process(target=_one_session, args=(child_args,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0, "the child's session failed"
+    assert server.connections_accepted() == accepted + 1, "the child used the parent's connection"
+    with open_session(*args) as session:  # type: ignore[arg-type]
+        assert session.read_role("order.absent.x-0000-database") is None
+    assert server.connections_accepted() == accepted + 1, "the parent lost its connection"
+
+
+def _one_session(args: tuple[object, ...]) -> None:
+    with open_session(*args) as session:  # type: ignore[arg-type]
+        session.read_role("order.absent.x-0000-database")
 
 
 def test_a_connection_the_server_dropped_costs_the_next_session_nothing(
