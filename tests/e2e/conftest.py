@@ -141,6 +141,10 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+POOL = 2
+"""Pool processes per worker of the stack."""
+
+
 def order_quiet(stack: Stack, client: redis.Redis, key: Any) -> bool:
     """Whether no pass of the order is pending or running and every queue is drained."""
     prefix = stack.prefix
@@ -265,9 +269,13 @@ class Stack:
 
     def start_worker(self, name: str) -> None:
         self.start(
-            name, "worker", "--", "-c", "2", "-n", f"{name}-{self.suffix}@%h",
+            name, "worker", "--", "-c", str(POOL), "-n", f"{name}-{self.suffix}@%h",
             "-Q", "reconcile,provision,delivery,teardown", "--without-mingle", "--without-gossip",
         )  # fmt: skip
+
+    def pool_processes(self) -> int:
+        """How many pool processes the running workers have between them."""
+        return POOL * sum(1 for name in self.procs if name.startswith("worker"))
 
     def kill(self, name: str) -> None:
         proc = self.procs.pop(name)
