@@ -81,6 +81,10 @@ demo: $(STAMP) ## Run the whole stack locally with three example orders (Ctrl-C 
 bench: $(STAMP) kube ## Measure what an order costs (~25 min; API_SERVER=real for real kube-apiservers); writes docs/benchmarks.md
 	$(BIN)/python -m bench --profile full --api-server $(API_SERVER) --doc docs/benchmarks.md
 
+.PHONY: bench-fleet
+bench-fleet: $(STAMP) ## Build a fleet of 10,000 Ready orders through tenantdb and measure it (~60 min); writes docs/benchmarks-fleet.md
+	$(BIN)/python -m bench --profile fleet --api-server $(API_SERVER) --doc docs/benchmarks-fleet.md
+
 .PHONY: bench-quick
 bench-quick: $(STAMP) ## The benchmark tables for small N, in under 3 minutes (prints them)
 	$(BIN)/python -m bench --profile quick --api-server $(API_SERVER) --out-dir $${TMPDIR:-/tmp}/tenantdb-bench

@@ -7,8 +7,9 @@ the markdown tables of `docs/benchmarks.md`. Each figure is reported as its medi
 with the min and max beside it, next to the machine it ran on.
 
 Profiles: `full` (the report: `make bench`), `quick` (the same table for small N, under three
-minutes: `make bench-quick`), `tiny` (one run each with the smallest N, to keep the harness
-working in CI). Needs Redis and MariaDB on localhost, as the tests do.
+minutes: `make bench-quick`), `fleet` (a fleet of 10,000 Ready orders built through tenantdb,
+and its steady state: `make bench-fleet`), `tiny` (one run each with the smallest N, the fleet
+too, to keep the harness working in CI). Needs Redis and MariaDB on localhost, as the tests do.
 """
 
 from __future__ import annotations
@@ -55,7 +56,18 @@ class Profile:
     """How many Database CRs no order owns stand beside the measured ones, in turn."""
     mysql_growth_sizes: tuple[int, ...]
     """How many Ready MysqlDatabases on the same group stand beside the measured ones, in turn."""
+    fleet_size: int = 0
+    """Ready MariaDBDatabases the fleet scenario builds through tenantdb (0: it does not run)."""
+    fleet_batch: int = 0
+    """New orders created at once in each step of the fleet's build."""
+    fleet_burst: int = 0
+    """New orders created at once beside the fleet, at each of its measured sizes."""
+    groups: tuple[str, ...] = ()
+    """The scenario groups the profile runs, in order (empty: every group but the fleet)."""
 
+
+GROUPS = ("warm", "cold", "refresh", "dead_group", "servers", "growth", "mysql_growth")
+"""The scenario groups of the report, in the order they run (the fleet apart)."""
 
 PROFILES = {
     "full": Profile(
@@ -73,7 +85,42 @@ PROFILES = {
         (0, 100, 1000),
     ),
     "quick": Profile(3, 2, (5,), 120.0, 50, 5, 1_000, 60, 20, 30.0, (0, 1000), (0, 100)),
-    "tiny": Profile(1, 1, (2,), 120.0, 5, 2, 200, 20, 3, 8.0, (0, 20), (0, 10)),
+    "tiny": Profile(
+        1,
+        1,
+        (2,),
+        120.0,
+        5,
+        2,
+        200,
+        20,
+        3,
+        8.0,
+        (0, 20),
+        (0, 10),
+        fleet_size=4,
+        fleet_batch=2,
+        fleet_burst=2,
+        groups=(*GROUPS, "fleet"),
+    ),
+    "fleet": Profile(
+        3,
+        10,
+        (),
+        600.0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0.0,
+        (),
+        (),
+        fleet_size=10_000,
+        fleet_batch=1_000,
+        fleet_burst=100,
+        groups=("fleet",),
+    ),
 }
 
 MANY = 1000
@@ -311,6 +358,51 @@ def run_cold(profile: Profile) -> Figures:
     return out
 
 
+def run_fleet(profile: Profile) -> Figures:
+    """A fleet of Ready MariaDBDatabases built through tenantdb, step by step, on one stack
+    with 2 worker processes whose refresh cycle is the 10-minute one of ``FLEET`` orders.
+
+    Each step creates ``fleet_batch`` new orders at once beside the Ready ones (its throughput
+    beside that many); beside none, beside one step's worth and beside the whole fleet, a
+    converged pass, new orders one by one and a burst of ``fleet_burst`` are measured; then the
+    whole fleet is refreshed as its steady state (``scenarios.refresh_all``). A step or a
+    point that does not finish ends the build; what was measured until then is kept.
+    """
+    size, batch = profile.fleet_size, profile.fleet_batch
+
+    def body(stack: Stack) -> Figures:
+        empty = stack.footprint()
+        out: Figures = {"size": size, "batch": batch, "burst": profile.fleet_burst}
+        steps: list[Figures] = []
+        points: Figures = {}
+        out["steps"], out["beside"] = steps, points
+        marks = sorted({0, batch, size})
+        try:
+            for mark in marks:
+                while len(steps) * batch < mark:
+                    _say(f"bench: fleet, {batch} new orders beside {len(steps) * batch}")
+                    steps.append(scenarios.grow_fleet(stack, batch, timeout=profile.cold_timeout))
+                _say(f"bench: fleet, a converged pass and new orders beside {mark}")
+                point, forced, new = scenarios.beside_fleet(
+                    stack, profile.runs, profile.warm_orders, profile.fleet_burst, timeout=300.0
+                )
+                points[str(mark)] = {
+                    **point,
+                    "converged_forced": summarize(forced),
+                    "new_order": summarize(new),
+                }
+            names = sorted(stack.ready_orders())
+            _say(f"bench: fleet, the steady state of {len(names)} Ready orders")
+            out["steady"] = scenarios.refresh_all(stack, names, empty, timeout=3600.0)
+        except BenchError as error:
+            out["failed"] = str(error)
+        return out
+
+    if not size:
+        return {}
+    return _with_stack(2, body, refresh_cycle=scenarios.fleet_pace_cycle(size))
+
+
 def run_dead_group(profile: Profile) -> Figures:
     """Healthy MysqlDatabase orders beside a group that never answers, on 2 worker processes."""
 
@@ -358,16 +450,18 @@ def run(profile_name: str, save: Callable[[Figures], None] = lambda report: None
         "sizes": profile.__dict__,
         "api_server": API_SERVER["name"],
     }
-    for group, function in (
-        ("warm", run_warm),
-        ("cold", run_cold),
-        ("refresh", run_refresh),
-        ("dead_group", run_dead_group),
-        ("servers", run_servers),
-        ("growth", run_growth),
-        ("mysql_growth", run_mysql_growth),
-    ):
-        report[group] = function(profile)
+    functions: dict[str, Callable[[Profile], Figures]] = {
+        "warm": run_warm,
+        "cold": run_cold,
+        "refresh": run_refresh,
+        "dead_group": run_dead_group,
+        "servers": run_servers,
+        "growth": run_growth,
+        "mysql_growth": run_mysql_growth,
+        "fleet": run_fleet,
+    }
+    for group in profile.groups or GROUPS:
+        report[group] = functions[group](profile)
         report["bench_seconds"] = time.monotonic() - started
         save(report)
     return report

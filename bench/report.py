@@ -47,6 +47,8 @@ def _median(figures: Figures, name: str) -> float:
     figure = figures.get(name)
     if isinstance(figure, dict) and "median" in figure:
         return float(figure["median"])
+    if isinstance(figure, int | float) and not isinstance(figure, bool):
+        return float(figure)  # one run's figure
     return 0.0
 
 
@@ -341,12 +343,20 @@ def _fleet(cold: Figures) -> list[str]:
     fleet = cold.get("fleet_refresh")
     if not fleet:
         return []
+    return [
+        "## Steady state: a Ready fleet on the 10-minute refresh",
+        "",
+        *_steady(fleet, f"The {cell(fleet['orders'])} orders of the cold run"),
+    ]
+
+
+def _steady(fleet: Figures, whose: str) -> list[str]:
+    """The steady-state table of ``scenarios.refresh_all``'s figures; ``whose`` names the
+    orders refreshed."""
     size, total = cell(fleet["orders"]), cell(fleet["fleet"])
     verbs = fleet["kube_by_verb_per_pass"]
     lines = [
-        "## Steady state: a Ready fleet on the 10-minute refresh",
-        "",
-        f"The {size} orders of the cold run, Ready and settled, all made due for their refresh"
+        f"{whose}, Ready and settled, all made due for their refresh"
         " at once; beat sweeps them at the rate its refresh cycle allows, set so that it offers"
         f" passes at the rate {total} orders get on the 10-minute refresh"
         f" ({cell(fleet['fleet_passes_per_s'])} passes/s), twice: the first refresh after the"
@@ -380,6 +390,90 @@ def _fleet(cold: Figures) -> list[str]:
         goal = FLEET_GOALS.get(key)
         lines.append(f"| {label} | {cell(fleet[key])} | {'-' if goal is None else cell(goal)} |")
     return [*lines, ""]
+
+
+def _fleet_build(fleet: Figures | None) -> list[str]:
+    """A fleet of real orders built through tenantdb: each step's throughput, the cost of a
+    pass and of new orders beside it, and its steady state."""
+    if not fleet:
+        return []
+    size, batch, burst = (cell(fleet[k]) for k in ("size", "batch", "burst"))
+    lines = [
+        f"## A fleet of {size} Ready orders",
+        "",
+        f"One stack with 2 worker processes builds a fleet of {size} MariaDBDatabases through"
+        f" tenantdb, {batch} new orders at a time, each step started once the last one's orders"
+        " are Ready and the stack is idle; the Ready orders refresh on the 10-minute cycle"
+        " meanwhile, as a real fleet's would. Every order is a real one: its children, its"
+        " OpenBao role, its schema and its user.",
+        "",
+    ]
+    if fleet.get("failed"):
+        lines += [f"**The build did not finish:** {fleet['failed']}", ""]
+    steps = fleet.get("steps") or []
+    if steps:
+        first = steps[0]["orders_per_s"]
+        lines += [
+            "| Ready orders beside | new at once | all Ready (s) | orders/s | vs the first step"
+            " | passes | Kubernetes requests | tenantdb CPU (s) | devstack CPU (s) | bound by |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for step in steps:
+            lines.append(
+                f"| {cell(step['existing'])} | {cell(step['orders'])}"
+                f" | {cell(step['all_ready_s'])} | {cell(step['orders_per_s'])}"
+                f" | {cell(step['orders_per_s'] / first)} | {cell(step['passes'])}"
+                f" | {cell(step['kube_requests'])} | {cell(step['tenantdb_cpu_s'])}"
+                f" | {cell(step['devstack_cpu_s'])} | {bound_note(step)} |"
+            )
+        lines += ["", "Per-order figures divide the step's totals by its new orders.", ""]
+    points = fleet.get("beside") or {}
+    if points:
+        base = points.get("0") or {}
+        base_rate = base.get("burst_orders_per_s")
+        lines += [
+            f"Beside the fleet as it grows: forced re-reconciles of one Ready order, new orders"
+            f" created one after another, and a burst of {burst} new orders at once.",
+            "",
+            "| Ready orders beside | converged: Kubernetes requests | converged: LISTs"
+            " | converged: pass (s) | converged: tenantdb CPU (s)"
+            " | new order: create-to-Ready p50 (s) | new order: Kubernetes requests"
+            f" | {burst} at once: all Ready (s) | {burst} at once: vs beside none"
+            " | Redis per order (B) | watcher per order (B) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for point in points.values():
+            forced, new = point["converged_forced"], point["new_order"]
+            by_request = forced.get("kube_by_request") or {}
+            lists = sum(n for request, n in by_request.items() if request.startswith("list "))
+            ratio = point["burst_orders_per_s"] / base_rate if base_rate else None
+            lines.append(
+                f"| {cell(point['existing'])} | {cell(forced['kube_requests'])} | {lists}"
+                f" | {cell(forced['pass_s'])} | {cell(forced['tenantdb_cpu_s'])}"
+                f" | {cell(new['ready_p50_s'])} | {cell(new['kube_requests'])}"
+                f" | {cell(point['burst']['all_ready_s'])} | {cell(ratio)}"
+                f" | {_fleet_per_order(point, base)} |"
+            )
+        lines.append("")
+    steady = fleet.get("steady")
+    if steady:
+        lines += [
+            f"### Its steady state: {cell(steady['orders'])} Ready orders on the 10-minute refresh",
+            "",
+            *_steady(steady, f"All {cell(steady['orders'])} orders of the fleet"),
+        ]
+    return lines
+
+
+def _fleet_per_order(point: Figures, base: Figures) -> str:
+    """Redis and watcher memory per Ready order beside the fleet, over the point beside none."""
+    mine, theirs = point.get("footprint"), base.get("footprint")
+    extra = point["existing"] - base.get("existing", 0)
+    if not mine or not theirs or extra <= 0:
+        return "- | -"
+    return " | ".join(
+        _num((mine[name] - theirs[name]) / extra) for name in ("redis_bytes", "watcher_rss_bytes")
+    )
 
 
 def _refresh(refresh: Figures) -> list[str]:
@@ -506,10 +600,12 @@ def render_markdown(report: Figures, baseline: Figures | None = None) -> str:
         "# Benchmarks",
         "",
         "Produced by `make bench` (`python -m bench`); `make bench-quick` prints the same tables"
-        " for small N. Each figure is the median of the runs, with min-max in brackets when they"
-        " differ. Kubernetes and OpenBao requests are tenantdb's own, counted by the devstack's"
-        " servers (`/devstack/counters`); CPU seconds come from /proc, for tenantdb's processes"
-        " (watcher, worker and its pool, beat) and for the devstack apart. A scenario is marked"
+        " for small N, and `make bench-fleet` builds a fleet of 10,000 Ready orders and measures"
+        " it (`docs/benchmarks-fleet.md`). Each figure is the median of the runs, with min-max"
+        " in brackets when they differ. Kubernetes and OpenBao requests are tenantdb's own,"
+        " counted by the devstack's servers (`/devstack/counters`); CPU seconds come from"
+        " /proc, for tenantdb's processes (watcher, worker and its pool, beat) and for the"
+        " devstack apart. A scenario is marked"
         f" bound by the stand-ins when the devstack used more than {STAND_IN_BOUND:.0%} of"
         " tenantdb's CPU.",
         "",
@@ -518,19 +614,21 @@ def render_markdown(report: Figures, baseline: Figures | None = None) -> str:
         f" {m['memory_gib']} GiB, Python {m['python']}, Redis {m['redis']}, {m['mariadb']}.",
         "",
     ]
-    warm, cold = report["warm"], report["cold"]
-    if baseline is not None:
-        lines += render_comparison(baseline, report).splitlines()
-        lines.append("")
-    lines += _new_order(warm)
-    lines += _converged(warm)
-    lines += _mysql(warm)
-    lines += _cold(cold)
-    lines += _storms(warm, cold)
-    lines += _fleet(cold)
-    lines += _refresh(report["refresh"])
+    warm, cold = report.get("warm"), report.get("cold")
+    if warm and cold:  # the fleet profile runs the fleet alone
+        if baseline is not None:
+            lines += render_comparison(baseline, report).splitlines()
+            lines.append("")
+        lines += _new_order(warm)
+        lines += _converged(warm)
+        lines += _mysql(warm)
+        lines += _cold(cold)
+        lines += _storms(warm, cold)
+        lines += _fleet(cold)
+        lines += _refresh(report["refresh"])
     lines += _dead_group(report.get("dead_group"))
     lines += _servers(report.get("servers"))
     lines += _growth(report.get("growth"))
     lines += _growth(report.get("mysql_growth"), "MysqlDatabases")
+    lines += _fleet_build(report.get("fleet"))
     return "\n".join(lines)

@@ -188,22 +188,38 @@ def _refresh(stack: Stack, key: Any, timeout: float) -> None:
     stack.wait_idle()
 
 
+def _pass_ends(stack: Stack, keys: list[Any]) -> dict[Any, Any]:
+    """When each key's last pass ended (None: never), as ``WorkQueue.last_pass`` records it,
+    read in one round trip per 1,000 keys so that watching a large fleet costs the machine
+    little."""
+    queue = stack.workqueue()
+    out: dict[Any, Any] = {}
+    for start in range(0, len(keys), 1000):
+        chunk = keys[start : start + 1000]
+        pipe = queue.redis.pipeline(transaction=False)
+        for key in chunk:
+            pipe.hget(queue.keys.last_pass(key), "at")
+        out.update(zip(chunk, pipe.execute(), strict=True))
+    return out
+
+
 def _refresh_round(stack: Stack, keys: list[Any], timeout: float) -> float:
     """Make every key's refresh due now; wait until each had its pass; the seconds it took."""
     from tenantdb.core.schedule import Timetable
 
     queue = stack.workqueue()
-    last = {key: queue.last_pass(key) for key in keys}
+    last = _pass_ends(stack, keys)
     start = time.monotonic()
     now = time.time()
     for key in keys:
         queue.schedule(key, now, Timetable.REFRESH)
-    waiting = set(keys)
+    waiting = list(keys)
     while waiting:
         if time.monotonic() - start > timeout:
             raise BenchError(f"{len(waiting)} of {len(keys)} refreshes not done in {timeout:g} s")
-        time.sleep(0.5)
-        waiting = {key for key in waiting if queue.last_pass(key) == last[key]}
+        time.sleep(0.5 if len(waiting) < 1000 else 2.0)
+        ends = _pass_ends(stack, waiting)
+        waiting = [key for key in waiting if ends[key] == last[key]]
     return time.monotonic() - start
 
 
@@ -449,3 +465,44 @@ def refresh_all(
         "fleet_lists_per_s": per_pass.get("list", 0.0) * rate,
         "fleet_tenantdb_cores": cpu * rate,
     }
+
+
+def beside_fleet(
+    stack: Stack, runs: int, warm_orders: int, burst: int, *, timeout: float
+) -> tuple[Figures, list[Figures], list[Figures]]:
+    """What a converged pass and new orders cost beside the Ready orders the stack holds now.
+
+    Returns the point's own figures (``existing``: how many Ready orders stood beside; the
+    figures of ``burst`` new orders created at once; the installation's footprint after), the
+    forced passes of ``converged_beside`` and the ``new_orders_warm`` runs, for the caller to
+    summarize. Every order these create stays, Ready, in the fleet.
+    """
+    existing = len(stack.ready_orders())
+    forced = converged_beside(stack, 0, runs, timeout=timeout)
+    new = [new_orders_warm(stack, warm_orders, timeout=timeout) for _ in range(runs)]
+    figures, ready = cold(stack, burst, timeout=timeout)
+    if len(ready) < burst:
+        raise BenchError(f"{burst - len(ready)} of {burst} new orders not Ready in {timeout:g} s")
+    point: Figures = {
+        "existing": existing,
+        "burst": figures,
+        "burst_orders_per_s": burst / figures["all_ready_s"],
+        "footprint": stack.footprint(),
+    }
+    return point, forced, new
+
+
+def grow_fleet(stack: Stack, orders: int, *, timeout: float) -> Figures:
+    """One step of a fleet's build: ``orders`` new orders at once beside the Ready ones.
+
+    Figures: those of ``cold``, with ``existing`` (the Ready orders beside) and the step's
+    throughput in orders per second. Raises BenchError when an order was not Ready in time.
+    """
+    existing = len(stack.ready_orders())
+    figures, ready = cold(stack, orders, timeout=timeout)
+    if len(ready) < orders:
+        raise BenchError(
+            f"beside {existing} Ready orders, {orders - len(ready)} of {orders} new orders"
+            f" were not Ready in {timeout:g} s"
+        )
+    return {"existing": existing, **figures, "orders_per_s": orders / figures["all_ready_s"]}

@@ -134,6 +134,8 @@ def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
             assert figures["footprint"]["redis_bytes"] > 0
             assert figures["footprint"]["watcher_rss_bytes"] > 0
 
+    _check_fleet(report["fleet"], doc.read_text())
+
     markdown = doc.read_text()
     for heading in (
         "## A new order, warm workers", "## A converged pass",
@@ -142,3 +144,29 @@ def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
     ):  # fmt: skip
         assert heading in markdown
     assert done.stdout.strip() == markdown.strip()
+
+
+def _check_fleet(fleet: dict[str, Any], markdown: str) -> None:
+    """A fleet of real orders, built through tenantdb step by step: each step's orders all went
+    Ready beside the last ones, a converged pass beside the grown fleet asks what it asked
+    beside none, and the whole fleet's refresh writes nothing."""
+    assert "failed" not in fleet, fleet.get("failed")
+    assert [step["orders"] for step in fleet["steps"]] == [2, 2]
+    assert fleet["steps"][1]["existing"] > fleet["steps"][0]["existing"]
+    assert all(step["orders_per_s"] > 0 for step in fleet["steps"])
+    points = fleet["beside"]
+    assert list(points) == ["0", "2", "4"]
+    existing = [point["existing"] for point in points.values()]
+    assert existing[0] == 0
+    assert existing == sorted(set(existing)), existing
+    beside_none = points["0"]["converged_forced"]["kube_by_request"]
+    assert beside_none
+    assert not [r for r in beside_none if r.startswith("list ")], beside_none
+    for size, point in points.items():
+        assert point["converged_forced"]["kube_by_request"] == beside_none, size
+        assert point["burst_orders_per_s"] > 0, size
+    steady = fleet["steady"]
+    assert steady["orders"] >= existing[-1]
+    assert steady["passes"] >= steady["orders"], "each order had its refresh pass"
+    assert steady["writes"] == 0
+    assert "## A fleet of 4 Ready orders" in markdown
