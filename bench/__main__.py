@@ -369,6 +369,8 @@ def run_fleet(profile: Profile) -> Figures:
     point that does not finish ends the build; what was measured until then is kept.
     """
     size, batch = profile.fleet_size, profile.fleet_batch
+    if not size:
+        return {}
 
     def body(stack: Stack) -> Figures:
         empty = stack.footprint()
@@ -398,8 +400,6 @@ def run_fleet(profile: Profile) -> Figures:
             out["failed"] = str(error)
         return out
 
-    if not size:
-        return {}
     return _with_stack(2, body, refresh_cycle=scenarios.fleet_pace_cycle(size))
 
 

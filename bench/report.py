@@ -272,7 +272,7 @@ def _growth(growth: Figures | None, beside: str = "Database CRs") -> list[str]:
 
 def _per_order(figures: Figures, base: Figures | None, size: str, name: str) -> str:
     mine = figures.get("footprint")
-    if not mine or not base or int(size) == 0:
+    if not mine or not base or int(size) <= 0:
         return "-"
     return _num((mine[name] - base[name]) / int(size))
 
@@ -467,12 +467,10 @@ def _fleet_build(fleet: Figures | None) -> list[str]:
 
 def _fleet_per_order(point: Figures, base: Figures) -> str:
     """Redis and watcher memory per Ready order beside the fleet, over the point beside none."""
-    mine, theirs = point.get("footprint"), base.get("footprint")
-    extra = point["existing"] - base.get("existing", 0)
-    if not mine or not theirs or extra <= 0:
-        return "- | -"
+    extra = str(point["existing"] - base.get("existing", 0))
     return " | ".join(
-        _num((mine[name] - theirs[name]) / extra) for name in ("redis_bytes", "watcher_rss_bytes")
+        _per_order(point, base.get("footprint"), extra, name)
+        for name in ("redis_bytes", "watcher_rss_bytes")
     )
 
 
