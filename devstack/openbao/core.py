@@ -37,6 +37,7 @@ from devstack.openbao.api import (
 )
 from devstack.openbao.clock import ScaledClock, parse_duration, rfc3339
 from devstack.openbao.database import DatabaseMount, LeaseSecret, MariaDBEndpoint
+from devstack.openbao.expiry import Children, Deadlines, LeaseTable
 from devstack.openbao.kubeauth import DEFAULT_TOKEN_TTL, KubernetesAuthMount, TokenReviewer
 from devstack.openbao.policy import (
     Identity,
@@ -211,7 +212,12 @@ class OpenBaoCore:
         self._stopping = threading.Event()
         self._reaper: threading.Thread | None = None
         self._tokens: dict[str, Token] = {}
-        self._leases: dict[str, Lease] = {}
+        self._children = Children()
+        self._leases: LeaseTable[Lease] = LeaseTable()
+        self._expiries = Deadlines()
+        """Token and lease expiries, on the scaled clock."""
+        self._retries = Deadlines()
+        """Retries of failed revocations, on the monotonic clock."""
         self._entities: dict[tuple[str, str], str] = {}
         self._policies: dict[str, Policy] = {"default": parse_policy("default", DEFAULT_POLICY)}
         self._kube_mounts: dict[str, KubernetesAuthMount] = {}
@@ -254,8 +260,9 @@ class OpenBaoCore:
         if self._reaper is not None:
             self._reaper.join(timeout=30)
         with self._lock:
-            leases = list(self._leases.values())
-            self._leases.clear()
+            leases = self._leases.clear()
+            self._expiries.clear()
+            self._retries.clear()
         close = getattr(self._reviewer, "close", None)
         if close is not None:
             close()
@@ -271,31 +278,40 @@ class OpenBaoCore:
             self._wake.wait(wait)
 
     def _reap_once(self) -> float:
-        """End what has expired and retry failed revocations; return the real seconds to wait."""
+        """End what has expired and retry failed revocations; return the real seconds to wait.
+
+        Only what is due is looked at (`Deadlines`); an entry whose object has gone, or was
+        renewed since, is skipped.
+        """
         now = self.clock.now()
         mono = time.monotonic()
+        due: dict[str, Lease] = {}
         with self._lock:
-            for token in [
-                t for t in self._tokens.values() if t.expire_time and t.expire_time <= now
-            ]:
-                self._revoke_token_locked(token.id)
-            due = [
-                lease
-                for lease in self._leases.values()
-                if lease.expire_time <= now
-                or (lease.retry_at is not None and lease.retry_at <= mono)
-            ]
-            for lease in due:
-                del self._leases[lease.id]
-        self._revoke_leases(due)
+            # A token revoked here records its leases as due now: they are popped in this loop.
+            for kind, ident in self._expiries.due(now):
+                if kind == "token":
+                    token = self._tokens.get(ident)
+                    if token and token.expire_time is not None and token.expire_time <= now:
+                        self._revoke_token_locked(ident)
+                    continue
+                lease = self._leases.get(ident)
+                if lease is not None and lease.expire_time <= now:
+                    due[ident] = lease
+            for _, ident in self._retries.due(mono):
+                lease = self._leases.get(ident)
+                if lease is not None and lease.retry_at is not None and lease.retry_at <= mono:
+                    due[ident] = lease
+            for ident in due:
+                self._leases.pop(ident)
+        self._revoke_leases(due.values())
         with self._lock:
-            deadlines = [t.expire_time for t in self._tokens.values() if t.expire_time]
-            deadlines += [lease.expire_time for lease in self._leases.values()]
-            retries = [lease.retry_at for lease in self._leases.values() if lease.retry_at]
-        now = self.clock.now()
-        waits = [self.clock.real_seconds(d - now) for d in deadlines]
-        waits += [max(0.0, r - time.monotonic()) for r in retries]
-        return min([_MAX_WAIT_REAL_SECONDS, *waits])
+            expiry, retry = self._expiries.next(), self._retries.next()
+        waits = [_MAX_WAIT_REAL_SECONDS]
+        if expiry is not None:
+            waits.append(self.clock.real_seconds(expiry - self.clock.now()))
+        if retry is not None:
+            waits.append(max(0.0, retry - time.monotonic()))
+        return min(waits)
 
     # --- request handling ------------------------------------------------------------------------
 
@@ -422,6 +438,9 @@ class OpenBaoCore:
         )
         with self._lock:
             self._tokens[token.id] = token
+            self._children.add(parent, token.id)
+            if token.expire_time is not None:
+                self._expiries.add(token.expire_time, "token", token.id)
         self._wake.set()
         return token
 
@@ -464,28 +483,33 @@ class OpenBaoCore:
             "type": "service",
         }
 
-    def _revoke_token_locked(self, token_id: str) -> None:
-        """Forget a token and its children; queue their leases for revocation now."""
+    def _revoke_token_locked(self, token_id: str) -> list[str]:
+        """Forget a token and its children; queue their leases for revocation now. Return the
+        ids of the tokens forgotten."""
         token = self._tokens.pop(token_id, None)
         if token is None:
-            return
-        for lease in self._leases.values():
-            if lease.token_id == token_id:
-                lease.expire_time = min(lease.expire_time, self.clock.now())
-        for child in [t.id for t in self._tokens.values() if t.parent == token_id]:
-            self._revoke_token_locked(child)
+            return []
+        self._children.remove(token.parent, token_id)
+        now = self.clock.now()
+        for lease in self._leases.of_token(token_id):
+            lease.expire_time = min(lease.expire_time, now)
+            self._expiries.add(lease.expire_time, "lease", lease.id)
+        gone = [token_id]
+        for child in self._children.take(token_id):
+            gone += self._revoke_token_locked(child)
         self._wake.set()
+        return gone
 
     def _revoke_token_now(self, token_id: str) -> None:
         with self._lock:
-            self._revoke_token_locked(token_id)
-            owned = self._collect_leases_of_gone_tokens()
+            owned = self._take_leases_of(self._revoke_token_locked(token_id))
         self._revoke_leases(owned)
 
-    def _collect_leases_of_gone_tokens(self) -> list[Lease]:
-        owned = [lease for lease in self._leases.values() if lease.token_id not in self._tokens]
+    def _take_leases_of(self, token_ids: Iterable[str]) -> list[Lease]:
+        """Take the leases of tokens just revoked out of the table, to revoke them now."""
+        owned = [lease for t in token_ids for lease in self._leases.of_token(t)]
         for lease in owned:
-            del self._leases[lease.id]
+            self._leases.pop(lease.id)
         return owned
 
     # --- leases ----------------------------------------------------------------------------------
@@ -508,7 +532,8 @@ class OpenBaoCore:
             with self._lock:
                 for lease in failed:
                     lease.retry_at = time.monotonic() + _RETRY_REAL_SECONDS
-                    self._leases[lease.id] = lease
+                    self._leases.put(lease)
+                    self._retries.add(lease.retry_at, "lease", lease.id)
             self._wake.set()
         return failed
 
@@ -516,11 +541,14 @@ class OpenBaoCore:
         with self._lock:
             taken = [lease for lease in self._leases.values() if predicate(lease)]
             for lease in taken:
-                del self._leases[lease.id]
+                self._leases.pop(lease.id)
         return taken
 
     def _revoke_matching(self, predicate: Callable[[Lease], bool]) -> Reply:
-        failed = self._revoke_leases(self._take_leases(predicate))
+        return self._revoke_taken(self._take_leases(predicate))
+
+    def _revoke_taken(self, taken: list[Lease]) -> Reply:
+        failed = self._revoke_leases(taken)
         if failed:
             raise ApiError(
                 500, f"failed to revoke {len(failed)} lease(s); revocation will be retried"
@@ -687,11 +715,12 @@ class OpenBaoCore:
         if call.request.operation == "delete":
             with self._lock:
                 self._kube_mounts.pop(path, None)
+                gone: list[str] = []
                 for token in [
                     t for t in self._tokens.values() if t.path.startswith(f"auth/{path}/")
                 ]:
-                    self._revoke_token_locked(token.id)
-                owned = self._collect_leases_of_gone_tokens()
+                    gone += self._revoke_token_locked(token.id)
+                owned = self._take_leases_of(gone)
             self._revoke_leases(owned)
             return Reply.no_content()
         kind = str(call.data.get("type", ""))
@@ -804,12 +833,15 @@ class OpenBaoCore:
                 warnings = ["TTL of the lease was capped by its max_ttl"]
             lease.expire_time = now + ttl
             lease.last_renewal = now
+            self._expiries.add(lease.expire_time, "lease", lease.id)
         self._wake.set()
         return Reply(lease_id=lease_id, renewable=True, lease_duration=ttl, warnings=warnings)
 
     def _lease_revoke(self, call: Call) -> Reply:
         lease_id = self._lease_id(call)
-        return self._revoke_matching(lambda lease: lease.id == lease_id)
+        with self._lock:
+            lease = self._leases.pop(lease_id)
+        return self._revoke_taken([] if lease is None else [lease])
 
     def _lease_revoke_prefix(self, call: Call) -> Reply:
         prefix = call.arg("prefix").strip("/")
@@ -875,6 +907,7 @@ class OpenBaoCore:
             if token.max_expire is not None:
                 expire = min(expire, token.max_expire)
             token.expire_time = expire
+            self._expiries.add(expire, "token", token.id)
         self._wake.set()
         return Reply(auth=self._auth_block(token) | {"lease_duration": token.remaining(now)})
 
@@ -1061,7 +1094,8 @@ class OpenBaoCore:
         with self._lock:
             token_alive = token.id in self._tokens
             if token_alive:
-                self._leases[lease.id] = lease
+                self._leases.put(lease)
+                self._expiries.add(lease.expire_time, "lease", lease.id)
         if not token_alive:
             # The token ended while the user was being created: its leases end with it.
             self._revoke_leases([lease])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -105,6 +106,47 @@ def test_lease_expiry_drops_the_user_under_time_scale(
     sql_login(creds["data"]["username"], creds["data"]["password"]).close()
     wait_for(lambda: _login_fails(creds), 15, "the revoked credential to stop logging in")
     assert not sql_user_exists(creds["data"]["username"])
+
+
+def _mint_as_root(platform: Platform, schema: str, client: Any = None) -> dict[str, Any]:
+    role = f"order.{platform.cp_namespace}.{suffix()}"
+    platform.write_order_role(platform.root, role, schema)
+    minting = client or platform.root
+    creds: dict[str, Any] = minting.secrets.database.generate_credentials(role, mount_point=MOUNT)
+    return creds
+
+
+def test_a_renewal_moves_the_leases_end_both_ways(
+    make_platform: Callable[..., Platform], schemas: Callable[[], str]
+) -> None:
+    platform = make_platform(time_scale=3600)  # an hour a second; the root token never ends
+    kept, shortened = _mint_as_root(platform, schemas()), _mint_as_root(platform, schemas())
+    renew = platform.root.sys.renew_lease
+    # Due in an hour, then in ten: the first deadline must not end it.
+    renew(kept["lease_id"], increment=3600)
+    renew(kept["lease_id"], increment=36000)
+    # From 48 hours to one: it ends then, not at its first deadline.
+    renew(shortened["lease_id"], increment=3600)
+    wait_for(lambda: _login_fails(shortened), 15, "the shortened lease to end")
+    time.sleep(3)  # past the first deadline, well before the last
+    assert not _login_fails(kept), "a lease renewed for longer ended at its first deadline"
+    platform.root.sys.revoke_lease(kept["lease_id"])
+    assert _login_fails(kept)
+
+
+def test_revoking_a_token_ends_its_childrens_leases_too(
+    platform: Platform, schemas: Callable[[], str]
+) -> None:
+    parent = platform.client(
+        platform.root.auth.token.create(policies=["root"])["auth"]["client_token"]
+    )
+    child = platform.client(parent.auth.token.create(policies=["root"])["auth"]["client_token"])
+    creds = _mint_as_root(platform, schemas(), client=child)
+    sibling = _mint_as_root(platform, schemas(), client=parent)
+    platform.root.auth.token.revoke(parent.token)
+    assert _login_fails(creds)
+    assert _login_fails(sibling)
+    assert not child.is_authenticated()
 
 
 def test_renew_is_capped_at_max_ttl(platform: Platform, schemas: Callable[[], str]) -> None:
