@@ -492,13 +492,18 @@ class OpenBaoCore:
         self._children.remove(token.parent, token_id)
         now = self.clock.now()
         for lease in self._leases.of_token(token_id):
-            lease.expire_time = min(lease.expire_time, now)
-            self._expiries.add(lease.expire_time, "lease", lease.id)
+            self._end_lease_at(lease, min(lease.expire_time, now))
         gone = [token_id]
         for child in self._children.take(token_id):
             gone += self._revoke_token_locked(child)
         self._wake.set()
         return gone
+
+    def _end_lease_at(self, lease: Lease, when: float) -> None:
+        """Make a lease end at ``when`` (clock seconds); call under the lock. The reaper pops
+        its deadline then; an earlier one recorded before is skipped as no longer current."""
+        lease.expire_time = when
+        self._expiries.add(when, "lease", lease.id)
 
     def _revoke_token_now(self, token_id: str) -> None:
         with self._lock:
@@ -831,9 +836,8 @@ class OpenBaoCore:
             if now + ttl > lease.max_expire:
                 ttl = max(0, int(lease.max_expire - now))
                 warnings = ["TTL of the lease was capped by its max_ttl"]
-            lease.expire_time = now + ttl
             lease.last_renewal = now
-            self._expiries.add(lease.expire_time, "lease", lease.id)
+            self._end_lease_at(lease, now + ttl)
         self._wake.set()
         return Reply(lease_id=lease_id, renewable=True, lease_duration=ttl, warnings=warnings)
 
@@ -1095,7 +1099,7 @@ class OpenBaoCore:
             token_alive = token.id in self._tokens
             if token_alive:
                 self._leases.put(lease)
-                self._expiries.add(lease.expire_time, "lease", lease.id)
+                self._end_lease_at(lease, lease.expire_time)
         if not token_alive:
             # The token ended while the user was being created: its leases end with it.
             self._revoke_leases([lease])

@@ -27,10 +27,15 @@ def _login_fails(creds: dict[str, Any]) -> bool:
     return False
 
 
-def _mint(platform: Platform, schema: str) -> tuple[str, dict[str, Any]]:
+def _mint(
+    platform: Platform, schema: str, writer: Any = None, minter: Any = None
+) -> tuple[str, dict[str, Any]]:
+    """Write an order's role for ``schema`` (as the operator unless ``writer`` is given) and
+    mint credentials from it (as the generator unless ``minter`` is given)."""
     role = f"order.{platform.cp_namespace}.{suffix()}"
-    platform.write_order_role(platform.operator(), role, schema)
-    return role, platform.generator().secrets.database.generate_credentials(role, mount_point=MOUNT)
+    platform.write_order_role(writer or platform.operator(), role, schema)
+    minting = minter or platform.generator()
+    return role, minting.secrets.database.generate_credentials(role, mount_point=MOUNT)
 
 
 def test_minted_user_reaches_its_schema_and_no_other(
@@ -109,11 +114,8 @@ def test_lease_expiry_drops_the_user_under_time_scale(
 
 
 def _mint_as_root(platform: Platform, schema: str, client: Any = None) -> dict[str, Any]:
-    role = f"order.{platform.cp_namespace}.{suffix()}"
-    platform.write_order_role(platform.root, role, schema)
-    minting = client or platform.root
-    creds: dict[str, Any] = minting.secrets.database.generate_credentials(role, mount_point=MOUNT)
-    return creds
+    """Mint as root (or ``client``): under a fast clock an operator token ends too soon."""
+    return _mint(platform, schema, platform.root, client or platform.root)[1]
 
 
 def test_a_renewal_moves_the_leases_end_both_ways(
