@@ -102,7 +102,8 @@ class Cluster:
         return self.tokens.admin_token
 
     def set_history(self, events: int) -> None:
-        """Keep only the last `events` changes for watches; older resourceVersions get 410."""
+        """Keep only the last `events` changes for watches: a watch of a kind whose events after
+        its resourceVersion were dropped gets 410."""
         self.store.set_history(events)
 
     def kill_watches(self, *, abrupt: bool = False) -> None:
@@ -465,9 +466,9 @@ class Cluster:
         if rv == "0":
             return self.store.kind_rv(key) or self.store.rv, self.store.items(key, req.namespace)
         cursor = int(rv)
-        if self.store.events_after(cursor) is None:
+        if self.store.events_after(cursor, key) is None:
             return _error_event(
-                errors.gone(f"too old resource version: {cursor} ({self.store.oldest_rv()})")
+                errors.gone(f"too old resource version: {cursor} ({self.store.oldest_rv(key)})")
             )
         return cursor, []
 
@@ -495,7 +496,9 @@ class Cluster:
             events, cursor, reached = news
             if events is None:
                 yield _error_event(
-                    errors.gone(f"too old resource version: {cursor} ({self.store.oldest_rv()})")
+                    errors.gone(
+                        f"too old resource version: {cursor} ({self.store.oldest_rv(req.kind.key)})"
+                    )
                 )
                 return
             for event in events:
@@ -524,7 +527,7 @@ class Cluster:
                 self.store.changed.wait(remaining)
             if self.store.kill_epoch != epoch:
                 return None
-            events = self.store.events_after(cursor)
+            events = self.store.events_after(cursor, req.kind.key)
             if events is None:
                 return None, cursor, 0
             return events, self.store.rv, self.store.kind_rv(req.kind.key)

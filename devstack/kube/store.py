@@ -4,7 +4,13 @@ Owns the single monotonically increasing resourceVersion counter, the objects by
 and name (in etcd's key order), the uid index, the bounded history of events that watches replay
 from and that lists at an earlier resourceVersion are rebuilt from, and, per kind, the version
 its watch cache has reached (its last change, or the latest version once a consistent read made
-the cache catch up, as etcd's progress notifications do for the real watch cache). It must never
+the cache catch up, as etcd's progress notifications do for the real watch cache).
+
+The history is one window shared by every kind, but a watch of a kind is too old only when an
+event of that kind after its resourceVersion has left the window, as the real API server keeps a
+watch cache per resource: a kind nobody writes can resume from its last change however busy the
+other kinds are. Lists at an exact earlier resourceVersion use the shared window, as etcd's
+compaction is one for the whole store. It must never
 apply API semantics (validation, defaults, ownership); `devstack.kube.api` does that and hands
 the store finished objects. Stored objects are never mutated after `put`.
 """
@@ -46,6 +52,7 @@ class Store:
         self.kill_epoch = 0
         self._kind_changed: dict[str, int] = {}
         self._kind_seen: dict[str, int] = {}
+        self._kind_forgotten: dict[str, int] = {}
 
     # ------------------------------------------------------------ reads
 
@@ -114,8 +121,7 @@ class Store:
         event = Event(self.rv, event_type, key, namespace, obj, old)
         self._kind_changed[key] = self.rv
         self._events.append(event)
-        while len(self._events) > self._history:
-            self._events.popleft()
+        self._trim()
         self.changed.notify_all()
         return event
 
@@ -151,22 +157,34 @@ class Store:
         """Keep only the last `size` events for watches (smaller means earlier 410s)."""
         with self.lock:
             self._history = max(size, 0)
-            while len(self._events) > self._history:
-                self._events.popleft()
+            self._trim()
 
-    def oldest_rv(self) -> int:
-        """The resourceVersion just before the oldest replayable event."""
+    def _trim(self) -> None:
+        """Drop the events beyond the window, remembering per kind the newest one dropped."""
+        while len(self._events) > self._history:
+            gone = self._events.popleft()
+            self._kind_forgotten[gone.key] = gone.rv
+
+    def oldest_rv(self, key: str | None = None) -> int:
+        """The oldest resourceVersion a watch (of kind `key`, or of every kind) resumes from."""
         with self.lock:
+            if key is not None:
+                return self._kind_forgotten.get(key, 0)
             return self._events[0].rv - 1 if self._events else self.rv
 
-    def events_after(self, rv: int) -> list[Event] | None:
-        """Events newer than `rv`, or None when some of them are no longer kept."""
+    def events_after(self, rv: int, key: str | None = None) -> list[Event] | None:
+        """Events newer than `rv`, or None when some of them are no longer kept. With `key`,
+        only the events of that kind count: the kept events after `rv` are returned (other
+        kinds' among them) unless one of that kind after `rv` was dropped."""
         with self.lock:
             if rv >= self.rv:
                 return []
-            if not self._events or self._events[0].rv > rv + 1:
+            first = self._events[0].rv if self._events else self.rv + 1
+            if key is None and first > rv + 1:
                 return None
-            start = rv + 1 - self._events[0].rv
+            if key is not None and self._kind_forgotten.get(key, 0) > rv:
+                return None
+            start = max(0, rv + 1 - first)
             return [self._events[i] for i in range(start, len(self._events))]
 
     def kill_watches(self) -> None:

@@ -34,7 +34,8 @@ Differences that cannot be made equal, and are left out of the comparison:
   moment it started watching etcd, and a compaction of etcd does not shorten it. A watch from a
   resourceVersion therefore gets 410 on the real server only when that resourceVersion is older
   than the resource's cache (here: the cache of a CRD created after it), while the devstack's
-  history is one window shared by every kind, emptied by `Cluster.set_history`. Lists at an
+  history is one window shared by every kind, emptied by `Cluster.set_history`, in which a watch
+  is too old only once an event of its own kind after its version has left. Lists at an
   exact resourceVersion and continue tokens expire on the real server once etcd is compacted
   and the cache has noticed (up to 15 s later); `Target.forget` does both.
 - Whether and when a bookmark comes. The real server's cache of a kind moves on with no write

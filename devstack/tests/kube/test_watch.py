@@ -133,6 +133,34 @@ def test_too_old_resource_version_is_410_then_relist(
     assert fresh == []
 
 
+def test_a_quiet_kind_resumes_however_busy_the_other_kinds_were(
+    server: ClusterServer, core: client.CoreV1Api, namespace: str
+) -> None:
+    # The real API server keeps a watch cache per resource: writes to other kinds never make
+    # a watch of a kind nobody wrote to too old, only that kind's own evicted events do.
+    quiet = core.create_namespaced_secret(
+        namespace, client.V1Secret(metadata=client.V1ObjectMeta(name="quiet"))
+    ).metadata.resource_version
+    server.cluster.set_history(3)
+    for i in range(6):
+        core.create_namespaced_config_map(namespace, _cm(f"busy{i}"))
+    core.patch_namespaced_secret("quiet", namespace, {"metadata": {"labels": {"later": "yes"}}})
+    w = watch.Watch()
+    seen = [
+        (e["type"], e["object"].metadata.labels)
+        for e in w.stream(
+            core.list_namespaced_secret, namespace, resource_version=quiet, timeout_seconds=1
+        )
+    ]
+    assert seen == [("MODIFIED", {"later": "yes"})]
+    with pytest.raises(ApiException) as err:
+        for _ in w.stream(
+            core.list_namespaced_config_map, namespace, resource_version=quiet, timeout_seconds=1
+        ):
+            pass
+    assert err.value.status == 410
+
+
 def test_killed_watch_is_resumed_by_the_client(
     server: ClusterServer, core: client.CoreV1Api, namespace: str
 ) -> None:
