@@ -114,11 +114,18 @@ def test_redis_that_lost_its_last_writes_and_kept_the_lease_still_serves_the_ord
         wait_for(lambda: faults.pending(lost), 10, "the watcher to enqueue the order")
         lease = faults.client.get(lease_key)
         assert lease is not None
-        faults.redis_server.kill()
-        faults.redis_server.start()
-        # The lease as the loss left it, however long the restart took: held, by the same token.
-        faults.client.set(lease_key, lease, px=10_000)
-        assert not faults.pending(lost), "the loss took the order's enqueue"
+        # The watcher is held over the restart too, so it cannot look at Redis before the test
+        # has seen the loss (on a loaded machine it may otherwise restore the enqueue first).
+        faults.signal_tree("watcher", signal.SIGSTOP)
+        try:
+            faults.redis_server.kill()
+            faults.redis_server.start()
+            # The lease as the loss left it, however long the restart took: held, by the same
+            # token.
+            faults.client.set(lease_key, lease, px=10_000)
+            assert not faults.pending(lost), "the loss took the order's enqueue"
+        finally:
+            faults.signal_tree("watcher", signal.SIGCONT)
         # Enqueues after the loss, the watcher's own among them, count on from what Redis kept;
         # they must not hide the loss before the watcher looks.
         after = faults.create("after-the-loss")
