@@ -165,25 +165,20 @@ class Store:
             gone = self._events.popleft()
             self._kind_forgotten[gone.key] = gone.rv
 
-    def oldest_rv(self, key: str | None = None) -> int:
-        """The oldest resourceVersion a watch (of kind `key`, or of every kind) resumes from."""
+    def oldest_rv(self, key: str) -> int:
+        """The oldest resourceVersion a watch of kind `key` resumes from."""
         with self.lock:
-            if key is not None:
-                return self._kind_forgotten.get(key, 0)
-            return self._events[0].rv - 1 if self._events else self.rv
+            return self._kind_forgotten.get(key, 0)
 
-    def events_after(self, rv: int, key: str | None = None) -> list[Event] | None:
-        """Events newer than `rv`, or None when some of them are no longer kept. With `key`,
-        only the events of that kind count: the kept events after `rv` are returned (other
-        kinds' among them) unless one of that kind after `rv` was dropped."""
+    def events_after(self, rv: int, key: str) -> list[Event] | None:
+        """The kept events newer than `rv` (other kinds' among them) for a watch of kind `key`,
+        or None when an event of that kind newer than `rv` is no longer kept."""
         with self.lock:
             if rv >= self.rv:
                 return []
+            if self._kind_forgotten.get(key, 0) > rv:
+                return None
             first = self._events[0].rv if self._events else self.rv + 1
-            if key is None and first > rv + 1:
-                return None
-            if key is not None and self._kind_forgotten.get(key, 0) > rv:
-                return None
             start = max(0, rv + 1 - first)
             return [self._events[i] for i in range(start, len(self._events))]
 
