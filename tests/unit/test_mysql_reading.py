@@ -8,6 +8,7 @@ from typing import Any
 from tenantdb.core.mysqldatabase.conflicts import find_conflict
 from tenantdb.core.mysqldatabase.mappers import (
     compute_group_fingerprint,
+    compute_group_secrets,
     compute_secret_fingerprint,
     should_enqueue_digest_update,
 )
@@ -160,6 +161,21 @@ def test_a_group_update_passes_on_site_fence_and_identity_only() -> None:
     assert should_enqueue_digest_update(base, moved)
     assert should_enqueue_digest_update(base, fenced)
     assert not should_enqueue_digest_update(base, settled)
+
+
+def test_a_group_spec_change_passes_so_its_orders_read_what_it_now_names() -> None:
+    base = compute_group_fingerprint(group())
+    rotated = group()
+    rotated["spec"]["credentials"]["operatorSecret"] = "main-operator-2"
+    assert should_enqueue_digest_update(base, compute_group_fingerprint(rotated))
+
+
+def test_a_group_depends_on_each_credential_secret_once_and_its_ca_when_it_asks_for_tls() -> None:
+    plain = group()
+    assert compute_group_secrets(plain) == ("main-operator", "main-app")
+    tls = group()
+    tls["spec"]["tls"] = {"required": True}
+    assert compute_group_secrets(tls) == ("main-operator", "main-app", "main-tls")
 
 
 def test_a_secret_update_passes_on_a_data_change_only() -> None:

@@ -1,11 +1,12 @@
 """Which watch events concern which MysqlDatabases, decided without the watch. Pure.
 
 A MysqlFailoverGroup event concerns every order of its namespace naming the group; an update
-passes only when the group was recreated, starts being deleted, moves its active site or enters,
-leaves or changes its fence (heartbeat churn of its status passes nothing). A Secret event
-concerns every order naming it as owner Secret; an update passes only when its data changed,
-so a no-op re-apply by the Secret's writer wakes nothing. Fingerprints are digests: a Secret's
-values never stay in the watcher's memory.
+passes only when the group was recreated, starts being deleted, changes its spec (the Secrets
+it names among it), moves its active site or enters, leaves or changes its fence (heartbeat
+churn of its status passes nothing). A Secret event concerns every order naming it as owner
+Secret and every order on a group naming it (``compute_group_secrets``); an update passes only
+when its data changed, so a no-op re-apply by the Secret's writer wakes nothing. Fingerprints
+are digests: a Secret's values never stay in the watcher's memory.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from tenantdb.core.mysqldatabase.group import compute_active_site, compute_fence
-from tenantdb.core.mysqldatabase.reading import group_name, owner_secret_name
+from tenantdb.core.mysqldatabase.reading import (
+    group_name,
+    group_secret_names,
+    owner_secret_name,
+    tls_secret_name,
+)
 from tenantdb.core.objects import metadata_of
 from tenantdb.core.watching import Fingerprint
 
@@ -27,7 +33,7 @@ def _digest(value: Any) -> str:
 
 
 def compute_group_fingerprint(group: Mapping[str, Any]) -> Fingerprint:
-    """What of a group its orders depend on: identity, deletion, active site, fence."""
+    """What of a group its orders depend on: identity, deletion, spec, active site, fence."""
     meta = metadata_of(group)
     fence = compute_fence(group)
     return {
@@ -36,6 +42,7 @@ def compute_group_fingerprint(group: Mapping[str, Any]) -> Fingerprint:
             [
                 meta.get("uid"),
                 meta.get("deletionTimestamp"),
+                group.get("spec"),
                 compute_active_site(group),
                 None if fence is None else [fence.reason, fence.message],
             ]
@@ -56,6 +63,13 @@ def compute_secret_fingerprint(secret: Mapping[str, Any]) -> Fingerprint:
 def should_enqueue_digest_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """An update passes when the digest moved."""
     return old.get("sha256") != new.get("sha256")
+
+
+def compute_group_secrets(group: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every Secret a pass on the group reads besides the owner's: its credential Secrets and
+    the Secret holding its server CA, when it asks for TLS."""
+    tls = tls_secret_name(group)
+    return tuple(dict.fromkeys((*group_secret_names(group), *((tls,) if tls else ()))))
 
 
 def compute_index_entry(order: Mapping[str, Any]) -> tuple[str, str]:
