@@ -69,8 +69,12 @@ if ! tcp_login >/dev/null 2>&1; then
     mkdir -p /run/mysqld
     chown mysql:mysql /run/mysqld 2>/dev/null || true
     # mariadbd-safe restarts the server if it dies; it reads Debian's option files, which bind
-    # 127.0.0.1:3306 and name the socket root logs in over.
-    (cd / && setsid mariadbd-safe --user=mysql >/dev/null 2>&1 &)
+    # 127.0.0.1:3306 and name the socket root logs in over. A tmpdir of its own: a MariaDB
+    # server starting removes every `#sql*` file in its tmpdir, so the test servers starting
+    # beside it would otherwise remove its temporary tables from /tmp.
+    mkdir -p /var/lib/mysql-tmp
+    chown mysql:mysql /var/lib/mysql-tmp 2>/dev/null || true
+    (cd / && setsid mariadbd-safe --user=mysql --tmpdir=/var/lib/mysql-tmp >/dev/null 2>&1 &)
     wait_for 60 "MariaDB" mariadb-admin --protocol=socket -uroot ping
   fi
   if ! tcp_login >/dev/null 2>&1; then

@@ -88,6 +88,8 @@ def template_datadir() -> Path:
         parent = Path(tempfile.mkdtemp(prefix="devstack-mariadb-template-"))
         atexit.register(_remove_template, parent)
         datadir = parent / "data"
+        scratch = parent / "tmp"
+        scratch.mkdir()
         command = [
             str(INSTALL_DB),
             "--no-defaults",
@@ -98,8 +100,15 @@ def template_datadir() -> Path:
             "--skip-name-resolve",
             f"--innodb-log-file-size={_REDO_LOG}",
         ]
+        # A server starting removes every `#sql*` file in its tmpdir, which defaults to /tmp:
+        # another server's temporary tables there would vanish under it. Each has its own.
         done = subprocess.run(  # noqa: S603 - fixed binary, arguments built here
-            command, capture_output=True, text=True, timeout=120, check=False
+            command,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "TMPDIR": str(scratch)},
         )
         if done.returncode != 0:
             tail = "\n".join((done.stderr or done.stdout).splitlines()[-5:])
@@ -269,11 +278,16 @@ class MariaDBServer:
 
     def _command(self, read_only: bool, general_log: bool) -> list[str]:
         d = self.spec.datadir
+        # Its own tmpdir: a server starting removes every `#sql*` file in its tmpdir, so one
+        # in /tmp would remove the temporary tables of every other server using /tmp.
+        scratch = d.parent / "tmp"
+        scratch.mkdir(exist_ok=True)
         return [
             str(MARIADBD),
             "--no-defaults",
             *_user_args(),
             f"--datadir={d}",
+            f"--tmpdir={scratch}",
             f"--port={self.port}",
             f"--bind-address={HOST}",
             f"--socket={self.spec.socket}",
