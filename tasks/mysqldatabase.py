@@ -1,22 +1,16 @@
 """The MysqlDatabase kind on the scaffold: its gates, its apply and drop steps, its records.
 
-The entry reads the order's group, its owner Secret, the group's credential Secrets and the
-peer orders of the namespace (only as far as the cheaper gates let it), and runs the gates of
-``tenantdb.core.mysqldatabase.gates``. A gate that stops the pass records Pending or Failed.
-An order whose fingerprint matches its last apply opens no connection and sends no statement;
-once per ``TENANTDB_MYSQL_VERIFY_SECONDS`` it is checked against the server instead, with one
-read-only query, and only what drifted is sent again. Otherwise the ``apply`` step connects to
-the group's primary, looks once, and either refuses (no SQL, no record) or writes the
-write-ahead stamp, runs the statements ``tenantdb.core.mysqldatabase.apply`` planned and
-writes the Ready stamp. A deleting order follows ``plan_teardown``: retained and never-applied
-orders release at once without a connection, a fenced or leaderless group defers the drop,
-and the ``drop`` step revokes, drops what the order created and releases the finalizer.
-
-An apply or a release wakes the order's peers on the same group that are not Ready, so an order
-a conflict refused looks again when the order it yielded to changed. Passwords are read from their
-Secrets in the step that binds them and are never in a note, a status, a log line or an Event.
-This module conducts: it reads through ``tenantdb.adapters.mysqldatabase``, asks
-``tenantdb.core.mysqldatabase.passes`` what to do, and carries that out.
+The entry reads the order's group and Secrets and its peers on the group (only as far as the
+cheaper gates let it) and runs the gates; a gate that stops the pass records Pending or Failed.
+An order its last apply left as it is sends nothing: once per ``TENANTDB_MYSQL_VERIFY_SECONDS``
+the entry checks it on the primary with one read-only query, and leaves that check for quiet
+refreshes (``check_drift``). Otherwise, or on drift, the ``apply`` step looks once and refuses
+or writes the write-ahead stamp, runs what ``tenantdb.core.mysqldatabase.apply`` planned and
+writes the Ready stamp. A deleting order follows ``plan_teardown``; the ``drop`` step revokes,
+drops what the order created and releases the finalizer. An apply or a release wakes the
+peers on the group that are not Ready. Passwords are read in the step that binds them and are
+never in a note, a status, a log line or an Event. This module conducts: it reads through
+``tenantdb.adapters.mysqldatabase`` and carries out what ``passes`` decides.
 """
 
 from __future__ import annotations
@@ -126,20 +120,16 @@ def gated(ctx: KindPass[MysqlIO], order: FetchedOrder, gate: Gate) -> PassOutcom
 
 
 def plan(ctx: KindPass[MysqlIO], order: FetchedOrder, gate: Gate) -> Plan[None]:
-    """Apply when the inputs moved; check for drift when the verify period is due."""
-    repair, queue = gate.decision.up_to_date, ctx.runtime.queue
-    if repair and not queue.claim_period(passes.VERIFY, ctx.key, mysql.verify_ms()):
-        return Plan((), converged=True)
-    reassert = repair and queue.take_period(passes.REASSERT, ctx.key)
-    applying = passes.compose_apply(note_order(order.raw), gate, repair=repair, reassert=reassert)
+    """Apply when the inputs moved. An order as its last apply left it is checked for drift
+    in the entry when its verify period is due; only what the check did not confirm chains the
+    apply step. An order with nothing to send leaves its drift check for quiet refreshes."""
+    raw = note_order(order.raw)
+    check = passes.compose_quiet_check(raw, gate)
+    drift = mysql.check_drift(ctx.io, ctx.runtime.queue, ctx.key, check, quiet=False)
+    if drift is not None and drift.confirmed:
+        return Plan((), converged=True, reason=drift.value, quiet=check)
+    applying = passes.compose_apply(raw, gate, drift)
     return Plan(("apply",), applying.note, converged=True, reason=applying.reason)
-
-
-def settle(
-    ctx: KindPass[MysqlIO], order: FetchedOrder, gate: Gate, plan: Plan[None]
-) -> PassOutcome:
-    """Nothing to send: the order is as its last apply left it."""
-    return PassOutcome("UpToDate", requeue_after=mysql.verify_seconds())
 
 
 # -- the apply step ------------------------------------------------------------------------------
@@ -291,10 +281,18 @@ SPEC = scaffold.declare_kind(
         admit=admit,
         gated=gated,
         plan=plan,
-        settle=settle,
+        # Nothing to send: the order is as its last apply left it (checked now or lately).
+        settle=lambda ctx, order, gate, plan: PassOutcome(
+            plan.reason, requeue_after=mysql.verify_seconds()
+        ),
         teardown=teardown,
         finalize=finalize,
         steps=(scaffold.Step("apply", Queue.PROVISION, apply, ApplyNote, APPLY_DOC),),
         teardown_steps=(scaffold.Step("drop", Queue.TEARDOWN, drop, DropNote, DROP_DOC),),
+        # A refresh the watches vouch for reads nothing from Kubernetes: only the drift check.
+        quiet=lambda ctx, check: passes.confirms(
+            mysql.check_drift(ctx.io, ctx.runtime.queue, ctx.key, check, quiet=True)
+        ),
+        quiet_note=passes.QuietCheck,
     )
 )

@@ -15,6 +15,7 @@ import binascii
 import logging
 import random
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from tenantdb.adapters.mysqladmin import (
     AdminError,
     AdminLogin,
     AdminSession,
+    GroupBusyError,
     Target,
     TLSRequiredError,
     admin_pool,
@@ -44,13 +46,19 @@ from tenantdb.core.mysqldatabase.gates import OwnerSecret, compute_comeback_behi
 from tenantdb.core.mysqldatabase.models import MysqlDatabase, read_order
 from tenantdb.core.mysqldatabase.naming import CLAIM_INDEX
 from tenantdb.core.mysqldatabase.passes import (
+    REASSERT,
+    VERIFY,
+    Drift,
     GateReads,
     PrimaryFailure,
+    QuietCheck,
     ServerFailure,
     TeardownReads,
+    apply_usernames,
     claim_for_gates,
     compute_stop_wait,
     gates_stop_early,
+    judge_verified,
     needs_peer_username,
     owner_username,
     reserved_or_none,
@@ -84,6 +92,11 @@ MYSQL_FAILOVER_GROUP = Resource(
 register_resources(MYSQL_DATABASE, MYSQL_FAILOVER_GROUP)
 
 log = logging.getLogger(__name__)
+
+LOGIN_REUSE_SECONDS = 300.0
+"""How long a worker process reuses a group's admin login it read, for drift checks of orders
+the watches vouch for. A rotation wakes the group's orders, whose next passes read it afresh;
+a check that fails on an old login forgets it and the pass reads everything in full."""
 
 _DSN = re.compile(r"^(?P<user>[^:@/]*)(?::(?P<password>[^@]*))?@")
 
@@ -193,7 +206,7 @@ class MysqlIO(Protocol):
         ...
 
     def session(
-        self, key: OrderKey, group: Mapping[str, Any], site: str
+        self, key: OrderKey, group: Mapping[str, Any], site: str, *, reuse: bool = False
     ) -> AbstractContextManager[MysqlSession]:
         """A session on the group's site as its admin (see ``MysqlOrders.session``)."""
         ...
@@ -227,6 +240,7 @@ class MysqlOrders:
         (without one, every pass lists its namespace)."""
         self.clusters = clusters
         self.claims = claims
+        self._logins: dict[tuple[str, ...], tuple[float, Target, AdminLogin]] = {}
 
     def client(self, key: OrderKey) -> KubeClient:
         """The client of the order's cluster."""
@@ -306,9 +320,13 @@ class MysqlOrders:
         return Peers(peers, tuple(n for n in found[waiting] if n != me))
 
     def admin(
-        self, key: OrderKey, group: Mapping[str, Any], site: str
+        self, key: OrderKey, group: Mapping[str, Any], site: str, *, reuse: bool = False
     ) -> tuple[Target, AdminLogin]:
         """Where and as whom to connect for the group's active site.
+
+        With ``reuse``, what this process read for the same group, site and Secrets less than
+        ``LOGIN_REUSE_SECONDS`` ago is used instead of reading the Secrets again; every read
+        is remembered for that.
 
         Raises:
             CredentialError: the operator Secret (or the TLS Secret's CA) is missing or unusable.
@@ -316,12 +334,18 @@ class MysqlOrders:
         meta = group.get("metadata") or {}
         name, uid = str(meta.get("name", "")), str(meta.get("uid", ""))
         secret_name = operator_secret_name(group)
+        tls_name = tls_secret_name(group)
+        cache_key = _login_key(key, group, site)
+        found = self._logins.get(cache_key)
+        now = time.monotonic()
+        if reuse and found is not None and 0 <= now - found[0] < LOGIN_REUSE_SECONDS:
+            return found[1], found[2]
+        self._logins.pop(cache_key, None)
         data = self.secret(key, secret_name)
         if data is None:
             raise CredentialError(f'operator Secret "{secret_name}" not found')
         login = _login(secret_name, data.values)
         ca: bytes | None = None
-        tls_name = tls_secret_name(group)
         if tls_name is not None:
             tls = self.secret(key, tls_name)
             ca_text = "" if tls is None else tls.values.get("ca.crt", "")
@@ -335,19 +359,28 @@ class MysqlOrders:
             server_name=site_server_name(name, site, key.namespace),
             ca_pem=ca,
         )
+        self._logins[cache_key] = (now, target, login)
         return target, login
 
     @contextmanager
-    def session(self, key: OrderKey, group: Mapping[str, Any], site: str) -> Iterator[AdminSession]:
-        """A session of this process's admin pool on the group's site, as the group's admin.
+    def session(
+        self, key: OrderKey, group: Mapping[str, Any], site: str, *, reuse: bool = False
+    ) -> Iterator[AdminSession]:
+        """A session of this process's admin pool on the group's site, as the group's admin
+        (with ``reuse``, a login this process read lately: see ``admin``). A session that
+        fails forgets the login, so the next one reads the Secrets again.
 
         Raises:
             CredentialError: the operator Secret (or the TLS Secret's CA) is missing or unusable.
             AdminError, GroupBusyError, TLSRequiredError: as ``AdminPool.session``.
         """
-        target, login = self.admin(key, group, site)
-        with admin_pool().session(target, login) as session:
-            yield session
+        target, login = self.admin(key, group, site, reuse=reuse)
+        try:
+            with admin_pool().session(target, login) as session:
+                yield session
+        except Exception:
+            self._logins.pop(_login_key(key, group, site), None)
+            raise
 
     def write_status(
         self,
@@ -454,6 +487,73 @@ def run_drop(
         session.execute(render_drop(plan, observed, session.dialect), {}, check=check)
 
 
+def verified(io: MysqlIO, key: OrderKey, check: QuietCheck, *, reuse: bool) -> bool:
+    """Whether the order stands on its primary as ``check`` says its last apply left it: one
+    session (with ``reuse``, on a login this process read lately) and one read-only query.
+
+    False when it drifted or would be refused, and when the look failed for any reason: the
+    apply step that follows repairs, or records why.
+    """
+    note = check.note
+    try:
+        with io.session(key, check.group, note.site, reuse=reuse) as session:
+            observed = observe(session, note.spec.database_name, apply_usernames(note))
+            return judge_verified(note, observed, session.dialect)
+    except (*PRIMARY_ERRORS, GroupBusyError) as error:
+        log.info(
+            "the drift check could not look at the primary (%s)",
+            type(error).__name__,
+            extra={"order": str(key)},
+        )
+        return False
+
+
+class Periods(Protocol):
+    """The work queue's periodic claims a drift check keeps (``WorkQueue``)."""
+
+    def claim_period(self, name: str, key: OrderKey, period_ms: int) -> bool:
+        """Whether the periodic work is due; claim it for a period if so."""
+        ...
+
+    def release_period(self, name: str, key: OrderKey) -> None:
+        """Give a claim back: the work is due again at once."""
+        ...
+
+    def holds_period(self, name: str, key: OrderKey) -> bool:
+        """Whether a claim is held, leaving it."""
+        ...
+
+    def take_period(self, name: str, key: OrderKey) -> bool:
+        """Whether a claim was held; give it back."""
+        ...
+
+
+def check_drift(
+    io: MysqlIO, periods: Periods, key: OrderKey, check: QuietCheck | None, *, quiet: bool
+) -> Drift | None:
+    """The drift check of an order its last apply left as it is, when its verify period is
+    due (claimed here, for the period); None for an order whose inputs moved (no ``check``).
+
+    A full pass (``quiet`` false) takes a pending password reassert and reads the admin login
+    afresh. A quiet refresh leaves a pending reassert to the full pass, looks on a login this
+    process read lately, and gives the period back when the look does not confirm the order,
+    so the full pass that follows checks (and repairs) at once.
+    """
+    if check is None:
+        return None
+    if quiet and periods.holds_period(REASSERT, key):
+        return Drift.REASSERT
+    if not periods.claim_period(VERIFY, key, verify_ms()):
+        return Drift.NOT_DUE
+    if not quiet and periods.take_period(REASSERT, key):
+        return Drift.REASSERT
+    if verified(io, key, check, reuse=quiet):
+        return Drift.VERIFIED
+    if quiet:
+        periods.release_period(VERIFY, key)
+    return Drift.UNVERIFIED
+
+
 PRIMARY_ERRORS = (CredentialError, TLSRequiredError, AdminError)
 """The failures of a step's work on the group's primary (``GroupBusyError`` aside)."""
 
@@ -513,6 +613,21 @@ def verify_seconds() -> float:
 def verify_ms() -> int:
     """The drift check's claim: a little under its period, so the come-back finds it due."""
     return int(verify_seconds() * 900)
+
+
+def _login_key(key: OrderKey, group: Mapping[str, Any], site: str) -> tuple[str, ...]:
+    """What a remembered admin login is for: the group (by uid too), its site and the Secrets
+    it was read from."""
+    meta = group.get("metadata") or {}
+    return (
+        key.cluster,
+        key.namespace,
+        str(meta.get("name", "")),
+        str(meta.get("uid", "")),
+        site,
+        operator_secret_name(group),
+        str(tls_secret_name(group)),
+    )
 
 
 def _login(secret_name: str, values: Mapping[str, str]) -> AdminLogin:

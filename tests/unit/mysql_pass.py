@@ -212,6 +212,8 @@ class WorldIO:
     """Every write in order: ``status:<phase>``, ``event:<reason>``, ``finalizers``."""
     probed: list[object] = field(default_factory=list)
     """What ``World.probe`` read at each status write."""
+    reused: list[bool] = field(default_factory=list)
+    """Whether each session asked for a login read lately (a quiet refresh's check)."""
 
     def group(self, key: OrderKey, name: str) -> dict[str, Any] | None:
         group = self.world.group
@@ -250,7 +252,10 @@ class WorldIO:
         return Peers(self.world.peers, self.world.waiting)
 
     @contextmanager
-    def session(self, key: OrderKey, group: Mapping[str, Any], site: str) -> Iterator[MysqlSession]:
+    def session(
+        self, key: OrderKey, group: Mapping[str, Any], site: str, *, reuse: bool = False
+    ) -> Iterator[MysqlSession]:
+        self.reused.append(reuse)
         if self.world.open_error is not None:
             raise self.world.open_error
         session = FakeSession(self.world)

@@ -103,11 +103,67 @@ def test_an_unchanged_order_is_verified_once_a_period_and_otherwise_opens_no_con
     first.runtime.queue.release_period("mysql-verify", KEY)
     world.rows = APPLIED_ROWS
     third = run_pass(world, runtime=first.runtime)
-    assert third.steps == ("apply",)
+    assert third.steps == (), "a check that finds nothing chains no step"
     assert third.reason == "Verified"
-    assert third.result.requeue_after == VERIFY
+    assert third.entry.requeue_after == VERIFY
     assert len(third.io.sessions) == 2
+    assert third.io.reused == [False, False], "a full pass reads the admin login afresh"
     assert len(third.io.sent) == 3  # the first pass's: the check sent nothing
+
+
+def _with_watcher(run: PassRun) -> None:
+    """A watcher leads: converged passes leave a basis that refreshes may trust."""
+    queue = run.runtime.queue
+    queue.redis.set(queue.keys.watcher_leader, "term-1")
+
+
+def test_a_refresh_the_watches_vouch_for_looks_only_at_the_primary_and_only_when_due() -> None:
+    world = World()
+    first = run_pass(world)
+    _with_watcher(first)
+    converged = run_pass(world, runtime=first.runtime)
+    assert converged.entry.reason == "UpToDate"
+    quiet = run_pass(world, runtime=first.runtime)
+    assert quiet.entry.reason == "Quiet"
+    assert quiet.entry.requeue_after == VERIFY
+    assert len(quiet.io.sessions) == 1, "no look while the drift check is not due"
+
+    first.runtime.queue.release_period("mysql-verify", KEY)
+    world.rows = APPLIED_ROWS
+    checked = run_pass(world, runtime=first.runtime)
+    assert checked.entry.reason == "Quiet"
+    assert checked.io.reused == [False, True], "the quiet check looks on a login read lately"
+    assert len(checked.io.sent) == 3  # the first pass's: the check sent nothing
+    assert not first.runtime.queue.claim_period("mysql-verify", KEY, 1000), "checked: claimed"
+
+
+def test_drift_a_quiet_check_finds_is_repaired_by_the_full_pass_it_falls_back_to() -> None:
+    world = World()
+    first = run_pass(world)
+    _with_watcher(first)
+    run_pass(world, runtime=first.runtime)  # converged: leaves the basis
+    first.runtime.queue.release_period("mysql-verify", KEY)
+    world.rows = [row for row in APPLIED_ROWS if row[0] != "user"]
+    again = run_pass(world, runtime=first.runtime)
+    assert again.reason == "Repaired"
+    assert again.io.reused == [False, True, False, False], "quiet look, full look, repair"
+    assert _verbs(again)[3:] == ["CREATE USER"]
+
+
+def test_a_password_to_set_again_is_never_left_to_a_quiet_refresh() -> None:
+    world = World()
+    first = run_pass(world)
+    _with_watcher(first)
+    run_pass(world, runtime=first.runtime)  # converged: leaves the basis
+    queue = first.runtime.queue
+    queue.claim_period("mysql-reassert", KEY, 60_000)
+    queue.release_period("mysql-verify", KEY)
+    world.rows = APPLIED_ROWS
+    again = run_pass(world, runtime=first.runtime)
+    assert again.steps == ("apply",)
+    assert again.io.reused == [False, False], "no quiet look: the full pass sets the password"
+    assert _verbs(again)[3:] == ["ALTER USER"]
+    assert not queue.holds_period("mysql-reassert", KEY)
 
 
 def test_a_ready_order_whose_account_went_missing_is_repaired_with_an_event() -> None:

@@ -106,6 +106,10 @@ class Timetables(QueueBase):
         """Give back a claim of ``claim_period``: the work is due again at once."""
         self.redis.delete(self.keys.period(name, key))
 
+    def holds_period(self, name: str, key: OrderKey) -> bool:
+        """Whether a claim of ``claim_period`` is held, leaving it as it is."""
+        return bool(self.redis.exists(self.keys.period(name, key)))
+
     def take_period(self, name: str, key: OrderKey) -> bool:
         """Whether a claim of ``claim_period`` was held; give it back in the same call.
 

@@ -10,8 +10,9 @@ The task module reads through the adapter, calls these, and carries out what the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Protocol
 
 from tenantdb.core.events import Event, EventType
@@ -61,6 +62,7 @@ from tenantdb.core.mysqldatabase.reading import (
     needs_secret_username,
     needs_sibling_username,
     owner_secret_name,
+    session_view,
     sibling_claims,
     sibling_of,
 )
@@ -271,8 +273,12 @@ class Applying:
     reason: str
 
 
-def compose_apply(order: dict[str, Any], gate: Gate, *, repair: bool, reassert: bool) -> Applying:
+def compose_apply(order: dict[str, Any], gate: Gate, drift: Drift | None = None) -> Applying:
     """The apply step's note (``order`` as the note carries it) and the entry's result.
+
+    ``drift`` is what the drift check of an order its last apply left as it is found (None:
+    the inputs moved since): the step then repairs, sending only what drifted, and on a
+    ``REASSERT`` sets the owner's password again.
 
     Raises:
         RuntimeError: the gates let the pass on without a validated spec.
@@ -295,10 +301,10 @@ def compose_apply(order: dict[str, Any], gate: Gate, *, repair: bool, reassert: 
         reserved=tuple(sorted(gate.reserved)),
         siblings=sibling_claims(siblings),
         peers=gate.waiting,
-        repair=repair,
-        reassert=reassert,
+        repair=drift is not None,
+        reassert=drift is Drift.REASSERT,
     )
-    return Applying(note, "Verifying" if repair else "Applying")
+    return Applying(note, "Applying" if drift is None else "Verifying")
 
 
 @dataclass(frozen=True)
@@ -375,6 +381,61 @@ def plan_apply_step(note: ApplyNote, observed: Observed, dialect: Dialect) -> Ap
     if note.repair and not decided.statements:
         return ApplyStep(StepEnd("Verified", verified=True), observed)
     return ApplyStep(None, observed, decided)
+
+
+@dataclass(frozen=True)
+class QuietCheck:
+    """What a refresh of a Ready order checks on the primary instead of reading the order,
+    its group and their Secrets again (``tenantdb.core.quiet``): the drift check's note, and
+    the group as a session on it needs it (where to connect, which Secrets hold the login and
+    the CA). Never a credential."""
+
+    note: ApplyNote
+    group: dict[str, Any]
+
+
+def compose_quiet_check(order: dict[str, Any], gate: Gate) -> QuietCheck | None:
+    """The drift check of an order its last apply left as it is (``order`` as a note carries
+    it); None when the inputs moved since (the order is applied instead). It wakes no peer, so
+    it names none.
+
+    Raises:
+        RuntimeError: the gates let the pass on without a validated spec.
+    """
+    if not gate.decision.up_to_date:
+        return None
+    note = compose_apply(order, gate, Drift.UNVERIFIED).note
+    return QuietCheck(replace(note, peers=()), session_view(gate.group or {}))
+
+
+class Drift(StrEnum):
+    """What a drift check of an order its last apply left as it is found."""
+
+    NOT_DUE = "UpToDate"
+    """The verify period is not due: nothing to look at."""
+    VERIFIED = "Verified"
+    """The primary shows the order as its last apply left it."""
+    REASSERT = "Reassert"
+    """The owner's password must be set again, which no look can tell: the apply step does."""
+    UNVERIFIED = "Unverified"
+    """Drift, a refusal, or a look that failed: the apply step repairs, or records why."""
+
+    @property
+    def confirmed(self) -> bool:
+        """Whether the order needs nothing sent."""
+        return self in (Drift.NOT_DUE, Drift.VERIFIED)
+
+
+def confirms(drift: Drift | None) -> bool:
+    """Whether a drift check ran and found nothing to send."""
+    return drift is not None and drift.confirmed
+
+
+def judge_verified(note: ApplyNote, observed: Observed, dialect: Dialect) -> bool:
+    """Whether a drift check found the order on the primary as its last apply left it:
+    nothing to send and nothing to refuse."""
+    end = plan_apply_step(note, observed, dialect).end
+    return end is not None and end.verified
 
 
 def compute_end_wait(stop_waits: list[float], end: StepEnd, verify_seconds: float) -> float | None:
@@ -615,11 +676,13 @@ __all__ = [
     "ApplyStep",
     "Applying",
     "BatchFailure",
+    "Drift",
     "DropFailure",
     "DropNote",
     "Gate",
     "GateReads",
     "PrimaryFailure",
+    "QuietCheck",
     "ServerFailure",
     "StepEnd",
     "Stop",

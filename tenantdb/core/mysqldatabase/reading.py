@@ -67,6 +67,16 @@ def tls_secret_name(group: Mapping[str, Any]) -> str | None:
     return _text(tls.get("secretName")) or f"{_text(_map(group.get('metadata')).get('name'))}-tls"
 
 
+def session_view(group: Mapping[str, Any]) -> dict[str, Any]:
+    """What of a group a session on its primary needs: its name and uid, the Secret names of
+    its admin login and the TLS it asks for (``operator_secret_name``, ``tls_secret_name``)."""
+    meta, spec = _map(group.get("metadata")), _map(group.get("spec"))
+    return {
+        "metadata": {k: meta[k] for k in ("name", "namespace", "uid") if k in meta},
+        "spec": {k: spec[k] for k in ("credentials", "secretName", "tls") if k in spec},
+    }
+
+
 def check_active_site(group: Mapping[str, Any], site: str) -> str | None:
     """Why the active site cannot take the apply (not a primary candidate), or None."""
     for entry in _map(group.get("spec")).get("sites") or ():
