@@ -123,6 +123,11 @@ def test_a_refresh_the_watches_vouch_for_looks_only_at_the_primary_and_only_when
     _with_watcher(first)
     converged = run_pass(world, runtime=first.runtime)
     assert converged.entry.reason == "UpToDate"
+    _, note = first.runtime.queue.look_quiet(KEY)
+    assert note is not None
+    assert len(note) < 1500, "every Ready order keeps one in Redis"
+    assert "conditions" not in note
+    assert PASSWORD not in note
     quiet = run_pass(world, runtime=first.runtime)
     assert quiet.entry.reason == "Quiet"
     assert quiet.entry.requeue_after == VERIFY

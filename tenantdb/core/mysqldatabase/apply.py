@@ -125,6 +125,15 @@ class Records:
         )
 
 
+RECORD_FIELDS = ("databaseCreated", "ownerUser", "pendingOwnerUser", "appliedGrants")
+"""The status fields ``Records.of`` reads."""
+
+
+def records_status(status: Mapping[str, object]) -> dict[str, object]:
+    """Only what ``Records.of`` reads of a stored status."""
+    return {name: status[name] for name in RECORD_FIELDS if name in status}
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """Why the apply sends nothing: the phase it leaves the order in, and the reason."""

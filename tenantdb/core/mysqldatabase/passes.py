@@ -26,6 +26,7 @@ from tenantdb.core.mysqldatabase.apply import (
     drift_repaired_event,
     plan_apply,
     read_only_bypass_event,
+    records_status,
     usernames_to_observe,
 )
 from tenantdb.core.mysqldatabase.conditions import (
@@ -396,8 +397,8 @@ class QuietCheck:
 
 def compose_quiet_check(order: dict[str, Any], gate: Gate) -> QuietCheck | None:
     """The drift check of an order its last apply left as it is (``order`` as a note carries
-    it); None when the inputs moved since (the order is applied instead). It wakes no peer, so
-    it names none.
+    it); None when the inputs moved since (the order is applied instead). It carries of the
+    order only the records its look plans from, and wakes no peer, so it names none.
 
     Raises:
         RuntimeError: the gates let the pass on without a validated spec.
@@ -405,7 +406,9 @@ def compose_quiet_check(order: dict[str, Any], gate: Gate) -> QuietCheck | None:
     if not gate.decision.up_to_date:
         return None
     note = compose_apply(order, gate, Drift.UNVERIFIED).note
-    return QuietCheck(replace(note, peers=()), session_view(gate.group or {}))
+    # Kept for every Ready order, so only what the check reads: of the order, its records.
+    records = {"status": records_status(status_of(order))}
+    return QuietCheck(replace(note, order=records, peers=()), session_view(gate.group or {}))
 
 
 class Drift(StrEnum):
