@@ -62,6 +62,9 @@ class Profile:
     """New orders created at once in each step of the fleet's build."""
     fleet_burst: int = 0
     """New orders created at once beside the fleet, at each of its measured sizes."""
+    mysql_steady: bool = False
+    """Whether the MysqlDatabases on the group are refreshed whole as a steady state, after the
+    last growth size, at the pace of 10,000 orders on the 10-minute refresh."""
     groups: tuple[str, ...] = ()
     """The scenario groups the profile runs, in order (empty: every group but the fleet)."""
 
@@ -101,6 +104,7 @@ PROFILES = {
         fleet_size=4,
         fleet_batch=2,
         fleet_burst=2,
+        mysql_steady=True,
         groups=(*GROUPS, "fleet"),
     ),
     "fleet": Profile(
@@ -115,11 +119,12 @@ PROFILES = {
         0,
         0.0,
         (),
-        (),
+        (100, 1000, 10_000),
         fleet_size=10_000,
         fleet_batch=1_000,
         fleet_burst=100,
-        groups=("fleet",),
+        mysql_steady=True,
+        groups=("fleet", "mysql_growth"),
     ),
 }
 
@@ -257,8 +262,11 @@ def run_warm(profile: Profile) -> Figures:
 def _growth_of(kind: OrderKind, sizes: tuple[int, ...], profile: Profile) -> Figures:
     """A converged pass and a new order of ``kind`` beside more and more others, on one stack."""
 
+    steady = kind is MYSQL and profile.mysql_steady and bool(sizes)
+
     def body(stack: Stack) -> Figures:
         out: Figures = {}
+        empty = stack.footprint()
         for size in sizes:
             _say(f"bench: {kind.key_kind} beside {size} others")
             try:
@@ -277,9 +285,20 @@ def _growth_of(kind: OrderKind, sizes: tuple[int, ...], profile: Profile) -> Fig
                 "new_order": summarize(new),
                 "footprint": stack.footprint(),
             }
+        else:
+            if steady:
+                names = [f"bench-peer-{i}" for i in range(stack.mysql_fillers)]
+                _say(f"bench: the steady state of {len(names)} Ready {kind.key_kind}s")
+                try:
+                    out["steady"] = scenarios.refresh_all(
+                        stack, names, empty, kind=kind, timeout=3600.0
+                    )
+                except BenchError as error:
+                    out["steady"] = {"failed": str(error)}
         return out
 
-    return _with_stack(2, body)
+    cycle = scenarios.fleet_pace_cycle(max(sizes)) if steady else None
+    return _with_stack(2, body, refresh_cycle=cycle)
 
 
 def run_growth(profile: Profile) -> Figures:

@@ -529,9 +529,11 @@ class Stack:
             GROUP, VERSION, NAMESPACE, PLURAL, name, patch
         )
 
-    def ready_orders(self, cluster: str = "management") -> set[str]:
-        """The names of the orders whose Ready condition is True."""
-        listed = self.apis[cluster].list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL)
+    def ready_orders(self, cluster: str = "management", kind: OrderKind = MARIADB) -> set[str]:
+        """The names of the orders of the kind whose Ready condition is True."""
+        listed = self.apis[cluster].list_namespaced_custom_object(
+            kind.group, kind.version, kind.namespace, kind.plural
+        )
         return {o["metadata"]["name"] for o in listed["items"] if _ready(o)}
 
     @contextmanager

@@ -248,6 +248,8 @@ def _growth(growth: Figures | None, beside: str = "Database CRs") -> list[str]:
     ]
     base = (growth.get("0") or {}).get("footprint")
     for size, figures in growth.items():
+        if not size.isdigit():
+            continue
         if "failed" in figures:
             lines.append(f"| {_num(float(size))} | did not finish: {figures['failed']} |")
             continue
@@ -268,6 +270,26 @@ def _growth(growth: Figures | None, beside: str = "Database CRs") -> list[str]:
         "Redis; the watcher's resident memory, which the allocator returns in coarse steps).",
     ]
     return [*lines, ""]
+
+
+def _mysql_steady(growth: Figures | None) -> list[str]:
+    """The MysqlDatabases of the growth run, refreshed whole as a steady state."""
+    steady = (growth or {}).get("steady")
+    if not steady:
+        return []
+    title = "### Their steady state: the MysqlDatabases on the 10-minute refresh"
+    if "failed" in steady:
+        return [title, "", f"Did not finish: {steady['failed']}", ""]
+    whose = f"The {cell(steady['orders'])} MysqlDatabases of the growth run, on one group"
+    return [
+        title,
+        "",
+        *_steady(steady, whose),
+        "Before the measured round every order's drift check is made due, as it is on each",
+        "10-minute refresh: each measured pass looks at the primary with one read-only query"
+        f" ({cell(steady.get('sql_requests_per_pass', 0.0))} SQL requests per pass).",
+        "",
+    ]
 
 
 def _per_order(figures: Figures, base: Figures | None, size: str, name: str) -> str:
@@ -359,11 +381,12 @@ def _steady(fleet: Figures, whose: str) -> list[str]:
         f"{whose}, Ready and settled, all made due for their refresh"
         " at once; beat sweeps them at the rate its refresh cycle allows, set so that it offers"
         f" passes at the rate {total} orders get on the 10-minute refresh"
-        f" ({cell(fleet['fleet_passes_per_s'])} passes/s), twice: the first refresh after the"
-        " pass that made an order Ready reads in full and leaves the basis of quiet refreshes,"
-        " and the second round is measured. Every pass is a converged one: the run fails if one"
-        " writes or an order loses its Ready. The fleet's rates are the cost of one measured"
-        " pass times that rate, except for the passes that still read each order in full once"
+        f" ({cell(fleet['fleet_passes_per_s'])} passes/s), twice: every basis of quiet"
+        " refreshes is forgotten first, so each order's first refresh reads in full and leaves"
+        " a new one, and the second round is measured. Every pass is a converged one: the run"
+        " fails if one writes or an order loses its Ready. The fleet's rates are the cost of one"
+        " measured pass times that rate, except for the passes that still read each order in"
+        " full once"
         f" a full-refresh period ({cell(fleet['fleet_full_passes_per_s'])} passes/s), which"
         " cost what a pass of the first round did.",
         "",
@@ -628,5 +651,6 @@ def render_markdown(report: Figures, baseline: Figures | None = None) -> str:
     lines += _servers(report.get("servers"))
     lines += _growth(report.get("growth"))
     lines += _growth(report.get("mysql_growth"), "MysqlDatabases")
+    lines += _mysql_steady(report.get("mysql_growth"))
     lines += _fleet_build(report.get("fleet"))
     return "\n".join(lines)

@@ -119,7 +119,8 @@ def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
         assert _median(figures["new_order"]["ready_p50_s"]) > 0, size
     assert "## Growth: beside more and more Database CRs" in doc.read_text()
     # Beside more MysqlDatabases on its group, the same holds for the other kind.
-    mysql_growth = report["mysql_growth"]
+    mysql_growth = dict(report["mysql_growth"])
+    _check_mysql_steady(mysql_growth.pop("steady"), doc.read_text())
     assert not [size for size, figures in mysql_growth.items() if "failed" in figures]
     alone = mysql_growth["0"]["converged_forced"]["kube_by_request"]
     assert alone, "no request of a converged MysqlDatabase pass counted"
@@ -144,6 +145,21 @@ def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
     ):  # fmt: skip
         assert heading in markdown
     assert done.stdout.strip() == markdown.strip()
+
+
+def _check_mysql_steady(steady: dict[str, Any], markdown: str) -> None:
+    """The MysqlDatabases of the growth run, refreshed whole once their drift checks are due:
+    every pass is quiet, asks Kubernetes nothing and looks at the primary."""
+    assert "failed" not in steady, steady.get("failed")
+    assert steady["passes"] >= steady["orders"] > 0, "each order had its refresh pass"
+    assert steady["writes"] == 0
+    assert steady["quiet_share"] == 1.0, "a refresh nothing touched read in full"
+    # Nothing but the admin login, read once per worker process for its first quiet check;
+    # a full pass makes nine requests.
+    assert set(steady["kube_by_verb_per_pass"]) <= {"get"}, steady["kube_by_verb_per_pass"]
+    assert steady["kube_requests_per_pass"] < 1.0, steady["kube_by_verb_per_pass"]
+    assert steady["sql_requests_per_pass"] > 0, "no refresh looked at the primary"
+    assert "### Their steady state: the MysqlDatabases on the 10-minute refresh" in markdown
 
 
 def _check_fleet(fleet: dict[str, Any], markdown: str) -> None:
