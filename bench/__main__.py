@@ -10,7 +10,8 @@ Profiles: `full` (the report: `make bench`), `quick` (the same table for small N
 minutes: `make bench-quick`), `fleet` (a fleet of 10,000 Ready orders built through tenantdb,
 and its steady state: `make bench-fleet`), `mysql-fleet` (10,000 Ready MysqlDatabases on one
 group, grown step by step, and their steady state: `make bench-mysql-fleet`), `tiny` (one run
-each with the smallest N, the fleet too, to keep the harness working in CI). Needs Redis and MariaDB on localhost, as the tests do.
+each with the smallest N, the fleet too, to keep the harness working in CI). Needs Redis and
+MariaDB on localhost, as the tests do.
 """
 
 from __future__ import annotations
