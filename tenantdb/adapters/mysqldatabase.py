@@ -59,6 +59,7 @@ from tenantdb.core.mysqldatabase.passes import (
     compute_stop_wait,
     gates_stop_early,
     judge_verified,
+    may_retire,
     needs_peer_username,
     owner_username,
     reserved_or_none,
@@ -441,7 +442,10 @@ def read_gates(io: MysqlIO, key: OrderKey, fetched: FetchedOrder) -> GateReads:
     group_secrets = io.group_secrets(key, group_secret_names(group))
     found = io.peers(key, order, owner_username(owner))
     me = claim_for_gates(order, owner)
-    peer_users = read_peer_users(io, key, found.orders, lambda peer: needs_peer_username(me, peer))
+    retiring = may_retire(order, owner_username(owner))
+    peer_users = read_peer_users(
+        io, key, found.orders, lambda peer: needs_peer_username(me, peer, retiring=retiring)
+    )
     return GateReads(order, group, owner, group_secrets, found.orders, peer_users, found.waiting)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -212,6 +213,8 @@ class WorldIO:
     """Every write in order: ``status:<phase>``, ``event:<reason>``, ``finalizers``."""
     probed: list[object] = field(default_factory=list)
     """What ``World.probe`` read at each status write."""
+    secret_reads: list[str] = field(default_factory=list)
+    """The Secrets read, by name, in order."""
     reused: list[bool] = field(default_factory=list)
     """Whether each session asked for a login read lately (a quiet refresh's check)."""
 
@@ -222,10 +225,13 @@ class WorldIO:
         return copy.deepcopy(group)
 
     def secret(self, key: OrderKey, name: str) -> SecretData | None:
+        self.secret_reads.append(name)
         values = self.world.secrets.get(name)
         if values is None:
             return None
-        return SecretData(f"uid-{name}", "1", _decoded(values))
+        # A write of other values is a new resourceVersion, as on the API server.
+        version = hashlib.sha256(repr(sorted(values.items())).encode()).hexdigest()[:8]
+        return SecretData(f"uid-{name}", version, _decoded(values))
 
     def owner(self, key: OrderKey, name: str) -> OwnerSecret | None:
         data = self.secret(key, name)

@@ -183,6 +183,41 @@ def test_a_ready_order_whose_account_went_missing_is_repaired_with_an_event() ->
     assert again.io.log[2:] == ["status:Ready", "event:DriftRepaired"]
 
 
+def _unowned_peer(name: str, user: str, world: World) -> dict[str, Any]:
+    """A peer on the group that has recorded no owner yet; its Secret names ``user``."""
+    world.secrets[f"{name}-owner"] = {"username": user, "password": "peer-pw"}
+    return make_order(
+        name=name, database=f"{name.replace('-', '_')}_db", owner_secret=f"{name}-owner"
+    )
+
+
+def test_a_new_order_reads_the_owner_secrets_of_older_unowned_peers_only() -> None:
+    world = World()
+    world.peers = tuple(
+        _unowned_peer(name, f"{name.replace('-', '_')}_app", world)
+        for name in ("tenant-aaa", "tenant-zzz-1", "tenant-zzz-2")
+    )
+    run = run_pass(world)
+    assert run.reason == "Applied"
+    read = set(run.io.secret_reads)
+    assert "tenant-aaa-owner" in read, "an older peer may own the same user: the check reads it"
+    assert not read & {"tenant-zzz-1-owner", "tenant-zzz-2-owner"}, "newer peers yield to it"
+
+
+def test_a_rotation_leaves_the_old_owner_to_a_newer_peer_whose_secret_names_it() -> None:
+    world = World()
+    first = run_pass(world)
+    assert first.reason == "Applied"
+    world.secrets[OWNER_SECRET] = {"username": "acme_next", "password": PASSWORD}
+    world.rows = APPLIED_ROWS
+    world.peers = (_unowned_peer("tenant-zzz", OWNER_USER, world),)
+    rotated = run_pass(world, runtime=first.runtime)
+    assert "tenant-zzz-owner" in rotated.io.secret_reads
+    assert rotated.reason == "Applied"
+    assert "OwnerUserDropSkipped" in [e.reason for e in rotated.io.events]
+    assert "DROP USER" not in _verbs(rotated)
+
+
 def test_an_apply_wakes_the_peers_that_wait_on_the_group() -> None:
     run = run_pass(World(waiting=("tenant-other",)))
     assert run.reason == "Applied"

@@ -135,9 +135,27 @@ def gates_stop_early(
     return group is None or first.reason in EARLY_REASONS
 
 
-def needs_peer_username(me: Claim, peer: Mapping[str, Any]) -> bool:
-    """Whether the gates must know the username a peer's owner Secret names."""
-    return needs_secret_username(me, claim_of(peer, None)) or needs_sibling_username(peer)
+def may_retire(order: Mapping[str, Any], owner_username: str | None) -> bool:
+    """Whether an apply of the order may retire an owner user it recorded: the owner it
+    recorded, or the rotation target it left pending, is not the one its Secret names now
+    (``plan_apply``'s retirements). Only such an apply must respect the users its peers'
+    owner Secrets name."""
+    records = Records.of(status_of(order))
+    owner = owner_username or ""
+    previous, pending = records.owner_user, records.pending_owner_user
+    return bool(previous and previous != owner) or bool(
+        pending and pending not in (owner, previous)
+    )
+
+
+def needs_peer_username(me: Claim, peer: Mapping[str, Any], *, retiring: bool) -> bool:
+    """Whether the gates must know the username a peer's owner Secret names: the conflict
+    check needs it of an older peer that recorded no owner; an apply that may retire a user
+    (``may_retire``) needs it of every live peer that recorded none. Reading it for every new
+    peer of every pass would cost each pass of a burst on a group a Secret read per peer."""
+    if needs_secret_username(me, claim_of(peer, None)):
+        return True
+    return retiring and needs_sibling_username(peer)
 
 
 def claim_for_gates(order: Mapping[str, Any], owner: OwnerSecret | None) -> Claim:
