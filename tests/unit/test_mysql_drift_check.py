@@ -20,7 +20,6 @@ from tenantdb.core.mysqldatabase.passes import (
     REASSERT,
     VERIFY,
     Drift,
-    Gate,
     QuietCheck,
     compose_quiet_check,
     decide_gate,
@@ -30,8 +29,7 @@ from tests.unit.test_mysql_pass import APPLIED_ROWS
 
 
 def _check(world: World) -> QuietCheck:
-    gate: Gate = decide_gate(mysql.read_gates(WorldIO(world), KEY, mysql.fetched(world.order)))
-    check = compose_quiet_check(world.order, gate)
+    check = _check_or_none(world)
     assert check is not None
     return check
 

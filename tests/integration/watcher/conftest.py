@@ -20,6 +20,7 @@ import redis
 import yaml
 from prometheus_client import REGISTRY
 
+from devstack.crds.bloodraven import mysql_failover_group
 from devstack.kube.server import ClusterServer, kubeconfig
 from tenantdb.adapters.leader import LeaderLease
 from tenantdb.adapters.workqueue import WorkQueue
@@ -34,6 +35,7 @@ from watcher.process import Watcher, WatcherConfig
 ORDER_CRD = (
     Path(__file__).resolve().parents[3] / "charts/tenantdb/crds/mariadbdatabases.c5c3.io.yaml"
 )
+MYSQL_ORDER_CRD = ORDER_CRD.parent / "mysqldatabases.shipstream.io.yaml"
 ORDERS = "mariadbdatabases.c5c3.io"
 NAMESPACES = ("tenant-a", "cp-ns", "keystone")
 LABEL_NAME = "c5c3.io/mariadbdatabase-name"
@@ -123,6 +125,14 @@ def order_crd() -> dict[str, Any]:
     loaded = yaml.safe_load(ORDER_CRD.read_text())
     assert isinstance(loaded, dict)
     return loaded
+
+
+@pytest.fixture
+def mysql_kinds(servers: dict[str, ClusterServer]) -> None:
+    """The MysqlDatabase CRD as the chart ships it, and the MysqlFailoverGroup CRD, on the
+    management cluster."""
+    crd = yaml.safe_load(MYSQL_ORDER_CRD.read_text())
+    install(servers["management"], crd, mysql_failover_group())
 
 
 def start_server(name: str, *, orders: bool = True) -> ClusterServer:

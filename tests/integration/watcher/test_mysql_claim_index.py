@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import redis
-import yaml
 
 from devstack.kube.server import ClusterServer
 from tenantdb.adapters.clusters import ClusterRegistry
@@ -22,22 +21,15 @@ from tenantdb.core.mysqldatabase.reading import PEER_READ_LIMIT
 from tests.integration.watcher.conftest import (
     Published,
     StartWatcher,
-    install,
     watching,
 )
 from tests.support import wait_for
 
-REPO = Path(__file__).resolve().parents[3]
 ORDERS = "mysqldatabases.shipstream.io"
 NS = "tenant-a"
 
 
-@pytest.fixture(autouse=True)
-def _mysql_crd(servers: dict[str, ClusterServer]) -> None:
-    crd = yaml.safe_load(
-        (REPO / "charts/tenantdb/crds/mysqldatabases.shipstream.io.yaml").read_text()
-    )
-    install(servers["management"], crd)
+pytestmark = pytest.mark.usefixtures("mysql_kinds")
 
 
 def _order(name: str, database: str, group: str = "main", **spec: Any) -> dict[str, Any]:

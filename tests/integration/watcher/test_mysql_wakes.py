@@ -7,29 +7,20 @@ from __future__ import annotations
 
 import base64
 import itertools
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from devstack.crds.bloodraven import mysql_failover_group
 from devstack.kube.server import ClusterServer
 from tenantdb.core.keys import OrderKey
-from tests.integration.watcher.conftest import Published, StartWatcher, install
+from tests.integration.watcher.conftest import Published, StartWatcher
 
-REPO = Path(__file__).resolve().parents[3]
 ORDERS = "mysqldatabases.shipstream.io"
 GROUPS = "mysqlfailovergroups.shipstream.io"
 NS = "tenant-a"
 
 
-@pytest.fixture(autouse=True)
-def _mysql_crds(servers: dict[str, ClusterServer]) -> None:
-    crd = yaml.safe_load(
-        (REPO / "charts/tenantdb/crds/mysqldatabases.shipstream.io.yaml").read_text()
-    )
-    install(servers["management"], crd, mysql_failover_group())
+pytestmark = pytest.mark.usefixtures("mysql_kinds")
 
 
 def _order(name: str, group: str) -> dict[str, Any]:
