@@ -248,7 +248,7 @@ def _database_slots(obj: Mapping[str, Any]) -> tuple[Slot, ...]:
     return () if slot is None else (slot,)
 
 
-def _schema_publisher(to: PublishTo) -> IndexPublisher:
+def _schema_publisher(to: PublishTo, index: SharedIndex) -> IndexPublisher:
     """Keeps the schema index of one Database CR watch (``tenantdb.adapters.schemaindex``)."""
     return IndexPublisher(SchemaIndex(to.redis, to.prefix), to, _database_slots)
 

@@ -54,13 +54,20 @@ class IndexPublisher:
     def drop(self, name: ObjectName) -> None:
         self._move(name, frozenset())
 
-    def replace(self, objs: list[Object]) -> None:
+    def replace(
+        self, objs: list[Object], also: Mapping[str, Mapping[Slot, Iterable[str]]] | None = None
+    ) -> None:
+        """Replace what the index holds of the watch's namespaces with ``objs``' slots, and
+        the fields in ``also`` (kept by another writer of the same family) with them."""
         namespaces = {namespace for namespace, _ in self._slots}
         if self.scope:
             namespaces.add(self.scope)
         self._slots.clear()
         self._holders.clear()
-        fields: dict[str, dict[Slot, set[str]]] = {}
+        fields: dict[str, dict[Slot, set[str]]] = {
+            namespace: {slot: set(names) for slot, names in slots.items()}
+            for namespace, slots in (also or {}).items()
+        }
         for obj in objs:
             name = object_name(obj)
             slots = frozenset(self._slots_of(obj))

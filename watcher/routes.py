@@ -127,8 +127,9 @@ class Route:
     namespaces: Callable[[SharedIndex, str], set[str]] | None = None
     """Where the kind is watched on a target cluster that grants it per namespace: given the
     index and the cluster, the namespaces to watch; None watches it cluster-wide everywhere."""
-    publisher: Callable[[PublishTo], Publisher] | None = None
-    """Keeps an index of this watch in Redis for the passes (every cluster, every namespace)."""
+    publisher: Callable[[PublishTo, SharedIndex], Publisher] | None = None
+    """Keeps an index of this watch in Redis for the passes (every cluster, every namespace),
+    given where it writes and the term's shared index."""
 
     @property
     def kind(self) -> str:
@@ -245,7 +246,7 @@ class Dispatcher:
             route.tracker(index, cluster, namespace) if route.tracker is not None else None
         )
         self._publisher = (
-            route.publisher(publish_to)
+            route.publisher(publish_to, index)
             if route.publisher is not None and publish_to is not None
             else None
         )

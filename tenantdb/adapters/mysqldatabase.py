@@ -10,8 +10,6 @@ memory: they are never logged, stored or put in an exception.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 import random
 import re
@@ -38,13 +36,13 @@ from tenantdb.adapters.mysqladmin import (
     site_address,
     site_server_name,
 )
-from tenantdb.adapters.watchindex import WatchIndex
+from tenantdb.adapters.watchindex import Slot, WatchIndex
 from tenantdb.core.events import Event
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase.apply import Observed, parse_observation, render_drop
 from tenantdb.core.mysqldatabase.gates import OwnerSecret, compute_comeback_behind_circuit
 from tenantdb.core.mysqldatabase.models import MysqlDatabase, read_order
-from tenantdb.core.mysqldatabase.naming import CLAIM_INDEX
+from tenantdb.core.mysqldatabase.naming import CLAIM_INDEX, OWNER_NAME_INDEX
 from tenantdb.core.mysqldatabase.passes import (
     REASSERT,
     VERIFY,
@@ -65,9 +63,12 @@ from tenantdb.core.mysqldatabase.passes import (
     reserved_or_none,
 )
 from tenantdb.core.mysqldatabase.reading import (
+    compute_named_by,
     compute_peer_reads,
     compute_peer_slots,
+    compute_peer_users,
     compute_status_patch,
+    group_name,
     group_secret_names,
     needs_sibling_username,
     operator_secret_name,
@@ -75,12 +76,14 @@ from tenantdb.core.mysqldatabase.reading import (
     peers_on_group,
     peers_to_wake,
     tls_secret_name,
+    unresolved_slot,
+    username_slot,
     waiting_slot,
 )
 from tenantdb.core.mysqldatabase.reasons import Phase
 from tenantdb.core.mysqldatabase.sql import Dialect, Statement, observe_query
 from tenantdb.core.mysqldatabase.teardown import TeardownPlan
-from tenantdb.core.objects import metadata_of
+from tenantdb.core.objects import decode_secret_value, metadata_of
 from tenantdb.settings import load_settings
 
 # What a MysqlDatabase pass reads and writes beyond core objects, registered with the kube
@@ -120,10 +123,7 @@ def decode(secret: Mapping[str, Any]) -> SecretData:
     meta = secret.get("metadata") or {}
     values: dict[str, str] = {}
     for key, value in (secret.get("data") or {}).items():
-        try:
-            values[str(key)] = base64.b64decode(str(value), validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            values[str(key)] = ""
+        values[str(key)] = decode_secret_value(value)
     return SecretData(str(meta.get("uid", "")), str(meta.get("resourceVersion", "")), values)
 
 
@@ -236,11 +236,19 @@ class MysqlIO(Protocol):
 class MysqlOrders:
     """The Kubernetes side of MysqlDatabase passes, on every registered cluster."""
 
-    def __init__(self, clusters: ClusterRegistry, *, claims: WatchIndex | None = None) -> None:
-        """Bind to the clusters orders live on, and the claim index the watcher keeps of them
-        (without one, every pass lists its namespace)."""
+    def __init__(
+        self,
+        clusters: ClusterRegistry,
+        *,
+        claims: WatchIndex | None = None,
+        owner_names: WatchIndex | None = None,
+    ) -> None:
+        """Bind to the clusters orders live on, the claim index the watcher keeps of them
+        (without one, every pass lists its namespace) and its owner-name index of Secrets
+        (without one, a pass reads every peer on its group that recorded no owner)."""
         self.clusters = clusters
         self.claims = claims
+        self.owner_names = owner_names
         self._logins: dict[tuple[str, ...], tuple[float, Target, AdminLogin]] = {}
 
     def client(self, key: OrderKey) -> KubeClient:
@@ -302,15 +310,21 @@ class MysqlOrders:
     ) -> Peers | None:
         if self.claims is None:
             return None
-        slots = compute_peer_slots(order, owner_username)
         waiting = waiting_slot(order)
         try:
+            owners = self._owner_names(key, order, owner_username)
+            named_by = None if owners is None else compute_named_by(order, owner_username, owners)
+            slots = compute_peer_slots(order, owner_username, named_by)
             found = self.claims.lookup(key.cluster, key.namespace, (*slots, waiting))
         except redis.RedisError as error:
             log.info("claim index unreadable (%s); listing the namespace", type(error).__name__)
             return None
         if found is None:
             return None
+        if named_by is not None and owners is not None:
+            # Kept with the owner names (from the watch of Secrets), not in the claim index.
+            unresolved = unresolved_slot(group_name(order))
+            found[unresolved] = owners.get(unresolved, [])
         names = compute_peer_reads(order, slots, found)
         if names is None:
             return None
@@ -319,6 +333,17 @@ class MysqlOrders:
         peers = tuple(peers_on_group((o for o in read if o is not None), order))
         me = str((order.get("metadata") or {}).get("name", ""))
         return Peers(peers, tuple(n for n in found[waiting] if n != me))
+
+    def _owner_names(
+        self, key: OrderKey, order: Mapping[str, Any], owner_username: str | None
+    ) -> dict[Slot, list[str]] | None:
+        """What the owner-name index says of the order's owner users and of the peers on its
+        group whose Secret names none; None when there is no index or it is not trusted."""
+        if self.owner_names is None:
+            return None
+        users = compute_peer_users(order, owner_username)
+        slots = [*(username_slot(user) for user in users), unresolved_slot(group_name(order))]
+        return self.owner_names.lookup(key.cluster, key.namespace, slots)
 
     def admin(
         self, key: OrderKey, group: Mapping[str, Any], site: str, *, reuse: bool = False
@@ -569,7 +594,11 @@ def batch_failure(error: AdminError, executed: int) -> ServerFailure:
 
 def with_claims(clusters: ClusterRegistry, redis_client: redis.Redis, prefix: str) -> MysqlOrders:
     """The orders of a worker process, their peers looked up in the watcher's claim index."""
-    return MysqlOrders(clusters, claims=WatchIndex(redis_client, prefix, CLAIM_INDEX))
+    return MysqlOrders(
+        clusters,
+        claims=WatchIndex(redis_client, prefix, CLAIM_INDEX),
+        owner_names=WatchIndex(redis_client, prefix, OWNER_NAME_INDEX),
+    )
 
 
 def primary_failure(error: Exception) -> PrimaryFailure:

@@ -116,13 +116,17 @@ class Secret(ApiModel):
 
     def value(self, key: str) -> str:
         """Return one key decoded as UTF-8, or "" when it is absent or not base64 text."""
-        raw = self.data.get(key)
-        if not raw:
-            return ""
-        try:
-            return base64.b64decode(raw, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return ""
+        return decode_secret_value(self.data.get(key))
+
+
+def decode_secret_value(raw: Any) -> str:
+    """One value of a Secret's ``data`` decoded as UTF-8; "" when absent or not base64 text."""
+    if not raw or not isinstance(raw, str):
+        return ""
+    try:
+        return base64.b64decode(raw, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return ""
 
 
 def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:

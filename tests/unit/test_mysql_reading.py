@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import itertools
 from typing import Any
 
@@ -17,6 +18,8 @@ from tenantdb.core.mysqldatabase.reading import (
     check_active_site,
     claim_of,
     compute_claim_slots,
+    compute_named_by,
+    compute_owner_name_slots,
     compute_peer_reads,
     compute_peer_slots,
     compute_status_patch,
@@ -29,6 +32,7 @@ from tenantdb.core.mysqldatabase.reading import (
     sibling_claims,
     sibling_of,
     tls_secret_name,
+    username_slot,
     waiting_slot,
 )
 
@@ -236,6 +240,70 @@ def test_every_peer_a_decision_rests_on_is_named_by_the_index_fields_the_pass_re
         if not ready:
             assert waiting_slot(me) in compute_claim_slots(peer)
     assert checked > 100
+
+
+def test_peers_without_an_owner_are_found_through_the_secrets_naming_the_orders_users() -> None:
+    """The same property through the owner-name index: a peer that recorded no owner is read
+    when its Secret names one of the order's users, and no other unowned peer is."""
+    me = _variant("me", "2026-01-02T00:00:00Z", "app", "s1", "u1", "u2", "", True, False)
+    naming = {"s1": "u1", "s7": "u2", "s9": "u9"}
+    index: dict[tuple[str, ...], list[str]] = {}
+    for secret, user in naming.items():
+        index.setdefault(username_slot(user), []).append(secret)
+    named_by = compute_named_by(me, "u1", index)
+    assert named_by == ("s1", "s7")
+    my_slots = set(compute_peer_slots(me, "u1", named_by))
+    assert ("unowned", "main") not in my_slots
+    choices = itertools.product(
+        ("2026-01-01T00:00:00Z", "2026-01-03T00:00:00Z"), ("app", "other"), ("s1", "s7", "s9"),
+        ("u1", "u2", "u9", ""), ("u1", "u2", ""), ("u1", "u2", "g9", ""), (True, False),
+    )  # fmt: skip
+    checked = skipped = 0
+    for created, db, secret, owner, pending, grant, ready in choices:
+        peer = _variant("peer", created, db, secret, owner, pending, grant, ready, False)
+        named = my_slots & set(compute_claim_slots(peer))
+        secret_user = naming[secret] if not owner else None
+        relevant = (
+            find_conflict(claim_of(me, "u1"), [claim_of(peer, secret_user)]) is not None
+            or db == "app"
+            or secret == "s1"
+            or bool({"u1", "u2"} & set(sibling_claims([sibling_of(peer, secret_user)])))
+        )
+        if relevant:
+            checked += 1
+            assert named, (created, db, secret, owner, pending, grant)
+        elif not owner and secret == "s9":
+            skipped += 1
+            assert not named, "an unowned peer claiming none of the order's users is not read"
+    assert checked > 100
+    assert skipped > 0
+
+
+def test_the_owner_name_index_holds_a_digest_and_is_trusted_once_it_lists_the_orders_secret() -> (
+    None
+):
+    def secret(**data: str) -> dict[str, Any]:
+        encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+        return {"metadata": {"name": "s", "namespace": "bloodraven"}, "data": encoded}
+
+    slots = compute_owner_name_slots(secret(username="me_app", password="pw"))
+    assert slots == (username_slot("me_app"),)
+    assert "me_app" not in repr(slots)
+    assert "pw" not in repr(slots)
+    assert username_slot("me_app") != username_slot("me_app2")
+    assert compute_owner_name_slots(secret(password="pw")) == ()
+    assert compute_owner_name_slots({"data": {"username": "not base64!"}}) == ()
+
+    me = order("me", "2026-01-02T00:00:00Z")
+    mine = {username_slot("me_app"): ["me-owner", "other-owner"]}
+    assert compute_named_by(me, "me_app", mine) == ("me-owner", "other-owner")
+    # The index does not yet list the order's own Secret under the name the pass read: it may
+    # be behind on other Secrets too.
+    assert compute_named_by(me, "me_app", {username_slot("me_app"): ["other-owner"]}) is None
+    assert compute_named_by(me, "me_app", {}) is None
+    # Without an owner Secret, only the users the order recorded are looked up.
+    recorded = {**me, "status": {"ownerUser": "old_app"}}
+    assert compute_named_by(recorded, None, {username_slot("old_app"): ["x-owner"]}) == ("x-owner",)
 
 
 def test_an_index_that_has_not_seen_the_order_or_names_many_peers_is_not_read() -> None:

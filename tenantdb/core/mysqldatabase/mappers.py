@@ -14,12 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tenantdb.core.mysqldatabase.group import compute_active_site, compute_fence
 from tenantdb.core.mysqldatabase.reading import (
     group_name,
     group_secret_names,
+    needs_sibling_username,
     owner_secret_name,
     tls_secret_name,
 )
@@ -72,6 +74,19 @@ def compute_group_secrets(group: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*group_secret_names(group), *((tls,) if tls else ()))))
 
 
-def compute_index_entry(order: Mapping[str, Any]) -> tuple[str, str]:
-    """What the watcher keeps of an order: the group and the owner Secret it names."""
-    return group_name(order), owner_secret_name(order)
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """What the watcher keeps of an order."""
+
+    group: str
+    owner_secret: str
+    awaits_owner: bool
+    """Live and no owner recorded yet: it claims the user its owner Secret names, and while
+    that Secret names none (or is missing) an older order defers newer ones on the group
+    (``PeerOwnerSecretMissing``)."""
+
+
+def compute_index_entry(order: Mapping[str, Any]) -> IndexEntry:
+    """What the watcher keeps of an order: the group and the owner Secret it names, and
+    whether it still awaits an owner."""
+    return IndexEntry(group_name(order), owner_secret_name(order), needs_sibling_username(order))

@@ -21,3 +21,8 @@ IDENTITY = KindIdentity(
 CLAIM_INDEX = "mysqlclaims"
 """The family of the claim index the watcher keeps of the kind's orders in Redis: per
 (cluster, namespace), which orders carry which schema, owner and users on which group."""
+
+OWNER_NAME_INDEX = "mysqlownernames"
+"""The family of the owner-name index the watcher keeps of Secrets in Redis: per (cluster,
+namespace), which Secrets name which username (as a digest, never the value). A pass finds
+from it the peers that recorded no owner yet and whose Secret names one of its users."""

@@ -9,6 +9,7 @@ it names, if at all. Pure.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -17,7 +18,7 @@ from tenantdb.core.mysqldatabase.conflicts import Claim
 from tenantdb.core.mysqldatabase.gates import GateObservation, OwnerSecret
 from tenantdb.core.mysqldatabase.group import compute_active_site, compute_fence
 from tenantdb.core.mysqldatabase.teardown import Sibling, TeardownObservation
-from tenantdb.core.objects import generation_of
+from tenantdb.core.objects import decode_secret_value, generation_of
 from tenantdb.core.readiness import compute_ready_state
 
 PRIMARY_CANDIDATE = "primary-candidate"
@@ -212,26 +213,79 @@ def _grant_users(order: Mapping[str, Any]) -> set[str]:
     return {u for g in grants if (u := _text(_map(g).get("username")))}
 
 
-def compute_peer_slots(order: Mapping[str, Any], owner_username: str | None) -> tuple[Slot, ...]:
-    """The index fields that name every peer a pass of the order may be checked against.
-
-    The conflict check compares the schema, the owner Secret and the owner user (a peer that
-    has recorded none is ``unowned`` and its Secret is read); an apply that retires a previous
-    owner, and a drop, respect each peer that owns, rotates to or grants to one of the order's
-    own owner users.
-    """
-    group = group_name(order)
+def compute_peer_users(order: Mapping[str, Any], owner_username: str | None) -> tuple[str, ...]:
+    """The owner users a pass of the order compares its peers against: the one its Secret
+    names (``owner_username``), the one it recorded and its rotation target."""
     status = _map(order.get("status"))
     users = {owner_username or "", _text(status.get("ownerUser"))}
     users.add(_text(status.get("pendingOwnerUser")))
+    return tuple(sorted(u for u in users if u))
+
+
+def compute_peer_slots(
+    order: Mapping[str, Any],
+    owner_username: str | None,
+    named_by: Iterable[str] | None = None,
+) -> tuple[Slot, ...]:
+    """The index fields that name every peer a pass of the order may be checked against.
+
+    The conflict check compares the schema, the owner Secret and the owner user; an apply that
+    retires a previous owner, and a drop, respect each peer that owns, rotates to or grants to
+    one of the order's own owner users. A peer that has recorded no owner claims the user its
+    Secret names: with ``named_by`` (the Secrets of the namespace that name one of the order's
+    owner users, from the owner-name index) the peers using those Secrets are read, and those
+    whose Secret names no user (``unresolved_slot``, an older one defers the order); without
+    it every ``unowned`` peer on the group is.
+    """
+    group = group_name(order)
     slots: list[Slot] = [
         ("database", group, _text(_map(order.get("spec")).get("databaseName"))),
         ("secret", group, owner_secret_name(order)),
-        ("unowned", group),
     ]
-    for user in sorted(u for u in users if u):
+    if named_by is None:
+        slots.append(("unowned", group))
+    else:
+        slots += [("secret", group, name) for name in sorted(set(named_by)) if name]
+        slots.append(unresolved_slot(group))
+    for user in compute_peer_users(order, owner_username):
         slots += [("user", group, user), ("grant", group, user)]
-    return tuple(slots)
+    return tuple(dict.fromkeys(slots))
+
+
+def unresolved_slot(group: str) -> Slot:
+    """The owner-name index field of the orders on ``group`` that await an owner while their
+    owner Secret names no username, or is missing, as the watch of Secrets last saw it."""
+    return ("unresolved", group)
+
+
+def username_slot(username: str) -> Slot:
+    """The owner-name index field of the Secrets whose ``username`` is this one. A digest:
+    the index holds no value of a Secret."""
+    return ("named", hashlib.blake2b(username.encode("utf-8"), digest_size=16).hexdigest())
+
+
+def compute_owner_name_slots(secret: Mapping[str, Any]) -> tuple[Slot, ...]:
+    """What a Secret carries in the owner-name index: the username it names, decoded as a
+    pass decodes it (``username_slot``); nothing when it names none."""
+    username = decode_secret_value(_map(secret.get("data")).get("username"))
+    return (username_slot(username),) if username else ()
+
+
+def compute_named_by(
+    order: Mapping[str, Any],
+    owner_username: str | None,
+    found: Mapping[Slot, Iterable[str]],
+) -> tuple[str, ...] | None:
+    """The Secrets that name one of the order's owner users (``compute_peer_users``), from
+    what the owner-name index says of their ``username_slot``; None when it cannot be trusted
+    to say: it does not yet list the order's own owner Secret under the username the pass
+    read from it, so it may not have seen a Secret written before that one either."""
+    users = compute_peer_users(order, owner_username)
+    if owner_username and owner_secret_name(order) not in found.get(
+        username_slot(owner_username), ()
+    ):
+        return None
+    return tuple(sorted({name for user in users for name in found.get(username_slot(user), ())}))
 
 
 def waiting_slot(order: Mapping[str, Any]) -> Slot:

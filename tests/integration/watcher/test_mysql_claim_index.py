@@ -4,6 +4,7 @@ trusted; the namespace listed when it is not, or when it cannot answer."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,8 @@ from tenantdb.adapters.kube import client_from_kubeconfig
 from tenantdb.adapters.mysqldatabase import MysqlOrders, Peers
 from tenantdb.adapters.watchindex import WatchIndex
 from tenantdb.core.keys import OrderKey
-from tenantdb.core.mysqldatabase.naming import CLAIM_INDEX
-from tenantdb.core.mysqldatabase.reading import PEER_READ_LIMIT
+from tenantdb.core.mysqldatabase.naming import CLAIM_INDEX, OWNER_NAME_INDEX
+from tenantdb.core.mysqldatabase.reading import PEER_READ_LIMIT, unresolved_slot, username_slot
 from tests.integration.watcher.conftest import (
     Published,
     StartWatcher,
@@ -67,9 +68,21 @@ def _names(peers: Peers) -> list[str]:
     return [str(o["metadata"]["name"]) for o in peers.orders]
 
 
-def _orders(kubeconfig_file: Path, index: WatchIndex | None) -> MysqlOrders:
+def _orders(
+    kubeconfig_file: Path, index: WatchIndex | None, owner_names: WatchIndex | None = None
+) -> MysqlOrders:
     kube = client_from_kubeconfig(str(kubeconfig_file), "management", "")
-    return MysqlOrders(ClusterRegistry({"": lambda: kube}), claims=index)
+    return MysqlOrders(ClusterRegistry({"": lambda: kube}), claims=index, owner_names=owner_names)
+
+
+def _owner_secret(name: str, username: str) -> dict[str, Any]:
+    data = {"username": username, "password": "pw"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NS},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+    }
 
 
 def test_a_pass_reads_only_the_peers_that_share_a_name_with_it(
@@ -184,3 +197,85 @@ def test_a_pass_lists_when_the_index_cannot_answer(
     # The watcher stopped: its marks are gone, and the pass lists.
     assert index.holders("", NS, ("database", "main", "app_db")) is None
     assert _names(orders.peers(key, me, None)) == ["unrelated"]
+
+
+def test_of_many_peers_without_an_owner_a_pass_reads_those_whose_secret_names_its_user(
+    servers: dict[str, ClusterServer],
+    start_watcher: StartWatcher,
+    real_redis: redis.Redis,
+    key_prefix: str,
+    kubeconfig_file: Path,
+) -> None:
+    """A burst of new orders on one group: more peers without a recorded owner than a pass reads
+    one by one. The owner-name index the watcher keeps from the Secret watch names the one
+    whose Secret claims the order's user, and the pass reads it alone, without a LIST."""
+    cluster = servers["management"].cluster
+    crowd = [f"crowd-{i}" for i in range(PEER_READ_LIMIT + 4)]
+    for name in crowd:
+        cluster.create(
+            "secrets", _owner_secret(f"{name}-owner", f"{name.replace('-', '_')}_app"), NS
+        )
+        cluster.create(ORDERS, _order(name, f"{name.replace('-', '_')}_db"), NS)
+    cluster.create("secrets", _owner_secret("twin-owner", "alpha_app"), NS)
+    cluster.create(ORDERS, _order("twin", "twin_db"), NS)
+    # Its owner Secret not written yet: which user it will claim cannot be known.
+    cluster.create(ORDERS, _order("orphan", "orphan_db"), NS)
+    cluster.create("secrets", _owner_secret("alpha-owner", "alpha_app"), NS)
+    cluster.create(ORDERS, _order("alpha", "app_db"), NS)
+    start_watcher()
+    claims = WatchIndex(real_redis, key_prefix, CLAIM_INDEX)
+    names = WatchIndex(real_redis, key_prefix, OWNER_NAME_INDEX)
+    wait_for(
+        lambda: (
+            names.holders("", NS, username_slot("alpha_app")) == ["alpha-owner", "twin-owner"]
+            and names.holders("", NS, unresolved_slot("main")) == ["orphan"]
+            and len(claims.holders("", NS, ("unowned", "main")) or ()) == len(crowd) + 3
+        ),
+        10.0,
+        "the watcher never indexed the Secrets and the orders",
+    )
+    orders = _orders(kubeconfig_file, claims, names)
+    kube = orders.client(OrderKey("mysqldatabase", NS, "alpha"))
+    lists: list[str] = []
+    list_objects = kube.list_objects
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        lists.append(str(args[0]))
+        return list_objects(*args, **kwargs)
+
+    kube.list_objects = counted  # type: ignore[method-assign]
+    key = OrderKey("mysqldatabase", NS, "alpha")
+
+    def me() -> dict[str, Any]:
+        return cluster.get(ORDERS, "alpha", NS)
+
+    assert _names(orders.peers(key, me(), "alpha_app")) == ["orphan", "twin"]
+    assert lists == [], "the crowd of unowned peers cost no LIST"
+
+    # Once the orphan's Secret names a user (not alpha's), it is no longer read.
+    cluster.create("secrets", _owner_secret("orphan-owner", "orphan_app"), NS)
+    wait_for(
+        lambda: names.holders("", NS, unresolved_slot("main")) == [],
+        10.0,
+        "the index never followed the orphan's Secret",
+    )
+    assert _names(orders.peers(key, me(), "alpha_app")) == ["twin"]
+
+    # The twin's Secret now names another user: once the watch has it, the twin is not read.
+    cluster.patch("secrets", "twin-owner", _owner_secret("twin-owner", "twin_app"), NS)
+    wait_for(
+        lambda: names.holders("", NS, username_slot("alpha_app")) == ["alpha-owner"],
+        10.0,
+        "the index never followed the Secret",
+    )
+    assert _names(orders.peers(key, me(), "alpha_app")) == []
+    assert lists == []
+
+    # An index that does not list the order's own Secret under the user it names may be behind
+    # on other Secrets too: every unowned peer is considered, which here is a LIST.
+    names.write_many("", NS, {username_slot("alpha_app"): []})
+    everyone = sorted([*crowd, "orphan", "twin"])
+    assert _names(orders.peers(key, me(), "alpha_app")) == everyone
+    assert len(lists) == 1
+    # Without the owner-name index at all, the same.
+    assert _names(_orders(kubeconfig_file, claims).peers(key, me(), "alpha_app")) == everyone
