@@ -8,8 +8,9 @@ with the min and max beside it, next to the machine it ran on.
 
 Profiles: `full` (the report: `make bench`), `quick` (the same table for small N, under three
 minutes: `make bench-quick`), `fleet` (a fleet of 10,000 Ready orders built through tenantdb,
-and its steady state: `make bench-fleet`), `tiny` (one run each with the smallest N, the fleet
-too, to keep the harness working in CI). Needs Redis and
+and its steady state: `make bench-fleet`), `mysql-fleet` (the MysqlDatabase growth up to 10,000
+Ready orders on one group, and their steady state: `make bench-mysql-fleet`), `tiny` (one run
+each with the smallest N, the fleet too, to keep the harness working in CI). Needs Redis and
 MariaDB on localhost, as the tests do.
 """
 
@@ -63,6 +64,8 @@ class Profile:
     """New orders created at once in each step of the fleet's build."""
     fleet_burst: int = 0
     """New orders created at once beside the fleet, at each of its measured sizes."""
+    mysql_burst: int = 0
+    """New MysqlDatabases created at once beside each growth size (0: none): its throughput."""
     mysql_steady: bool = False
     """Whether the MysqlDatabases on the group are refreshed whole as a steady state after the
     last growth size, at the pace 10,000 orders get on the 10-minute refresh (the fleet's
@@ -88,6 +91,7 @@ PROFILES = {
         120.0,
         (0, 1000, 10_000),
         (0, 100, 1000),
+        mysql_burst=100,
         mysql_steady=True,
     ),
     "quick": Profile(3, 2, (5,), 120.0, 50, 5, 1_000, 60, 20, 30.0, (0, 1000), (0, 100)),
@@ -107,6 +111,7 @@ PROFILES = {
         fleet_size=4,
         fleet_batch=2,
         fleet_burst=2,
+        mysql_burst=2,
         mysql_steady=True,
         groups=(*GROUPS, "fleet"),
     ),
@@ -127,6 +132,23 @@ PROFILES = {
         fleet_batch=1_000,
         fleet_burst=100,
         groups=("fleet",),
+    ),
+    "mysql-fleet": Profile(
+        3,
+        10,
+        (),
+        600.0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0.0,
+        (),
+        (0, 100, 1000, 10_000),
+        mysql_burst=100,
+        mysql_steady=True,
+        groups=("mysql_growth",),
     ),
 }
 
@@ -279,13 +301,21 @@ def _growth_of(kind: OrderKind, sizes: tuple[int, ...], profile: Profile) -> Fig
                     scenarios.new_orders_warm(stack, profile.warm_orders, timeout=300.0, kind=kind)
                     for _ in range(profile.runs)
                 ]
+                # Before the burst, whose orders join the Ready ones beside the next size.
+                footprint = stack.footprint()
+                burst = (
+                    {"burst": scenarios.mysql_burst(stack, profile.mysql_burst, timeout=900.0)}
+                    if kind is MYSQL and profile.mysql_burst
+                    else {}
+                )
             except BenchError as error:  # a size that does not finish is a result too
                 out[str(size)] = {"failed": str(error)}
                 break
             out[str(size)] = {
                 "converged_forced": summarize(forced),
                 "new_order": summarize(new),
-                "footprint": stack.footprint(),
+                **burst,
+                "footprint": footprint,
             }
         else:
             if steady:

@@ -237,30 +237,51 @@ _GROWTH_INTRO = {
 def _growth(growth: Figures | None, beside: str = "Database CRs") -> list[str]:
     if not growth:  # a report from before the scenario existed
         return []
+    sizes = {k: v for k, v in growth.items() if k.isdigit()}
+    bursts = {k: v["burst"] for k, v in sizes.items() if "burst" in v}
+    burst_size = next((cell(b["orders"]) for b in bursts.values()), "")
+    # The goal compares with the throughput beside 100 orders, when the run has that size.
+    against = "100" if "100" in bursts else next(iter(bursts), "")
+    burst_head = (
+        f" | {burst_size} at once: all Ready (s) | {burst_size} at once: orders/s"
+        f" | vs beside {_num(float(against))}"
+        if bursts
+        else ""
+    )
     lines = [
         *_GROWTH_INTRO[beside],
         "",
         f"| {beside} beside | converged: Kubernetes requests | converged: LISTs"
         " | converged: pass (s) | converged: tenantdb CPU (s) | new order: create-to-Ready p50 (s)"
         " | new order: Kubernetes requests | new order: tenantdb CPU (s)"
-        " | Redis per order (B) | watcher per order (B) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"{burst_head} | Redis per order (B) | watcher per order (B) |",
+        "|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if bursts else ""),
     ]
-    base = (growth.get("0") or {}).get("footprint")
-    for size, figures in growth.items():
-        if not size.isdigit():
-            continue
+    base = (sizes.get("0") or {}).get("footprint")
+    first = (bursts.get(against) or {}).get("orders_per_s")
+    for size, figures in sizes.items():
         if "failed" in figures:
             lines.append(f"| {_num(float(size))} | did not finish: {figures['failed']} |")
             continue
         forced, new = figures["converged_forced"], figures["new_order"]
         by_request = forced.get("kube_by_request") or {}
         lists = sum(n for request, n in by_request.items() if request.startswith("list "))
+        burst = ""
+        if bursts:
+            got = figures.get("burst") or {}
+            rate = got.get("orders_per_s")
+            ratio = rate / first if rate and first else None
+            burst = (
+                f" | {cell(got.get('all_ready_s'))} | {cell(rate)} | {cell(ratio)}"
+                if got
+                else " | - | - | -"
+            )
         lines.append(
             f"| {_num(float(size))} | {cell(forced['kube_requests'])} | {lists}"
             f" | {cell(forced['pass_s'])} | {cell(forced['tenantdb_cpu_s'])}"
             f" | {cell(new['ready_p50_s'])} | {cell(new['kube_requests'])}"
-            f" | {cell(new['tenantdb_cpu_s'])} | {_per_order(figures, base, size, 'redis_bytes')}"
+            f" | {cell(new['tenantdb_cpu_s'])}{burst}"
+            f" | {_per_order(figures, base, size, 'redis_bytes')}"
             f" | {_per_order(figures, base, size, 'watcher_rss_bytes')} |"
         )
     lines += [
@@ -269,6 +290,13 @@ def _growth(growth: Figures | None, beside: str = "Database CRs") -> list[str]:
         "beside none, divided by their number (the broker's queues and every tenantdb key in",
         "Redis; the watcher's resident memory, which the allocator returns in coarse steps).",
     ]
+    if bursts:
+        lines += [
+            "",
+            f"{burst_size} at once: that many new orders, each with an owner Secret of its own,",
+            "created at once beside the Ready ones on the group, until all are Ready (2 worker",
+            "processes, one run); they stay, as Ready peers of the next size.",
+        ]
     return [*lines, ""]
 
 

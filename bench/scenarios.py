@@ -84,6 +84,28 @@ def new_orders_warm(
     }
 
 
+def mysql_burst(stack: Stack, orders: int, *, timeout: float = 900.0) -> Figures:
+    """``orders`` new MysqlDatabases created at once on the group beside the Ready ones, each
+    with an owner Secret of its own; they stay, as Ready peers of what is measured next.
+
+    Figures: seconds until all are Ready and orders per second, and per order what
+    ``new_orders_warm`` counts.
+    """
+    stack.wait_idle()
+    before = stack.read()
+    start = time.monotonic()
+    stack.fill_mysql_orders(stack.mysql_fillers + orders, timeout=timeout)
+    took = time.monotonic() - start
+    stack.wait_idle()
+    delta = stack.read().since(before)
+    return {
+        "orders": orders,
+        "all_ready_s": took,
+        "orders_per_s": orders / took if took > 0 else None,
+        **_per_order(delta, orders),
+    }
+
+
 def _converged_figures(delta: Delta) -> Figures:
     return {
         "kube_requests": delta.kube_requests,

@@ -129,6 +129,7 @@ def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
         assert by_request == alone, size
         assert not [r for r in by_request if r.startswith("list ")], (size, by_request)
     assert "## Growth: MysqlDatabase beside more and more orders on its group" in doc.read_text()
+    _check_mysql_bursts(mysql_growth, doc.read_text())
     # What the installation holds beside the orders: Redis keys and the watcher's memory.
     for growth_of in (growth, mysql_growth):
         for figures in growth_of.values():
@@ -145,6 +146,16 @@ def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
     ):  # fmt: skip
         assert heading in markdown
     assert done.stdout.strip() == markdown.strip()
+
+
+def _check_mysql_bursts(growth: dict[str, Any], markdown: str) -> None:
+    """A burst of new orders at once beside each size: all Ready, and its throughput reported."""
+    for size, figures in growth.items():
+        burst = figures["burst"]
+        assert burst["orders"] == 2, size
+        assert burst["all_ready_s"] > 0, size
+        assert burst["passes"] >= 1, size
+    assert "| 2 at once: all Ready (s) | 2 at once: orders/s | vs beside 0 |" in markdown
 
 
 def _check_mysql_steady(steady: dict[str, Any], markdown: str) -> None:
