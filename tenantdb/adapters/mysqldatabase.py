@@ -68,6 +68,7 @@ from tenantdb.core.mysqldatabase.reading import (
     compute_peer_slots,
     compute_peer_users,
     compute_status_patch,
+    deferred_slot,
     group_name,
     group_secret_names,
     needs_sibling_username,
@@ -75,10 +76,10 @@ from tenantdb.core.mysqldatabase.reading import (
     owner_secret_name,
     peers_on_group,
     peers_to_wake,
+    peers_to_wake_indexed,
     tls_secret_name,
     unresolved_slot,
     username_slot,
-    waiting_slot,
 )
 from tenantdb.core.mysqldatabase.reasons import Phase
 from tenantdb.core.mysqldatabase.sql import Dialect, Statement, observe_query
@@ -143,7 +144,8 @@ def fetched(raw: dict[str, Any]) -> FetchedOrder:
 @dataclass(frozen=True)
 class Peers:
     """The other orders on an order's group a pass may be checked against, read live and in
-    name order, and the names of those not Ready (an apply or a release may unblock them)."""
+    name order, and the names of those an apply or a release may unblock (``waiting``: from
+    the index, ``peers_to_wake_indexed``; from a list, every peer not Ready)."""
 
     orders: tuple[dict[str, Any], ...]
     waiting: tuple[str, ...]
@@ -310,12 +312,12 @@ class MysqlOrders:
     ) -> Peers | None:
         if self.claims is None:
             return None
-        waiting = waiting_slot(order)
+        deferred = deferred_slot(order)
         try:
             owners = self._owner_names(key, order, owner_username)
             named_by = None if owners is None else compute_named_by(order, owner_username, owners)
             slots = compute_peer_slots(order, owner_username, named_by)
-            found = self.claims.lookup(key.cluster, key.namespace, (*slots, waiting))
+            found = self.claims.lookup(key.cluster, key.namespace, (*slots, deferred))
         except redis.RedisError as error:
             log.info("claim index unreadable (%s); listing the namespace", type(error).__name__)
             return None
@@ -331,8 +333,7 @@ class MysqlOrders:
         client = self.client(key)
         read = (client.get_or_none(MYSQL_DATABASE, key.namespace, name) for name in names)
         peers = tuple(peers_on_group((o for o in read if o is not None), order))
-        me = str((order.get("metadata") or {}).get("name", ""))
-        return Peers(peers, tuple(n for n in found[waiting] if n != me))
+        return Peers(peers, peers_to_wake_indexed(order, peers, found[deferred]))
 
     def _owner_names(
         self, key: OrderKey, order: Mapping[str, Any], owner_username: str | None

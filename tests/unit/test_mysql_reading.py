@@ -15,6 +15,7 @@ from tenantdb.core.mysqldatabase.mappers import (
 )
 from tenantdb.core.mysqldatabase.reading import (
     PEER_READ_LIMIT,
+    awaits_peer_owner,
     check_active_site,
     claim_of,
     compute_claim_slots,
@@ -23,17 +24,18 @@ from tenantdb.core.mysqldatabase.reading import (
     compute_peer_reads,
     compute_peer_slots,
     compute_status_patch,
+    deferred_slot,
     group_moved,
     group_secret_names,
     needs_secret_username,
     needs_sibling_username,
     peers_on_group,
     peers_to_wake,
+    peers_to_wake_indexed,
     sibling_claims,
     sibling_of,
     tls_secret_name,
     username_slot,
-    waiting_slot,
 )
 
 
@@ -237,8 +239,8 @@ def test_every_peer_a_decision_rests_on_is_named_by_the_index_fields_the_pass_re
         if relevant:
             checked += 1
             assert named, (created, db, secret, owner, pending, grant)
-        if not ready:
-            assert waiting_slot(me) in compute_claim_slots(peer)
+            # Read, a peer that is not Ready is woken by the order's apply or release.
+            assert peers_to_wake_indexed(me, [peer], ()) == (() if ready else ("peer",))
     assert checked > 100
 
 
@@ -304,6 +306,29 @@ def test_the_owner_name_index_holds_a_digest_and_is_trusted_once_it_lists_the_or
     # Without an owner Secret, only the users the order recorded are looked up.
     recorded = {**me, "status": {"ownerUser": "old_app"}}
     assert compute_named_by(recorded, None, {username_slot("old_app"): ["x-owner"]}) == ("x-owner",)
+
+
+def test_an_apply_wakes_the_peers_it_may_unblock_not_every_peer_that_is_not_ready() -> None:
+    def with_ready(name: str, status: str, reason: str) -> dict[str, Any]:
+        o = order(name, "2026-01-01T00:00:00Z")
+        o["status"] = {"conditions": [{"type": "Ready", "status": status, "reason": reason}]}
+        return o
+
+    deferred = with_ready("d", "False", "PeerOwnerSecretMissing")
+    assert awaits_peer_owner(deferred)
+    assert deferred_slot(deferred) in compute_claim_slots(deferred)
+    for other in (
+        with_ready("r", "True", "DatabaseReconciled"),
+        with_ready("c", "False", "DatabaseNameConflict"),
+        order("n", "2026-01-01T00:00:00Z"),  # not passed yet: its own pass is queued
+    ):
+        assert not awaits_peer_owner(other)
+        assert deferred_slot(other) not in compute_claim_slots(other)
+    me = order("me", "2026-01-02T00:00:00Z")
+    shared = with_ready("c", "False", "DatabaseNameConflict")
+    ready = with_ready("r", "True", "DatabaseReconciled")
+    woken = peers_to_wake_indexed(me, [shared, ready], ["d", "me"])
+    assert woken == ("c", "d"), "the peer that yielded to it, and the deferred one"
 
 
 def test_an_index_that_has_not_seen_the_order_or_names_many_peers_is_not_read() -> None:

@@ -119,7 +119,7 @@ class Gate:
     peer_users: Mapping[str, str] = field(default_factory=dict)
     """The usernames the owner Secrets of peers without a recorded owner name, by peer."""
     waiting: tuple[str, ...] = ()
-    """The peers on the group that are not Ready: an apply of the order wakes them."""
+    """The peers on the group an apply of the order may unblock, which it wakes."""
 
 
 def owner_username(owner: OwnerSecret | None) -> str | None:

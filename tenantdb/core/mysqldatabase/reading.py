@@ -17,6 +17,7 @@ from typing import Any
 from tenantdb.core.mysqldatabase.conflicts import Claim
 from tenantdb.core.mysqldatabase.gates import GateObservation, OwnerSecret
 from tenantdb.core.mysqldatabase.group import compute_active_site, compute_fence
+from tenantdb.core.mysqldatabase.reasons import Reason
 from tenantdb.core.mysqldatabase.teardown import Sibling, TeardownObservation
 from tenantdb.core.objects import decode_secret_value, generation_of
 from tenantdb.core.readiness import compute_ready_state
@@ -191,7 +192,8 @@ def compute_claim_slots(order: Mapping[str, Any]) -> tuple[Slot, ...]:
     """What an order carries on its group, for the watcher's claim index: its schema, its owner
     Secret, the owner users it records (current and rotation target), its grants[] users,
     ``unowned`` until it records an owner (the one its Secret names must then be read), and
-    ``waiting`` while it is not Ready (an apply or a release of a peer may unblock it)."""
+    ``deferred`` while it waits for an older peer's owner to be known (an apply or a release
+    of any peer may unblock it)."""
     group = group_name(order)
     if not group:
         return ()
@@ -203,9 +205,16 @@ def compute_claim_slots(order: Mapping[str, Any]) -> tuple[Slot, ...]:
     slots += [("grant", group, user) for user in sorted(_grant_users(order))]
     if not owners[0]:
         slots.append(("unowned", group))
-    if not compute_ready_state(order).ready:
-        slots.append(("waiting", group))
+    if awaits_peer_owner(order):
+        slots.append(deferred_slot(order))
     return tuple(dict.fromkeys(slots))
+
+
+def awaits_peer_owner(order: Mapping[str, Any]) -> bool:
+    """Whether the order's last pass deferred it until an older peer's owner is known
+    (``PeerOwnerSecretMissing``): any apply or release on its group may unblock it."""
+    state = compute_ready_state(order)
+    return not state.ready and state.reason == Reason.PEER_OWNER_SECRET_MISSING
 
 
 def _grant_users(order: Mapping[str, Any]) -> set[str]:
@@ -288,9 +297,24 @@ def compute_named_by(
     return tuple(sorted({name for user in users for name in found.get(username_slot(user), ())}))
 
 
-def waiting_slot(order: Mapping[str, Any]) -> Slot:
-    """The index field naming the orders on the order's group that are not Ready."""
-    return ("waiting", group_name(order))
+def deferred_slot(order: Mapping[str, Any]) -> Slot:
+    """The index field naming the orders on the order's group that wait for an older peer's
+    owner to be known (``awaits_peer_owner``)."""
+    return ("deferred", group_name(order))
+
+
+def peers_to_wake_indexed(
+    order: Mapping[str, Any], peers: Iterable[dict[str, Any]], deferred: Iterable[str]
+) -> tuple[str, ...]:
+    """The peers an apply or a release of the order may unblock, from what its pass read
+    through the index: those not Ready among the peers sharing a name with it (a name or an
+    owner they yielded to, a grant user not yet created), and those deferred until an older
+    peer's owner is known. A peer not Ready for any other reason does not wait on this order:
+    waking every one would cost each apply in a burst of new orders one enqueue per peer."""
+    me = _text(_map(order.get("metadata")).get("name"))
+    names = set(peers_to_wake(peers, order)) | set(deferred)
+    names.discard(me)
+    return tuple(sorted(names))
 
 
 def compute_peer_reads(

@@ -102,14 +102,15 @@ def test_a_pass_reads_only_the_peers_that_share_a_name_with_it(
     def me() -> dict[str, Any]:
         return cluster.get(ORDERS, "alpha", NS)
 
-    # Not Ready and no owner recorded yet: the order is waiting and unowned on its group.
+    # No owner recorded yet: the order is unowned on its group. Not passed yet, it waits on
+    # no peer: it is not deferred.
     wait_for(
         lambda: index.holders("", NS, ("database", "main", "app_db")) == ["alpha"],
         10.0,
         "the order never reached the index",
     )
     assert index.holders("", NS, ("unowned", "main")) == ["alpha"]
-    assert index.holders("", NS, ("waiting", "main")) == ["alpha"]
+    assert index.holders("", NS, ("deferred", "main")) == []
 
     # Peers: one on the same schema, one that grants to alpha's owner, one unrelated, one on
     # another group with the same schema.
@@ -123,7 +124,7 @@ def test_a_pass_reads_only_the_peers_that_share_a_name_with_it(
     cluster.patch(ORDERS, "alpha", _ready("alpha_app"), NS, subresource="status")
     wait_for(
         lambda: (
-            index.holders("", NS, ("waiting", "main")) == []
+            index.holders("", NS, ("unowned", "main")) == []
             and index.holders("", NS, ("user", "main", "delta_app")) == ["delta"]
         ),
         10.0,
@@ -137,14 +138,28 @@ def test_a_pass_reads_only_the_peers_that_share_a_name_with_it(
     assert _names(found) == ["beta", "gamma"], "only the peers sharing a name, read live"
     assert found.waiting == ()
 
-    # A peer that waits is woken; a deleted peer the index still names is read as gone.
-    cluster.patch(ORDERS, "delta", {"status": {"conditions": []}}, NS, subresource="status")
+    # A peer deferred until an older peer's owner is known is woken, whatever it names; one
+    # not Ready for a reason of its own is not; one sharing a name that is not Ready is.
+    stamp = {"message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    deferred = {"type": "Ready", "status": "False", "reason": "PeerOwnerSecretMissing", **stamp}
+    busy = {"type": "Ready", "status": "False", "reason": "GroupNotFound", **stamp}
+    cluster.patch(ORDERS, "delta", {"status": {"conditions": [deferred]}}, NS, subresource="status")
+    cluster.patch(ORDERS, "beta", {"status": {"conditions": [busy]}}, NS, subresource="status")
+    cluster.patch(ORDERS, "elsewhere", {"status": {"conditions": [busy]}}, NS, subresource="status")
+    cluster.create(ORDERS, _order("epsilon", "epsilon_db"), NS)
+    unrelated = {"status": {"ownerUser": "epsilon_app", "conditions": [busy]}}
+    cluster.patch(ORDERS, "epsilon", unrelated, NS, subresource="status")
     wait_for(
-        lambda: index.holders("", NS, ("waiting", "main")) == ["delta"],
+        lambda: index.holders("", NS, ("deferred", "main")) == ["delta"],
         10.0,
-        "the waiting peer never reached the index",
+        "the deferred peer never reached the index",
     )
-    assert orders.peers(key, me(), "alpha_app").waiting == ("delta",)
+    wait_for(
+        lambda: index.holders("", NS, ("user", "main", "epsilon_app")) == ["epsilon"],
+        10.0,
+        "the unrelated peer never reached the index",
+    )
+    assert orders.peers(key, me(), "alpha_app").waiting == ("beta", "delta")
     index.write_many("", NS, {("database", "main", "app_db"): ["alpha", "beta", "ghost"]})
     assert _names(orders.peers(key, me(), "alpha_app")) == ["beta", "gamma"]
 
@@ -152,6 +167,7 @@ def test_a_pass_reads_only_the_peers_that_share_a_name_with_it(
     assert _names(_orders(kubeconfig_file, None).peers(key, me(), "alpha_app")) == [
         "beta",
         "delta",
+        "epsilon",
         "gamma",
     ]
 
