@@ -43,7 +43,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from devstack.platform import CP_NAMESPACE as KEYSTONE_NAMESPACE
 from devstack.platform import MARIADB_NAME, role_env
 from tenantdb.adapters.celeryapp import build_celery_app
-from tenantdb.adapters.workqueue import WorkQueue
+from tenantdb.adapters.workqueue import WorkQueue, WorkQueueKeys
 from tenantdb.ops import build_workqueue
 from tenantdb.settings import Settings
 
@@ -567,7 +567,7 @@ class Stack:
             if next(iter(r.scan_iter(match=pattern, count=1000)), None) is not None:
                 return False
         for queue in ("reconcile", "provision", "delivery", "teardown"):
-            if r.llen(f"{p}{queue}"):
+            if any(r.llen(lst) for lst in WorkQueueKeys(p).broker_lists(queue)):
                 return False
         if r.hlen(f"{p}unacked"):
             return False

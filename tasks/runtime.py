@@ -53,6 +53,7 @@ def workqueue() -> WorkQueue:
     return WorkQueue(
         build_redis(settings),
         make_publisher(current_app),
+        publish_refresh=make_publisher(current_app, refresh=True),
         prefix=settings.key_prefix,
         lock_ttl=settings.lock_ttl_seconds,
         pending_ttl=settings.pending_ttl_seconds,

@@ -49,9 +49,11 @@ def load_kinds(settings: Settings) -> None:
 
 def build_workqueue(settings: Settings) -> WorkQueue:
     """The work queue as every process sees it, publishing through tenantdb's Celery app."""
+    app = build_celery_app(settings)
     return WorkQueue(
         build_redis(settings),
-        make_publisher(build_celery_app(settings)),
+        make_publisher(app),
+        publish_refresh=make_publisher(app, refresh=True),
         prefix=settings.key_prefix,
         lock_ttl=settings.lock_ttl_seconds,
         pending_ttl=settings.pending_ttl_seconds,

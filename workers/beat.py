@@ -164,20 +164,24 @@ class QueueHeads:
     def age(self, queue: WorkQueue, name: str, now: float) -> float:
         """Seconds the next message of broker queue ``name`` has waited; 0 when it is empty.
 
-        kombu pushes messages on the left of the queue's list and workers take them from the
-        right, so the rightmost is the oldest.
+        kombu keeps a list per priority, pushes messages on the left of it and workers take them
+        from the right, so the rightmost of each list is its oldest: the queue's is the oldest
+        of those.
         """
-        raw = queue.redis.lindex(f"{queue.keys.prefix}{name}", -1)
+        return max(self._age(queue, lst, now) for lst in queue.keys.broker_lists(name))
+
+    def _age(self, queue: WorkQueue, lst: str, now: float) -> float:
+        raw = queue.redis.lindex(lst, -1)
         if raw is None:
-            self._seen.pop(name, None)
+            self._seen.pop(lst, None)
             return 0.0
         published = message_published_at(raw)
         if published is not None:
             return max(0.0, now - published)
         tag = message_tag(raw) or ""
-        seen = self._seen.get(name)
+        seen = self._seen.get(lst)
         if seen is None or seen[0] != tag:
-            seen = self._seen[name] = (tag, now)
+            seen = self._seen[lst] = (tag, now)
         return max(0.0, now - seen[1])
 
 
@@ -286,9 +290,11 @@ def run_beat_process(settings: Settings, stop: threading.Event) -> None:
         daemon=True,
     )
     campaign.start()
+    app = build_celery_app(settings)
     queue = WorkQueue(
         redis_client,
-        make_publisher(build_celery_app(settings)),
+        make_publisher(app),
+        publish_refresh=make_publisher(app, refresh=True),
         prefix=settings.key_prefix,
         lock_ttl=settings.lock_ttl_seconds,
         pending_ttl=settings.pending_ttl_seconds,

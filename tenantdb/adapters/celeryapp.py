@@ -25,7 +25,12 @@ from kombu import Queue as KombuQueue
 
 from tenantdb.adapters.broker import transport_for
 from tenantdb.adapters.redisclient import HEALTH_CHECK_SECONDS, broker_connection
-from tenantdb.adapters.workqueue import Publish
+from tenantdb.adapters.workqueue import (
+    EVENT_PRIORITY,
+    PRIORITY_STEPS,
+    REFRESH_PRIORITY,
+    Publish,
+)
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.tasknames import RECONCILE_ORDER, Queue, queue_for
 from tenantdb.settings import Settings
@@ -93,6 +98,10 @@ def build_celery_app(
         "socket_connect_timeout": settings.redis_socket_timeout_seconds,
         "socket_keepalive": True,
         "health_check_interval": HEALTH_CHECK_SECONDS,
+        # Two lists per queue: events' passes and chain steps first, periodic refreshes after
+        # them (``tenantdb.adapters.workqueue.REFRESH_PRIORITY``). A worker's poll names every
+        # queue's first list before any queue's second.
+        "priority_steps": list(PRIORITY_STEPS),
     }
     app.conf.update(
         task_serializer="json",
@@ -126,10 +135,14 @@ def build_celery_app(
     return app
 
 
-def make_publisher(app: Celery) -> Publish:
-    """Return a function that publishes the reconcile task of a key through ``app``."""
+def make_publisher(app: Celery, *, refresh: bool = False) -> Publish:
+    """Return a function that publishes the reconcile task of a key through ``app``.
+
+    A refresh's publisher sends it at the lowest priority, behind every other message.
+    """
+    priority = REFRESH_PRIORITY if refresh else EVENT_PRIORITY
 
     def publish(key: OrderKey) -> None:
-        app.send_task(RECONCILE_ORDER, args=[str(key)])
+        app.send_task(RECONCILE_ORDER, args=[str(key)], priority=priority)
 
     return publish

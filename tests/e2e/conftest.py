@@ -49,6 +49,7 @@ from devstack.platform import Platform, role_env, start_platform
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import SECRET, KubeClient
 from tenantdb.adapters.mariadbdatabase import CONTROL_PLANE, EXTERNAL_SECRET, MARIADB_DATABASE
+from tenantdb.adapters.workqueue import WorkQueueKeys
 from tenantdb.core.mariadbdatabase.naming import compute_order_names
 from tenantdb.settings import Settings
 from tests.conftest import REDIS_URL
@@ -151,7 +152,11 @@ def order_quiet(stack: Stack, client: redis.Redis, key: Any) -> bool:
     return not (
         client.exists(f"{prefix}pending:{key}")
         or client.exists(f"{prefix}lock:{key}")
-        or any(client.llen(f"{prefix}{q}") for q in ("reconcile", "provision", "delivery"))
+        or any(
+            client.llen(name)
+            for q in ("reconcile", "provision", "delivery")
+            for name in WorkQueueKeys(prefix).broker_lists(q)
+        )
         or client.hlen(f"{prefix}unacked")
     )
 

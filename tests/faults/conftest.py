@@ -54,7 +54,7 @@ from devstack.kube.api import AuditEntry
 from devstack.kube.cluster import Cluster
 from devstack.platform import start_platform
 from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
-from tenantdb.adapters.workqueue import pass_name
+from tenantdb.adapters.workqueue import WorkQueueKeys, pass_name
 from tenantdb.core.keys import OrderKey
 from tests.e2e.conftest import Stack, _drop_leftovers, descendants, free_port
 from tests.faults.proxy import SilentProxy
@@ -512,7 +512,11 @@ class Faults:
         return not (
             client.exists(f"{prefix}pending:{key}")
             or client.exists(f"{prefix}lock:{key}")
-            or any(client.llen(f"{prefix}{q}") for q in ("reconcile", *CHAIN_QUEUES))
+            or any(
+                client.llen(lst)
+                for q in ("reconcile", *CHAIN_QUEUES)
+                for lst in WorkQueueKeys(prefix).broker_lists(q)
+            )
         )
 
     def ready(self, name: str) -> bool:

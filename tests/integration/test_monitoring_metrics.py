@@ -168,6 +168,24 @@ def test_the_oldest_message_of_each_queue_is_aged_from_its_publish(
     assert _oldest("reconcile") == 0
 
 
+def test_a_refresh_waiting_behind_the_events_counts_in_the_depth_and_the_age(
+    real_redis: redis.Redis, key_prefix: str, queue: WorkQueue
+) -> None:
+    app = build_celery_app(Settings(key_prefix=key_prefix))
+    try:
+        make_publisher(app, refresh=True)(STUCK_DB)
+        later = time.time() + 60
+        make_publisher(app)(READY_DB)
+    finally:
+        app.close()
+    assert queue.queue_depth("reconcile") == 2
+    export_gauges(queue, now=later, heads=QueueHeads())
+    assert REGISTRY.get_sample_value("tenantdb_queue_depth", {"queue": "reconcile"}) == 2
+    age = _oldest("reconcile")
+    assert age is not None
+    assert age >= 60, "the refresh is the oldest, though taken last"
+
+
 def test_a_message_without_a_publish_stamp_ages_from_when_beat_first_saw_it(
     real_redis: redis.Redis, key_prefix: str, queue: WorkQueue
 ) -> None:

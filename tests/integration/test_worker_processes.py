@@ -56,6 +56,7 @@ class Stack:
         self.queue = WorkQueue(
             self.client,
             make_publisher(self.app),
+            publish_refresh=make_publisher(self.app, refresh=True),
             prefix=prefix,
             lock_ttl=LOCK_TTL,
         )
@@ -100,7 +101,7 @@ class Stack:
         """Whether nothing is queued, reserved, pending, locked or dirty for ``key``."""
         return lambda: (
             not (
-                self.client.llen(f"{self.prefix}reconcile")
+                self.queue.queue_depth("reconcile")
                 or self.client.hlen(f"{self.prefix}unacked")
                 or self.queue.is_pending(key)
                 or self.queue.is_locked(key)
@@ -131,6 +132,26 @@ def test_a_pass_killed_with_sigkill_is_run_again_to_completion(stack: Stack) -> 
     wait_for(lambda: stack.completed() == 1, 60, "the order to be processed again")
     assert len(stack.started()) >= 2
     assert stack.client.get(stack.keys["overlaps"]) is None
+
+
+def test_a_worker_runs_events_passes_before_a_backlog_of_refreshes(stack: Stack) -> None:
+    refreshed = [OrderKey.parse(f"probe/tenant-a/refreshed-{i}") for i in range(20)]
+    for key in refreshed:
+        assert stack.queue.enqueue(key, refresh=True)
+    new = OrderKey.parse("probe/tenant-a/new-order")
+    assert stack.queue.enqueue(new), "a new order's first pass"
+    assert stack.queue.enqueue(refreshed[-1]), "an edit of an order whose refresh waits last"
+    assert stack.queue.queue_depth("reconcile") == 22, "the depth counts both priorities"
+    order = probe_keys(stack.prefix, str(KEY))["order"]
+
+    stack.start_worker("w1")
+    wait_for(lambda: stack.client.llen(order) == 21, 60, "every order's pass")
+    wait_for(stack.quiet_for(refreshed[-1]), 30, "the refresh's message to end as stale")
+
+    ran = [_text(k) for k in stack.client.lrange(order, 0, -1)]
+    assert ran[:2] == [str(new), str(refreshed[-1])], "the events' passes go first"
+    assert ran[2:] == [str(k) for k in refreshed[:-1]], "then the refreshes, oldest first"
+    assert stack.client.llen(order) == 21, "the edited order's refresh found its work done"
 
 
 def test_a_failed_pass_is_retried_as_the_keys_pending_pass(stack: Stack) -> None:

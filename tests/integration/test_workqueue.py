@@ -85,6 +85,53 @@ def test_force_publishes_even_when_pending(client: redis.Redis, key_prefix: str)
     assert published == [KEY, KEY]
 
 
+def test_a_refresh_goes_behind_and_an_event_after_it_is_published_ahead(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    events: list[OrderKey] = []
+    refreshes: list[OrderKey] = []
+    queue = WorkQueue(client, events.append, publish_refresh=refreshes.append, prefix=key_prefix)
+    assert queue.enqueue(KEY, refresh=True)
+    assert (events, refreshes) == ([], [KEY]), "the refresh is published at its own priority"
+    assert not queue.enqueue(KEY, refresh=True), "a second refresh finds it queued"
+    assert queue.enqueue(KEY), "an event does not wait behind the refresh's message"
+    assert (events, refreshes) == ([KEY], [KEY])
+    assert not queue.enqueue(KEY), "the event's own message is queued now"
+    assert not queue.enqueue(KEY, refresh=True)
+    assert (events, refreshes) == ([KEY], [KEY])
+    start, lease = queue.begin(KEY)
+    assert start is Start.LEASED
+    assert lease is not None
+    assert queue.release(lease) is Release.CLEAN
+    start, _ = queue.begin(KEY)
+    assert start is Start.STALE, "the refresh's message, when its turn comes, finds it all done"
+
+
+def test_an_event_waits_for_a_refresh_a_worker_already_holds(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    events: list[OrderKey] = []
+    refreshes: list[OrderKey] = []
+    queue = WorkQueue(client, events.append, publish_refresh=refreshes.append, prefix=key_prefix)
+    assert queue.enqueue(KEY, refresh=True)
+    assert queue.hold_pending(KEY), "a worker received the refresh and is about to run it"
+    assert not queue.enqueue(KEY), "its pass will cover the event: no second message"
+    assert events == []
+
+
+def test_a_forced_refresh_is_published_at_the_refreshs_priority(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    events: list[OrderKey] = []
+    refreshes: list[OrderKey] = []
+    queue = WorkQueue(client, events.append, publish_refresh=refreshes.append, prefix=key_prefix)
+    assert queue.enqueue(KEY, refresh=True)
+    assert queue.enqueue(KEY, force=True, refresh=True)
+    assert (events, refreshes) == ([], [KEY, KEY])
+    assert queue.enqueue(KEY), "and an event still goes ahead of both"
+    assert events == [KEY]
+
+
 def test_a_failed_publish_leaves_no_pending_mark(client: redis.Redis, key_prefix: str) -> None:
     def broken(_: OrderKey) -> None:
         raise ConnectionError("broker down")

@@ -4,7 +4,8 @@
 steps run by the product's own step runner, so the tests can watch the chain's fence.
 
 Worker processes started by the tests load it with ``-A tests.integration.workqueue_app``. The
-pass records in Redis, under the test's key prefix, when it starts (with its process id), whether
+pass records in Redis, under the test's key prefix, when it starts (with its process id, and in
+the order passes of every key started), whether
 another pass of the same key was running, and when it completes; it can be held at its start until
 the test lets it go, so a test can act while a pass is running.
 """
@@ -43,6 +44,7 @@ def probe_keys(prefix: str, key: str) -> dict[str, str]:
         "hold": f"{base}hold",
         "go": f"{base}go",
         "fail": f"{base}fail:{key}",
+        "order": f"{base}order",
     }
 
 
@@ -56,6 +58,7 @@ def probe_pass(ctx: PassContext) -> PassOutcome:
     if not client.set(keys["running"], os.getpid(), nx=True, px=lease_ms):
         client.incr(keys["overlaps"])
     client.rpush(keys["started"], os.getpid())
+    client.rpush(keys["order"], str(ctx.key))
     if client.get(keys["hold"]):
         client.blpop([keys["go"]], timeout=HOLD_SECONDS)
     if client.get(keys["fail"]) and client.decr(keys["fail"]) >= 0:

@@ -48,6 +48,11 @@ These primitives give the engine its guarantees:
   the count it began with as the basis of the key's quiet refreshes (``record_quiet``), and a
   refresh that finds the count unchanged, under the same watcher term, may trust the watches
   for everything they see (``tenantdb.core.quiet``).
+* A periodic refresh is published at the lowest priority and its pending mark says so ('r'):
+  workers take every event's pass and every chain step first, so a fleet's refreshes never hold
+  up a new order. An event that finds a refresh's message waiting (its mark 'r', not yet held)
+  publishes its own at the highest priority; the refresh's message then ends as stale or runs
+  the pass later events ask for.
 * Two timetables hold "come back at T" per key (the earliest time wins) and pop due keys exactly
   once, in batches: the due-set for short waits and the refresh set for periodic refreshes.
 
@@ -70,7 +75,12 @@ from tenantdb.adapters.workqueue.base import (
     WRITES_TTL,
     Publish,
 )
-from tenantdb.adapters.workqueue.keys import WorkQueueKeys
+from tenantdb.adapters.workqueue.keys import (
+    EVENT_PRIORITY,
+    PRIORITY_STEPS,
+    REFRESH_PRIORITY,
+    WorkQueueKeys,
+)
 from tenantdb.adapters.workqueue.leasing import (
     Claim,
     Heartbeat,
@@ -88,7 +98,10 @@ from tenantdb.adapters.workqueue.quiet import Quieting
 from tenantdb.adapters.workqueue.timetables import Claimed, Timetables
 
 __all__ = [
+    "EVENT_PRIORITY",
+    "PRIORITY_STEPS",
     "PUBLISH_RETRY_SECONDS",
+    "REFRESH_PRIORITY",
     "SEQUENCE_TTL",
     "WRITES_TTL",
     "Claim",

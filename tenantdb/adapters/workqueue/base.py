@@ -42,6 +42,7 @@ class QueueBase:
         client: redis.Redis,
         publish: Publish,
         *,
+        publish_refresh: Publish | None = None,
         prefix: str = "tenantdb:",
         lock_ttl: float = 30.0,
         pending_ttl: int = 300,
@@ -51,12 +52,15 @@ class QueueBase:
         Args:
             client: a redis-py client; responses may be bytes or str.
             publish: sends the reconcile task for a key; called only for a newly set pending mark.
+            publish_refresh: sends it for a periodic refresh, behind every other message
+                (``REFRESH_PRIORITY``); ``publish`` when not given.
             prefix: prefix of every key written.
             lock_ttl: lease length in seconds.
             pending_ttl: life of a pending mark in seconds.
         """
         self.redis = client
         self.publish = publish
+        self.publish_refresh = publish_refresh or publish
         self.keys = WorkQueueKeys(prefix)
         self.lock_ttl_ms = max(1, int(lock_ttl * 1000))
         self.pending_ttl = pending_ttl
@@ -99,9 +103,9 @@ class QueueBase:
             args=[max(1, int(wait * 1000)), str(key), "1"],
         )
 
-    def _publish_or_unmark(self, key: OrderKey) -> None:
+    def _publish_or_unmark(self, key: OrderKey, *, refresh: bool = False) -> None:
         try:
-            self.publish(key)
+            (self.publish_refresh if refresh else self.publish)(key)
         except BaseException:
             self.retry_later(key, PUBLISH_RETRY_SECONDS)
             raise

@@ -7,12 +7,35 @@ from dataclasses import dataclass
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import Timetable
 
+EVENT_PRIORITY = 0
+"""The broker priority of a pass that an event, a come-back or an operator asked for.
+
+On the Redis transport 0 is the highest priority: a worker takes these messages, and every chain
+step's, before any periodic refresh."""
+REFRESH_PRIORITY = 9
+"""The broker priority of a periodic refresh: taken only while no other message waits.
+
+A fleet's refreshes can keep every worker busy for minutes (a fleet built at once comes due at
+once); they must never hold up a new order, an edit, or the step of a pass already running."""
+PRIORITY_STEPS = (EVENT_PRIORITY, REFRESH_PRIORITY)
+"""The priorities the Redis transport keeps a list for in each queue, highest first."""
+PRIORITY_SEPARATOR = "\x06\x16"
+"""How kombu's Redis transport names the list of priority ``n > 0`` of a queue: ``<queue>``,
+this separator, then ``n``; the list of priority 0 is the queue's own name."""
+
 
 @dataclass(frozen=True, slots=True)
 class WorkQueueKeys:
     """The Redis key names under one prefix."""
 
     prefix: str
+
+    def broker_lists(self, queue: str) -> tuple[str, ...]:
+        """The Redis lists a broker queue keeps its messages in, one per priority, highest first."""
+        return tuple(
+            f"{self.prefix}{queue}{PRIORITY_SEPARATOR}{p}" if p else f"{self.prefix}{queue}"
+            for p in PRIORITY_STEPS
+        )
 
     def pending(self, key: OrderKey) -> str:
         """The pending mark of a key."""

@@ -26,6 +26,11 @@ class Queueing(QueueBase):
     def enqueue(self, key: OrderKey, *, force: bool = False, refresh: bool = False) -> bool:
         """Count an event for ``key`` and publish a reconcile unless one is pending or running.
 
+        A refresh's message is published behind every other message (``REFRESH_PRIORITY``) and
+        its pending mark says so: an event that finds only such a message waiting publishes one
+        of its own ahead of it (the refresh's message, when its turn comes, ends as stale or
+        runs the pass the events since ask for).
+
         Args:
             key: the order.
             force: publish even when a pass is pending (the mark is set all the same); a running
@@ -58,11 +63,11 @@ class Queueing(QueueBase):
             )
             self._count_write(int(writes))
         found = int(answer)
-        if found == 1:
-            self._publish_or_unmark(key)
+        if found in (1, 3):
+            self._publish_or_unmark(key, refresh=refresh)
         elif found == 0 and force:
-            self.publish(key)
-        return found == 1 or (found == 0 and force)
+            (self.publish_refresh if refresh else self.publish)(key)
+        return found in (1, 3) or (found == 0 and force)
 
     def _count_write(self, count: int) -> None:
         # Called under the lock: without a loss, Redis tells each enqueue the count after the
@@ -199,5 +204,8 @@ class Queueing(QueueBase):
         )
 
     def queue_depth(self, queue: str) -> int:
-        """Messages waiting in one broker queue (kombu keeps each queue as a list)."""
-        return int(self.redis.llen(f"{self.keys.prefix}{queue}"))
+        """Messages waiting in one broker queue, at every priority (kombu keeps a list for each)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for name in self.keys.broker_lists(queue):
+            pipe.llen(name)
+        return sum(int(n) for n in pipe.execute())

@@ -12,6 +12,9 @@
 -- own, so enqueues by others after the loss cannot move it back up past what was lost.
 -- An enqueue also counts as a touch ('touched'), unless it is a periodic refresh (ARGV[7] '1'):
 -- a quiet refresh may trust the watches only while nothing touched the key since its basis.
+-- A refresh's pending mark is 'r': its message waits behind every other (lowest priority). An
+-- event that finds such a mark, not yet held by a worker, publishes a message of its own at the
+-- highest priority (3) and marks it so ('1'); the refresh's message ends as stale when it runs.
 local writes = redis.call('INCR', KEYS[5])
 redis.call('EXPIRE', KEYS[5], ARGV[6])
 local look = math.min(tonumber(ARGV[1]) * 1000, tonumber(ARGV[5])) + 1000
@@ -24,12 +27,20 @@ if pttl > 0 and redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('ZADD', KEYS[4], now + pttl, ARGV[4])
   return {2, writes}
 end
-if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
+local mark = '1'
+if ARGV[7] == '1' then mark = 'r' end
+if redis.call('SET', KEYS[1], mark, 'NX', 'EX', ARGV[1]) then
   redis.call('ZADD', KEYS[4], now + look, ARGV[4])
   return {1, writes}
 end
 if ARGV[3] == '1' then
+  redis.call('SET', KEYS[1], mark, 'EX', ARGV[1])
+  redis.call('ZADD', KEYS[4], now + look, ARGV[4])
+  return {0, writes}
+end
+if mark == '1' and redis.call('GET', KEYS[1]) == 'r' then
   redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
   redis.call('ZADD', KEYS[4], now + look, ARGV[4])
+  return {3, writes}
 end
 return {0, writes}

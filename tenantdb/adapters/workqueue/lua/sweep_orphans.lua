@@ -2,8 +2,9 @@
 -- A dirty key whose lock is gone (its holder died or lost the lease without releasing) is handed
 -- back for an enqueue; one whose lock is still held is looked at again when that lease ends.
 -- A pending mark (ARGV[3] .. key) says whether a message is on its way: one a worker holds
--- ('~') is looked at again when the hold would run out; an unheld one ('1') while the entry queue
--- holds messages (ARGV[4] > 0) may be behind them, and is looked at again a lease (ARGV[5]) later.
+-- ('~') is looked at again when the hold would run out; an unheld one ('1', or a refresh's 'r')
+-- while the entry queue holds messages at any priority (ARGV[4] > 0) may be behind them, and is
+-- looked at again a lease (ARGV[5]) later.
 -- An unheld mark with the queue empty, a lease after it was set, lost its message: it goes, and
 -- the key is handed back for an enqueue.
 local now = now_ms()
