@@ -132,6 +132,30 @@ def test_a_forced_refresh_is_published_at_the_refreshs_priority(
     assert events == [KEY]
 
 
+def test_a_refresh_waiting_behind_other_messages_is_not_taken_for_lost(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    refreshes: list[OrderKey] = []
+    queue = WorkQueue(
+        client,
+        lambda _: None,
+        publish_refresh=refreshes.append,
+        prefix=key_prefix,
+        lock_ttl=0.2,
+        pending_ttl=1,
+    )
+    assert queue.enqueue(KEY, refresh=True)
+    waiting = queue.keys.broker_lists("reconcile")[-1]
+    client.lpush(waiting, "the refresh's message, behind others")
+    time.sleep(1.5)  # longer than an event's mark lives, and a lease
+    assert queue.sweep_orphans() == [], "its message waits in the queue"
+    assert queue.is_pending(KEY)
+    assert refreshes == [KEY]
+    client.delete(waiting)
+    time.sleep(1.3)
+    assert queue.sweep_orphans() == [KEY], "the queue is empty: the message was lost"
+
+
 def test_a_failed_publish_leaves_no_pending_mark(client: redis.Redis, key_prefix: str) -> None:
     def broken(_: OrderKey) -> None:
         raise ConnectionError("broker down")

@@ -52,7 +52,8 @@ These primitives give the engine its guarantees:
   workers take every event's pass and every chain step first, so a fleet's refreshes never hold
   up a new order. An event that finds a refresh's message waiting (its mark 'r', not yet held)
   publishes its own at the highest priority; the refresh's message then ends as stale or runs
-  the pass later events ask for.
+  the pass later events ask for. A refresh's mark lives an hour at least
+  (``REFRESH_MARK_SECONDS``), so a refresh long behind others is not taken for lost.
 * Two timetables hold "come back at T" per key (the earliest time wins) and pop due keys exactly
   once, in batches: the due-set for short waits and the refresh set for periodic refreshes.
 

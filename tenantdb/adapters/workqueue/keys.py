@@ -17,6 +17,12 @@ REFRESH_PRIORITY = 9
 
 A fleet's refreshes can keep every worker busy for minutes (a fleet built at once comes due at
 once); they must never hold up a new order, an edit, or the step of a pass already running."""
+REFRESH_MARK_SECONDS = 3600
+"""The life of a refresh's pending mark, at least: a refresh may wait behind events and other
+refreshes longer than an event's mark lives, and its mark must not run out meanwhile, or the
+orphan sweep would take its message for lost and publish it again ahead of the events. No event
+waits on such a mark (an event publishes its own), and a lost refresh message is found by the
+sweep as soon as the queue is empty."""
 PRIORITY_STEPS = (EVENT_PRIORITY, REFRESH_PRIORITY)
 """The priorities the Redis transport keeps a list for in each queue, highest first."""
 PRIORITY_SEPARATOR = "\x06\x16"

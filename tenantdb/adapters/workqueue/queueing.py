@@ -16,6 +16,7 @@ from tenantdb.adapters.workqueue.base import (
     WRITES_TTL,
     QueueBase,
 )
+from tenantdb.adapters.workqueue.keys import REFRESH_MARK_SECONDS
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.tasknames import Queue
 
@@ -52,7 +53,7 @@ class Queueing(QueueBase):
                     self.keys.writes(self.writer),
                 ],
                 args=[
-                    self.pending_ttl,
+                    max(self.pending_ttl, REFRESH_MARK_SECONDS) if refresh else self.pending_ttl,
                     SEQUENCE_TTL,
                     "1" if force else "0",
                     str(key),
