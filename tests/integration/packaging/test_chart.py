@@ -15,6 +15,7 @@ import pytest
 import yaml
 from helm_python import Chart
 
+from tenantdb.adapters.workqueue import WorkQueueKeys
 from tenantdb.core.served import build_crds
 from tests.integration.packaging.conftest import (
     CHART_DIR,
@@ -533,8 +534,11 @@ def test_keda_scales_workers_on_each_queue_list(all_on: list[Manifest]) -> None:
 def test_keda_without_sentinel_uses_the_redis_list_scaler(chart: Chart) -> None:
     objects = render(chart, {"keda": {"enabled": True}})
     triggers = named(objects, "ScaledObject", f"{FULL}-worker")["spec"]["triggers"]
+    lists = [*WorkQueueKeys("tenantdb:").broker_lists("reconcile")]
+    lists += [f"tenantdb:{q}" for q in QUEUES if q != "reconcile"]
+    assert len(lists) == len(QUEUES) + 1, "the reconcile queue's refreshes are counted too"
     assert [(t["type"], t["metadata"]["listName"]) for t in triggers] == [
-        ("redis", f"tenantdb:{q}") for q in QUEUES
+        ("redis", name) for name in lists
     ]
     assert all(t["metadata"]["address"] == "redis:6379" for t in triggers)
     assert by_kind(objects, "TriggerAuthentication") == []
@@ -689,8 +693,10 @@ def test_keda_scales_each_pool_on_its_own_queues(chart: Chart) -> None:
     }
     assert lists[f"{FULL}-worker-delivery"] == ["tenantdb:delivery"]
     assert lists[f"{FULL}-worker-entry"] == [
-        "tenantdb:reconcile", "tenantdb:provision", "tenantdb:teardown"
-    ]  # fmt: skip
+        *WorkQueueKeys("tenantdb:").broker_lists("reconcile"),
+        "tenantdb:provision",
+        "tenantdb:teardown",
+    ]
     assert all("replicas" not in named(objects, "Deployment", name)["spec"] for name in scaled)
 
 
