@@ -650,7 +650,9 @@ def render_markdown(report: Figures, baseline: Figures | None = None) -> str:
         "",
         "Produced by `make bench` (`python -m bench`); `make bench-quick` prints the same tables"
         " for small N, and `make bench-fleet` builds a fleet of 10,000 Ready orders and measures"
-        " it (`docs/benchmarks-fleet.md`). Each figure is the median of the runs, with min-max"
+        " it (`docs/benchmarks-fleet.md`), and `make bench-mysql-fleet` grows one MySQL group"
+        " to 10,000 Ready MysqlDatabases (`docs/benchmarks-mysql-fleet.md`)."
+        " Each figure is the median of the runs, with min-max"
         " in brackets when they differ. Kubernetes and OpenBao requests are tenantdb's own,"
         " counted by the devstack's servers (`/devstack/counters`); CPU seconds come from"
         " /proc, for tenantdb's processes (watcher, worker and its pool, beat) and for the"

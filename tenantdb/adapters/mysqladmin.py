@@ -45,6 +45,7 @@ from tenantdb.core.mysqldatabase.sql import (
     Statement,
     detect_dialect,
     is_read_only_bypassed,
+    schema_privilege_columns,
 )
 from tenantdb.settings import Settings, load_settings
 
@@ -222,6 +223,7 @@ class _Pooled:
     dialect: Dialect
     opened: float
     read_only_bypassed: bool = False
+    privilege_columns: tuple[tuple[str, str], ...] = ()
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -248,6 +250,12 @@ class AdminSession:
         """Whether the admin account can write through ``read_only``: the server then does not
         fence it, and only tenantdb's own look before a batch does."""
         return self._pooled.read_only_bypassed
+
+    @property
+    def privilege_columns(self) -> tuple[tuple[str, str], ...]:
+        """The server's ``mysql.db`` privilege columns and their privileges; empty when it did
+        not report them (the look then reads ``information_schema``)."""
+        return self._pooled.privilege_columns
 
     def _within_budget(self) -> None:
         if time.monotonic() > self.deadline:
@@ -452,6 +460,7 @@ class AdminPool:
         # PyMySQL applies a changed _read_timeout to its socket before the next read.
         connection._read_timeout = settings.mysql_read_timeout_seconds
         version, privileges = (str(row[0]), str(row[1] or "")) if row else ("", "")
+        columns = schema_privilege_columns(str(row[2] or "").split(",")) if row else ()
         bypassed = is_read_only_bypassed(version, privileges)
         if bypassed and target.address not in self._warned:
             self._warned.add(target.address)
@@ -462,7 +471,7 @@ class AdminPool:
                 target.group,
                 target.site,
             )
-        return _Pooled(connection, detect_dialect(version), time.monotonic(), bypassed)
+        return _Pooled(connection, detect_dialect(version), time.monotonic(), bypassed, columns)
 
     @staticmethod
     def _login(options: dict[str, Any], login: AdminLogin) -> pymysql.connections.Connection[Any]:

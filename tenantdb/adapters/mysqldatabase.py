@@ -165,6 +165,11 @@ class MysqlSession(Protocol):
         ...
 
     @property
+    def privilege_columns(self) -> tuple[tuple[str, str], ...]:
+        """The server's ``mysql.db`` privilege columns (``sql.schema_privilege_columns``)."""
+        ...
+
+    @property
     def executed(self) -> int:
         """How many writing statements ran in this session."""
         ...
@@ -491,7 +496,8 @@ def read_teardown(io: MysqlIO, key: OrderKey, fetched: FetchedOrder) -> Teardown
 
 def observe(session: MysqlSession, database: str, usernames: Sequence[str]) -> Observed:
     """The primary's answer to the one read-only look a step takes before it writes."""
-    return parse_observation(session.query(observe_query(database, usernames, session.dialect)))
+    look = observe_query(database, usernames, session.dialect, session.privilege_columns)
+    return parse_observation(session.query(look))
 
 
 def run_drop(

@@ -496,3 +496,38 @@ def test_a_pass_that_spent_its_mysql_time_sends_nothing_more(
     assert spent.value.transient
     assert "ran out" in str(spent.value)
     assert session.executed == 0
+
+
+def test_the_look_reads_mysql_db_as_the_server_reports_its_grants(
+    pool: AdminPool, names: dict[str, str]
+) -> None:
+    """The fast look (``mysql.db`` by its key) answers what ``SCHEMA_PRIVILEGES`` answers."""
+    db, owner, grantee = names["db"], names["owner"], names["grantee"]
+    literal = _literal(db)
+    with root_sql() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{db}`")
+        cur.execute(f"CREATE USER '{owner}'@'%' IDENTIFIED BY 'x'")
+        cur.execute(f"CREATE USER '{owner}'@'localhost' IDENTIFIED BY 'x'")
+        cur.execute(f"GRANT ALL PRIVILEGES ON `{literal}`.* TO '{owner}'@'%'")
+        cur.execute(f"GRANT SELECT, INSERT ON `{literal}`.* TO '{owner}'@'localhost'")
+        cur.execute(f"GRANT SELECT, CREATE TEMPORARY TABLES ON `{literal}`.* TO '{grantee}'@'%'")
+        cur.execute(f"GRANT INDEX ON `{literal}`.* TO '{grantee}'@'%' WITH GRANT OPTION")
+        cur.execute(f"GRANT UPDATE ON `{db}`.* TO '{grantee}'@'%'")  # an earlier version's
+    try:
+        with pool.session(TARGET, ROOT) as session:
+            columns = session.privilege_columns
+            assert ("Create_tmp_table_priv", "CREATE TEMPORARY TABLES") in columns
+            assert "Grant_priv" not in dict(columns)
+            users = [owner, grantee]
+            fast = sql.observe_query(db, users, session.dialect, columns)
+            assert "mysql.db" in fast.template
+            slow = sql.observe_query(db, users, session.dialect)
+            assert "SCHEMA_PRIVILEGES" in slow.template
+            seen = parse_observation(session.query(fast))
+            assert seen == parse_observation(session.query(slow))
+        assert seen.held[owner] == sql.concrete(["ALL PRIVILEGES"], Dialect.MARIADB)
+        assert seen.held[grantee] == {"SELECT", "CREATE TEMPORARY TABLES", "INDEX"}
+        assert seen.unescaped == {grantee: frozenset({"UPDATE"})}
+    finally:
+        with root_sql() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{owner}'@'localhost'")

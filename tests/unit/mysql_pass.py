@@ -174,6 +174,10 @@ class FakeSession:
     def read_only_bypassed(self) -> bool:
         return self.world.read_only_bypassed
 
+    @property
+    def privilege_columns(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
     def query(self, statement: Statement) -> list[tuple[Any, ...]]:
         self.queries.append(statement)
         return list(self.world.rows)

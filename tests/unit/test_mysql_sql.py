@@ -218,3 +218,54 @@ def test_an_admin_account_that_writes_through_read_only_is_recognised(
     version: str, privileges: str, bypassed: bool
 ) -> None:
     assert sql.is_read_only_bypassed(version, privileges) is bypassed
+
+
+MARIADB_DB_COLUMNS = [
+    "Select_priv",
+    "Insert_priv",
+    "Update_priv",
+    "Delete_priv",
+    "Create_priv",
+    "Drop_priv",
+    "Grant_priv",
+    "References_priv",
+    "Index_priv",
+    "Alter_priv",
+    "Create_tmp_table_priv",
+    "Lock_tables_priv",
+    "Create_view_priv",
+    "Show_view_priv",
+    "Create_routine_priv",
+    "Alter_routine_priv",
+    "Execute_priv",
+    "Event_priv",
+    "Trigger_priv",
+    "Delete_history_priv",
+]
+"""The privilege columns of ``mysql.db`` on MariaDB 10.11, as ``CONNECTION_CHECK`` reads them."""
+
+
+def test_the_privilege_columns_name_every_schema_privilege_of_the_server() -> None:
+    columns = sql.schema_privilege_columns(MARIADB_DB_COLUMNS)
+    assert {name for _, name in columns} == set(sql.SCHEMA_PRIVILEGES[MARIADB])
+    newer = sql.schema_privilege_columns([*MARIADB_DB_COLUMNS, "Show_create_routine_priv"])
+    assert newer[-1] == ("Show_create_routine_priv", "SHOW CREATE ROUTINE")
+
+
+@pytest.mark.parametrize(
+    "column", ["Grant_priv", "x`; DROP TABLE t; --_priv", "Select", "", "Sel ect_priv", "_priv"]
+)
+def test_a_column_that_is_no_privilege_is_never_rendered(column: str) -> None:
+    assert sql.schema_privilege_columns([column]) == ()
+    columns = sql.schema_privilege_columns([column, "Select_priv"])
+    query = sql.observe_query("acme_wms", ["acme_app"], MARIADB, columns)
+    assert query.template.count("IF(`") == 1, "only Select_priv is read"
+
+
+def test_the_look_with_the_servers_columns_reads_mysql_db_by_its_key() -> None:
+    columns = sql.schema_privilege_columns(MARIADB_DB_COLUMNS)
+    query = sql.observe_query("acme_wms", ["acme_app", "maester"], MARIADB, columns)
+    assert "information_schema.SCHEMA_PRIVILEGES" not in query.template
+    assert "FROM mysql.db WHERE Host = '%%' AND Db IN (%s, %s)" in query.template
+    assert "IF(`Create_tmp_table_priv` = 'Y', 'CREATE TEMPORARY TABLES', NULL)" in query.template
+    assert query.params == sql.observe_query("acme_wms", ["acme_app", "maester"], MARIADB).params

@@ -77,7 +77,10 @@ def parse_observation(rows: Iterable[Sequence[object]]) -> Observed:
         elif what == "user":
             users.add(first)
         elif what in held and (name := _username(first)) is not None:
-            held[str(what)].setdefault(name, set()).add(second)
+            # One privilege a row from information_schema, a grantee's all from mysql.db.
+            privileges = [p for p in second.split(",") if p]
+            if privileges:
+                held[str(what)].setdefault(name, set()).update(privileges)
     escaped, unescaped = (
         {u: frozenset(p) for u, p in held[what].items()} for what in ("privilege", "unescaped")
     )

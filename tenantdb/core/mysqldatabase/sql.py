@@ -231,7 +231,57 @@ _READ_ONLY: dict[Dialect, str] = {
 }
 
 
-def observe_query(database: str, usernames: Sequence[str], dialect: Dialect) -> Statement:
+_PRIVILEGE_COLUMN = re.compile(r"[A-Za-z]+(?:_[A-Za-z]+)*_priv")
+_COLUMN_PRIVILEGES = {"Create_tmp_table_priv": "CREATE TEMPORARY TABLES"}
+"""The one ``mysql.db`` column whose privilege is not its name in upper case, spaced."""
+
+
+def schema_privilege_columns(columns: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """The ``mysql.db`` columns that hold a schema privilege, each with the privilege's name.
+
+    ``columns`` are the ``*_priv`` columns the server reports (``CONNECTION_CHECK``), so a
+    newer server's privilege (MariaDB 11.3's ``Show_create_routine_priv``) is read and can be
+    revoked too. GRANT OPTION (``Grant_priv``) is no privilege an order grants; a name that does
+    not read as a column of that table is never rendered.
+    """
+    out: list[tuple[str, str]] = []
+    for column in columns:
+        if column == "Grant_priv" or not _PRIVILEGE_COLUMN.fullmatch(column):
+            continue
+        name = _COLUMN_PRIVILEGES.get(column) or column[: -len("_priv")].replace("_", " ").upper()
+        out.append((column, name))
+    return tuple(out)
+
+
+def _held_on_schema(columns: tuple[tuple[str, str], ...]) -> str:
+    """The part of the look that reads who holds which privilege on the schema's names.
+
+    From ``mysql.db`` by its primary key (host '%', the name) when the server's privilege
+    columns are known: ``information_schema.SCHEMA_PRIVILEGES`` builds a row for every schema
+    grant on the server before it filters, which takes 0.1 s beside 10,000 grants. Rows carry
+    a grantee's privileges comma-separated.
+    """
+    if not columns:
+        return (
+            " UNION ALL SELECT IF(TABLE_SCHEMA = %s, 'privilege', 'unescaped'), GRANTEE,"
+            " PRIVILEGE_TYPE FROM information_schema.SCHEMA_PRIVILEGES"
+            " WHERE TABLE_SCHEMA IN (%s, %s)"
+        )
+    held = ", ".join(f"IF(`{column}` = 'Y', '{name}', NULL)" for column, name in columns)
+    # Only validated column names and the privilege names made from them are formatted in.
+    return (
+        " UNION ALL SELECT IF(Db = %s, 'privilege', 'unescaped'),"  # noqa: S608
+        " CONCAT(QUOTE(User), '@', QUOTE(Host)),"
+        f" CONCAT_WS(',', {held}) FROM mysql.db WHERE Host = '%%' AND Db IN (%s, %s)"
+    )
+
+
+def observe_query(
+    database: str,
+    usernames: Sequence[str],
+    dialect: Dialect,
+    privilege_columns: tuple[tuple[str, str], ...] = (),
+) -> Statement:
     """One read-only query for all a pass needs to know about the server, the schema and accounts.
 
     Rows are ``(what, a, b)``: ``('read_only', 0 or 1, '')`` (whether the server refuses
@@ -239,7 +289,9 @@ def observe_query(database: str, usernames: Sequence[str], dialect: Dialect) -> 
     collation)`` when the schema exists, ``('user', name, '')`` for each of ``usernames`` that
     exists on host '%', ``('privilege', grantee, privilege)`` for each privilege held on the
     schema's escaped name, and ``('unescaped', grantee, privilege)`` for each held on its
-    unescaped name when the two differ (a grant an earlier version wrote).
+    unescaped name when the two differ (a grant an earlier version wrote). With the server's
+    ``privilege_columns`` (``schema_privilege_columns``) a grantee's privileges on one name come
+    in one row, comma-separated, and only for host '%'.
     """
     for name in usernames:
         check_username("username", name)
@@ -252,8 +304,7 @@ def observe_query(database: str, usernames: Sequence[str], dialect: Dialect) -> 
         " FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s"
         " UNION ALL SELECT 'user', User, '' FROM mysql.user"
         f" WHERE Host = '%%' AND User IN ({names})"
-        " UNION ALL SELECT IF(TABLE_SCHEMA = %s, 'privilege', 'unescaped'), GRANTEE,"
-        " PRIVILEGE_TYPE FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA IN (%s, %s)"
+        f"{_held_on_schema(privilege_columns)}"
     )
     return Statement(template, (database, *usernames, pattern, pattern, database))
 
@@ -261,9 +312,12 @@ def observe_query(database: str, usernames: Sequence[str], dialect: Dialect) -> 
 CONNECTION_CHECK = Statement(
     "SELECT VERSION(), (SELECT GROUP_CONCAT(PRIVILEGE_TYPE) FROM information_schema.USER_PRIVILEGES"
     " WHERE GRANTEE = CONCAT(QUOTE(SUBSTRING_INDEX(CURRENT_USER(), '@', 1)), '@',"
-    " QUOTE(SUBSTRING_INDEX(CURRENT_USER(), '@', -1))))"
+    " QUOTE(SUBSTRING_INDEX(CURRENT_USER(), '@', -1)))),"
+    " (SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) FROM information_schema.COLUMNS"
+    " WHERE TABLE_SCHEMA = 'mysql' AND TABLE_NAME = 'db' AND RIGHT(COLUMN_NAME, 5) = '_priv')"
 )
-"""What a new admin connection asks once: the server's version and its own global privileges."""
+"""What a new admin connection asks once: the server's version, its own global privileges, and
+the privilege columns of ``mysql.db`` (``schema_privilege_columns``)."""
 
 
 def _version(version: str) -> tuple[int, int]:
