@@ -85,12 +85,20 @@ def test_force_publishes_even_when_pending(client: redis.Redis, key_prefix: str)
     assert published == [KEY, KEY]
 
 
+def _two_priorities(
+    client: redis.Redis, prefix: str
+) -> tuple[WorkQueue, list[OrderKey], list[OrderKey]]:
+    """A work queue whose events' and refreshes' publishes are recorded apart."""
+    events: list[OrderKey] = []
+    refreshes: list[OrderKey] = []
+    queue = WorkQueue(client, events.append, publish_refresh=refreshes.append, prefix=prefix)
+    return queue, events, refreshes
+
+
 def test_a_refresh_goes_behind_and_an_event_after_it_is_published_ahead(
     client: redis.Redis, key_prefix: str
 ) -> None:
-    events: list[OrderKey] = []
-    refreshes: list[OrderKey] = []
-    queue = WorkQueue(client, events.append, publish_refresh=refreshes.append, prefix=key_prefix)
+    queue, events, refreshes = _two_priorities(client, key_prefix)
     assert queue.enqueue(KEY, refresh=True)
     assert (events, refreshes) == ([], [KEY]), "the refresh is published at its own priority"
     assert not queue.enqueue(KEY, refresh=True), "a second refresh finds it queued"
@@ -110,9 +118,7 @@ def test_a_refresh_goes_behind_and_an_event_after_it_is_published_ahead(
 def test_an_event_waits_for_a_refresh_a_worker_already_holds(
     client: redis.Redis, key_prefix: str
 ) -> None:
-    events: list[OrderKey] = []
-    refreshes: list[OrderKey] = []
-    queue = WorkQueue(client, events.append, publish_refresh=refreshes.append, prefix=key_prefix)
+    queue, events, _ = _two_priorities(client, key_prefix)
     assert queue.enqueue(KEY, refresh=True)
     assert queue.hold_pending(KEY), "a worker received the refresh and is about to run it"
     assert not queue.enqueue(KEY), "its pass will cover the event: no second message"
@@ -122,9 +128,7 @@ def test_an_event_waits_for_a_refresh_a_worker_already_holds(
 def test_a_forced_refresh_is_published_at_the_refreshs_priority(
     client: redis.Redis, key_prefix: str
 ) -> None:
-    events: list[OrderKey] = []
-    refreshes: list[OrderKey] = []
-    queue = WorkQueue(client, events.append, publish_refresh=refreshes.append, prefix=key_prefix)
+    queue, events, refreshes = _two_priorities(client, key_prefix)
     assert queue.enqueue(KEY, refresh=True)
     assert queue.enqueue(KEY, force=True, refresh=True)
     assert (events, refreshes) == ([], [KEY, KEY])
