@@ -81,14 +81,21 @@ def schemas() -> Iterator[Callable[[], str]]:
 def make_platform(
     start_server: ServerFactory, reviewer: StaticReviewer
 ) -> Iterator[Callable[..., Platform]]:
-    """Build bootstrapped platforms: `make_platform(time_scale=..., tls=..., client_kwargs=...)`."""
+    """Build bootstrapped platforms: `make_platform(time_scale=..., tls=..., client_kwargs=...)`.
+
+    `controlplane_namespace` names the tenant's control-plane namespace (random by default).
+    """
     platforms: list[Platform] = []
 
-    def make(client_kwargs: dict[str, Any] | None = None, **server_kwargs: Any) -> Platform:
+    def make(
+        client_kwargs: dict[str, Any] | None = None,
+        controlplane_namespace: str | None = None,
+        **server_kwargs: Any,
+    ) -> Platform:
         server = start_server(**server_kwargs)
         root = hvac.Client(url=server.url, token=server.root_token, **(client_kwargs or {}))
         tenant = TenantDatabase(
-            controlplane_namespace=f"cp-{suffix()}",
+            controlplane_namespace=controlplane_namespace or f"cp-{suffix()}",
             keystone_namespace=f"ks-{suffix()}",
         )
         result = bootstrap_platform(root, tenants=[tenant])

@@ -181,7 +181,13 @@ def test_stop_drops_every_user_it_created(
     assert not sql_user_exists(creds["data"]["username"])
 
 
-def test_failed_creation_leaves_no_user_and_no_password_in_the_error(platform: Platform) -> None:
+def test_failed_creation_leaves_no_user_and_no_password_in_the_error(
+    make_platform: Callable[..., Platform],
+) -> None:
+    # A username carries only the role's first 10 characters, `order.` and 4 of the namespace's:
+    # a namespace that starts with random ones keeps users that other tests mint as root at the
+    # same time out of the check below.
+    platform = make_platform(controlplane_namespace=f"{suffix()}-cp")
     role = f"order.{platform.cp_namespace}.{suffix()}"
     platform.root.secrets.database.create_role(
         role,
