@@ -89,6 +89,10 @@ bench-fleet: $(STAMP) ## Build a fleet of 10,000 Ready orders through tenantdb a
 bench-mysql-fleet: $(STAMP) ## Grow one group to 10,000 Ready MysqlDatabases through tenantdb and measure them (~45 min); writes docs/benchmarks-mysql-fleet.md
 	$(BIN)/python -m bench --profile mysql-fleet --api-server $(API_SERVER) --doc docs/benchmarks-mysql-fleet.md
 
+.PHONY: bench-mysql-accounts
+bench-mysql-accounts: $(STAMP) ## What a MariaDB server costs per new MysqlDatabase beside up to 10,000 accounts (~5 min; prints the table)
+	$(BIN)/python -m bench.server_accounts
+
 .PHONY: bench-quick
 bench-quick: $(STAMP) ## The benchmark tables for small N, in under 3 minutes (prints them)
 	$(BIN)/python -m bench --profile quick --api-server $(API_SERVER) --out-dir $${TMPDIR:-/tmp}/tenantdb-bench
