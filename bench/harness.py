@@ -15,6 +15,7 @@ devstack, from /proc. The difference of two readings is what happened between th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -96,6 +97,20 @@ def _stat(pid: int) -> tuple[int, float, float] | None:
     own = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
     reaped = (int(fields[13]) + int(fields[14])) / _CLOCK_TICKS
     return ppid, own, reaped
+
+
+def _tree(root: int) -> list[int]:
+    """A live process and its descendants."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (found := _stat(int(entry.name))) is not None:
+            children.setdefault(found[0], []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
 
 
 def tree_cpu_seconds(roots: Mapping[str, int]) -> dict[str, float]:
@@ -559,8 +574,9 @@ class Stack:
         """The product's work queue, as `tenantdb reconcile` uses it."""
         return build_workqueue(self.settings())
 
-    def is_idle(self, *, due_within: float = 15.0) -> bool:
-        """No pass pending or running, nothing queued, and no short come-back due soon."""
+    def is_idle(self, *, due_within: float | None = 15.0) -> bool:
+        """No pass pending or running, nothing queued, and (unless ``due_within`` is None) no
+        short come-back due soon."""
         assert self._redis is not None
         r, p = self._redis, self.prefix
         for pattern in (f"{p}pending:*", f"{p}lock:*"):
@@ -571,10 +587,12 @@ class Stack:
                 return False
         if r.hlen(f"{p}unacked"):
             return False
+        if due_within is None:
+            return True
         soon = (time.time() + due_within) * 1000
         return not r.zcount(f"{p}due", "-inf", soon)
 
-    def wait_idle(self, seconds: float = 120.0, *, due_within: float = 15.0) -> None:
+    def wait_idle(self, seconds: float = 120.0, *, due_within: float | None = 15.0) -> None:
         """Wait until the stack is idle twice in a row, a quarter second apart."""
         deadline = time.monotonic() + seconds
         streak = 0
@@ -584,6 +602,22 @@ class Stack:
             if time.monotonic() > deadline:
                 raise BenchError(f"tenantdb did not settle within {seconds:g} s")
             time.sleep(0.25)
+
+    @contextmanager
+    def paused(self, name: str) -> Iterator[None]:
+        """One of the stack's processes (and its children) stopped, resumed at the end.
+
+        With beat paused nothing is swept from the timetables, so a window holds only the work
+        the scenario itself asks for, however large the fleet beside it."""
+        pids = _tree(self.procs[name].pid)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
     # ---------------------------------------------------------------- meters
 
