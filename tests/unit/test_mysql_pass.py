@@ -218,6 +218,29 @@ def test_a_rotation_leaves_the_old_owner_to_a_newer_peer_whose_secret_names_it()
     assert "DROP USER" not in _verbs(rotated)
 
 
+def test_an_apply_beside_ten_thousand_ready_peers_carries_only_the_claims_it_may_need() -> None:
+    # After a gap in the watches a pass lists its namespace, and every order on the group is a
+    # peer. The apply step needs what peers claim only of the users it may drop: its note must
+    # not grow with the group (a note past the limit fails the pass).
+    world = World()
+    world.rows = APPLIED_ROWS
+    world.order = make_order(status=APPLIED, generation=2)
+    world.secrets[OWNER_SECRET] = {"username": "acme_next", "password": PASSWORD}
+    world.peers = tuple(
+        make_order(
+            name=f"peer-{i}",
+            database=f"peer_{i}_db",
+            owner_secret=f"peer-{i}-owner",
+            status={**APPLIED, "ownerUser": f"peer_{i}_app", "appliedGrants": [f"peer_{i}_app"]},
+        )
+        for i in range(10_000)
+    )
+    run = run_pass(world)
+    assert run.reason == "Applied"
+    assert run.runtime.note is not None and len(run.runtime.note) < 8192
+    assert "DROP USER" in _verbs(run), "no peer claims the previous owner: it is dropped"
+
+
 def test_an_apply_wakes_the_peers_that_wait_on_the_group() -> None:
     run = run_pass(World(waiting=("tenant-other",)))
     assert run.reason == "Applied"

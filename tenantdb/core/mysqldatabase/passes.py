@@ -279,6 +279,7 @@ class ApplyNote:
     owner_version: str
     reserved: tuple[str, ...]
     siblings: dict[str, str]
+    """Of the owners the order's status records, those a live peer claims, to the peer."""
     peers: tuple[str, ...]
     repair: bool
     reassert: bool = False
@@ -308,6 +309,14 @@ def compose_apply(order: dict[str, Any], gate: Gate, drift: Drift | None = None)
     siblings = [
         sibling_of(p, gate.peer_users.get(str(metadata_of(p).get("name")))) for p in gate.peers
     ]
+    # The step drops no account but the owners the order's status records (``plan_apply``
+    # retires those): the note carries what peers claim of them only, not of the whole group.
+    records = Records.of(status_of(order))
+    retirable = {records.owner_user, records.pending_owner_user} - {
+        "",
+        decision.spec.owner_username,
+    }
+    claims = {user: peer for user, peer in sibling_claims(siblings).items() if user in retirable}
     note = ApplyNote(
         order=order,
         spec=decision.spec,
@@ -318,7 +327,7 @@ def compose_apply(order: dict[str, Any], gate: Gate, drift: Drift | None = None)
         owner_secret=owner_secret_name(order),
         owner_version=gate.owner_version,
         reserved=tuple(sorted(gate.reserved)),
-        siblings=sibling_claims(siblings),
+        siblings=claims,
         peers=gate.waiting,
         repair=drift is not None,
         reassert=drift is Drift.REASSERT,
