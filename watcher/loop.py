@@ -4,8 +4,9 @@ Owns the list-then-watch loop client-go's reflector runs: a chunked LIST whose i
 dispatcher as a relist, then a WATCH from the list's resourceVersion with bookmarks, a server-side
 timeout and a client read timeout that is the inactivity watchdog (longer than the server's
 bookmark interval); the resourceVersion follows every event, bookmarks included, so a reconnect
-resumes where the stream broke. A 410 (an expired resourceVersion) relists; a broken, silent or
-failing stream reconnects after a capped, jittered exponential backoff; a kind the cluster does not
+resumes where the stream broke. A 410 (an expired resourceVersion) relists; a silent stream
+reconnects at once (the read timeout was its wait); a broken or failing one reconnects after a
+capped, jittered exponential backoff; a kind the cluster does not
 serve is tried again later. Every restart is counted with its reason. ``stop`` ends the loop
 promptly by closing the open stream.
 
@@ -166,19 +167,7 @@ class WatchLoop:
             self.listed.set()
             return Reason.NOT_SERVED
         except KubeError as exc:
-            self._failures += 1
-            reason = (
-                Reason.TIMEOUT
-                if isinstance(exc, WatchTimeoutError)
-                else Reason.UNAVAILABLE
-                if isinstance(exc, UnavailableError)
-                else Reason.ERROR
-            )
-            if not self._stopping.is_set():
-                log.warning(
-                    "watch of %s on %s restarts (%s): %s", self.route.kind, self._where, reason, exc
-                )
-            return reason
+            return self._broken(exc)
         except Exception as exc:  # an enqueue failure must not end the loop
             # The event that failed may be lost from the stream; a relist hands it on again.
             self._version = ""
@@ -191,6 +180,31 @@ class WatchLoop:
                     type(exc).__name__,
                 )
             return Reason.ENQUEUE
+
+    def _broken(self, exc: KubeError) -> str:
+        """Count a stream that ended on an error, log it, and say why it ended."""
+        if isinstance(exc, WatchTimeoutError):
+            # The server took the watch and then sent nothing, not even a bookmark: a quiet kind
+            # whose server bookmarks only once its resourceVersion moves, or a dead connection.
+            # Either way reconnect from the same resourceVersion at once, not after a growing
+            # backoff: the wait was the read timeout already, and while no stream is open the
+            # kind's index is not trusted and passes list instead of reading it.
+            self._failures = 0
+            reason, level = Reason.TIMEOUT, logging.INFO
+        else:
+            self._failures += 1
+            reason = Reason.UNAVAILABLE if isinstance(exc, UnavailableError) else Reason.ERROR
+            level = logging.WARNING
+        if not self._stopping.is_set():
+            log.log(
+                level,
+                "watch of %s on %s restarts (%s): %s",
+                self.route.kind,
+                self._where,
+                reason,
+                exc,
+            )
+        return reason
 
     def _relist(self) -> None:
         items, version = self.client.list_with_version(

@@ -237,7 +237,8 @@ def test_an_apply_beside_ten_thousand_ready_peers_carries_only_the_claims_it_may
     )
     run = run_pass(world)
     assert run.reason == "Applied"
-    assert run.runtime.note is not None and len(run.runtime.note) < 8192
+    assert run.runtime.note is not None
+    assert len(run.runtime.note) < 8192
     assert "DROP USER" in _verbs(run), "no peer claims the previous owner: it is dropped"
 
 

@@ -123,6 +123,30 @@ def test_a_silent_stream_is_ended_by_the_inactivity_watchdog(
     published.take(key("app"))
 
 
+def test_a_quiet_stream_reconnects_at_once_each_time_the_watchdog_ends_it(
+    servers: dict[str, ClusterServer], start_watcher: StartWatcher, published: Published
+) -> None:
+    # A kind nothing writes gets no bookmark; each stream ends at the read timeout. While no
+    # stream is open, the kind's index is not trusted and passes list the namespace, so the
+    # loop must not wait longer and longer between those streams as it does after failures.
+    kube = servers["management"].cluster
+    kube.bookmark_interval = 600.0
+    timing = dataclasses.replace(FAST.timing, read_timeout=0.3, backoff_base=0.5, backoff_cap=30.0)
+    start_watcher(config=dataclasses.replace(FAST, timing=timing))
+    before = _restarts("timeout")
+    wait_for(lambda: _restarts("timeout") > before, 10.0, "the silent stream was never given up")
+    first = _restarts("timeout")
+    # Growing waits (0.5, 1, 2, 4 s, half jittered) would allow about 5 restarts in 6 s.
+    wait_for(
+        lambda: _restarts("timeout") >= first + 10,
+        6.0,
+        "the quiet stream reconnected after growing waits",
+    )
+
+    kube.create(ORDERS, order("app"), "tenant-a")
+    published.take(key("app"))
+
+
 def test_a_kind_a_target_cluster_does_not_serve_is_watched_once_it_is_installed(
     servers: dict[str, ClusterServer], start_watcher: StartWatcher, published: Published
 ) -> None:
