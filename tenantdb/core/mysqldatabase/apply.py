@@ -127,6 +127,13 @@ class Records:
             applied_grants=tuple(str(g) for g in grants) if isinstance(grants, list) else (),
         )
 
+    def retirable(self, owner_username: str) -> frozenset[str]:
+        """The owner users an apply toward ``owner_username`` may drop: the owner recorded
+        before a rotation and an abandoned rotation target, never the owner it applies.
+        ``plan_apply`` drops one only when no peer claims it, so an apply needs its peers'
+        claims on these names alone."""
+        return frozenset({self.owner_user, self.pending_owner_user} - {"", owner_username})
+
 
 RECORD_FIELDS = ("databaseCreated", "ownerUser", "pendingOwnerUser", "appliedGrants")
 """The status fields ``Records.of`` reads."""
@@ -231,10 +238,8 @@ def _retirements(
             continue
         out += _revoke_everything(name, observed, db, dialect)
     previous = records.owner_user
-    if (
-        previous
-        and previous != owner
-        and _retire(previous, spec, observed, dialect, claims, out, events)
+    if previous in records.retirable(owner) and _retire(
+        previous, spec, observed, dialect, claims, out, events
     ):
         events.append(
             _rotated(
@@ -254,7 +259,8 @@ def _retire_abandoned(
     events: list[Event],
 ) -> None:
     owner, pending = spec.owner_username, records.pending_owner_user
-    if not pending or pending in (owner, records.owner_user):
+    # A target that is also the recorded owner is retired as the previous owner, after.
+    if pending == records.owner_user or pending not in records.retirable(owner):
         return
     if _retire(pending, spec, observed, dialect, claims, out, events):
         events.append(

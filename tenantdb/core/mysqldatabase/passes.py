@@ -140,12 +140,7 @@ def may_retire(order: Mapping[str, Any], owner_username: str | None) -> bool:
     recorded, or the rotation target it left pending, is not the one its Secret names now
     (``plan_apply``'s retirements). Only such an apply must respect the users its peers'
     owner Secrets name."""
-    records = Records.of(status_of(order))
-    owner = owner_username or ""
-    previous, pending = records.owner_user, records.pending_owner_user
-    return bool(previous and previous != owner) or bool(
-        pending and pending not in (owner, previous)
-    )
+    return bool(Records.of(status_of(order)).retirable(owner_username or ""))
 
 
 def needs_peer_username(me: Claim, peer: Mapping[str, Any], *, retiring: bool) -> bool:
@@ -309,13 +304,8 @@ def compose_apply(order: dict[str, Any], gate: Gate, drift: Drift | None = None)
     siblings = [
         sibling_of(p, gate.peer_users.get(str(metadata_of(p).get("name")))) for p in gate.peers
     ]
-    # The step drops no account but the owners the order's status records (``plan_apply``
-    # retires those): the note carries what peers claim of them only, not of the whole group.
-    records = Records.of(status_of(order))
-    retirable = {records.owner_user, records.pending_owner_user} - {
-        "",
-        decision.spec.owner_username,
-    }
+    # The note carries what peers claim of the owners the step may drop, not of the group.
+    retirable = Records.of(status_of(order)).retirable(decision.spec.owner_username)
     claims = {user: peer for user, peer in sibling_claims(siblings).items() if user in retirable}
     note = ApplyNote(
         order=order,
