@@ -99,12 +99,20 @@ def _stat(pid: int) -> tuple[int, float, float] | None:
     return ppid, own, reaped
 
 
-def _tree(root: int) -> list[int]:
-    """A live process and its descendants."""
-    children: dict[int, list[int]] = {}
+def _processes() -> tuple[dict[int, tuple[int, float, float]], dict[int, list[int]]]:
+    """Every live process's ``_stat``, by pid, and each pid's children."""
+    stats: dict[int, tuple[int, float, float]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and (found := _stat(int(entry.name))) is not None:
-            children.setdefault(found[0], []).append(int(entry.name))
+            stats[int(entry.name)] = found
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    return stats, children
+
+
+def _descendants(root: int, children: Mapping[int, list[int]]) -> list[int]:
+    """``root`` and every process below it."""
     out, todo = [], [root]
     while todo:
         pid = todo.pop()
@@ -113,26 +121,21 @@ def _tree(root: int) -> list[int]:
     return out
 
 
+def _tree(root: int) -> list[int]:
+    """A live process and its descendants."""
+    return _descendants(root, _processes()[1])
+
+
 def tree_cpu_seconds(roots: Mapping[str, int]) -> dict[str, float]:
     """CPU seconds used so far by each root process and every descendant, live or reaped."""
-    stats: dict[int, tuple[int, float, float]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (found := _stat(int(entry.name))) is not None:
-            stats[int(entry.name)] = found
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in stats.items():
-        children.setdefault(ppid, []).append(pid)
+    stats, children = _processes()
     out = {}
     for name, root in roots.items():
         if root not in stats:
             out[name] = 0.0
             continue
-        total, todo = stats[root][2], [root]
-        while todo:
-            pid = todo.pop()
-            total += stats[pid][1]
-            todo.extend(children.get(pid, ()))
-        out[name] = total
+        # Children the root has reaped count through its own stat line (cutime and cstime).
+        out[name] = stats[root][2] + sum(stats[pid][1] for pid in _descendants(root, children))
     return out
 
 
