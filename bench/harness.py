@@ -45,6 +45,7 @@ from devstack.platform import CP_NAMESPACE as KEYSTONE_NAMESPACE
 from devstack.platform import MARIADB_NAME, role_env
 from tenantdb.adapters.celeryapp import build_celery_app
 from tenantdb.adapters.workqueue import WorkQueue, WorkQueueKeys
+from tenantdb.core.keys import OrderKey
 from tenantdb.ops import build_workqueue
 from tenantdb.settings import Settings
 
@@ -475,18 +476,33 @@ class Stack:
         self.fillers = max(self.fillers, total)
         return self.fillers
 
-    def fill_mysql_orders(self, total: int, *, threads: int = 8, timeout: float = 900.0) -> int:
+    def fill_mysql_orders(
+        self,
+        total: int,
+        *,
+        threads: int = 8,
+        timeout: float = 900.0,
+        watch: ReadyWatch | None = None,
+    ) -> list[str]:
         """Bring the Ready MysqlDatabase orders on the group that no scenario measures up to
-        ``total``, each with a schema and an owner of its own. Returns how many there are now."""
+        ``total``, each with a schema and an owner of its own. Returns the names it created.
+
+        ``watch`` (open on MysqlDatabases) is used instead of a watch of its own: a caller that
+        times the orders opens it first, since opening one lists the namespace, every Ready
+        order beside included.
+        """
         missing = [f"bench-peer-{i}" for i in range(self.mysql_fillers, total)]
         if missing:
-            with self.watch_ready(kind=MYSQL) as watch, ThreadPoolExecutor(threads) as pool:
-                list(pool.map(self.create_mysql_order, missing))
+            with contextlib.ExitStack() as scope:
+                if watch is None:
+                    watch = scope.enter_context(self.watch_ready(kind=MYSQL))
+                with ThreadPoolExecutor(threads) as pool:
+                    list(pool.map(self.create_mysql_order, missing))
                 if not watch.wait(set(missing), timeout):
                     late = len(set(missing) - watch.ready_at.keys())
                     raise BenchError(f"{late} of {len(missing)} peer MysqlDatabases not Ready")
         self.mysql_fillers = max(self.mysql_fillers, total)
-        return self.mysql_fillers
+        return missing
 
     def create_mysql_order(self, name: str, group: str = MYSQL_GROUP_NAME) -> None:
         """Create one MysqlDatabase order and its owner Secret, as a caller and ESO would."""
@@ -577,14 +593,25 @@ class Stack:
         """The product's work queue, as `tenantdb reconcile` uses it."""
         return build_workqueue(self.settings())
 
-    def is_idle(self, *, due_within: float | None = 15.0) -> bool:
+    def is_idle(self, *, due_within: float | None = 15.0, order: OrderKey | None = None) -> bool:
         """No pass pending or running, nothing queued, and (unless ``due_within`` is None) no
-        short come-back due soon."""
+        short come-back due soon.
+
+        With ``order``, only that order's pending mark and lease are looked at, for a window
+        in which nothing else can start a pass. Otherwise every order's: that is a scan of
+        Redis's keyspace, whose cost grows with the fleet, and on two cores a scan that runs
+        beside the passes measured slows them.
+        """
         assert self._redis is not None
         r, p = self._redis, self.prefix
-        for pattern in (f"{p}pending:*", f"{p}lock:*"):
-            if next(iter(r.scan_iter(match=pattern, count=1000)), None) is not None:
+        if order is not None:
+            keys = WorkQueueKeys(p)
+            if r.exists(keys.pending(order), keys.lock(order)):
                 return False
+        else:
+            for pattern in (f"{p}pending:*", f"{p}lock:*"):
+                if next(iter(r.scan_iter(match=pattern, count=1000)), None) is not None:
+                    return False
         for queue in ("reconcile", "provision", "delivery", "teardown"):
             if any(r.llen(lst) for lst in WorkQueueKeys(p).broker_lists(queue)):
                 return False
