@@ -152,9 +152,9 @@ def _check_mysql_bursts(growth: dict[str, Any], markdown: str) -> None:
     """A burst of new orders at once beside each size: all Ready, and its throughput reported."""
     for size, figures in growth.items():
         burst = figures["burst"]
-        assert burst["orders"] == 2, size
-        assert burst["all_ready_s"] > 0, size
-        assert burst["passes"] >= 1, size
+        assert _median(burst["orders"]) == 2, size
+        assert _median(burst["all_ready_s"]) > 0, size
+        assert _median(burst["passes"]) >= 1, size
     assert "| 2 at once: all Ready (s) | 2 at once: orders/s | vs beside 0 |" in markdown
 
 
