@@ -297,6 +297,8 @@ def _growth_of(kind: OrderKind, sizes: tuple[int, ...], profile: Profile) -> Fig
                 forced = scenarios.converged_beside(
                     stack, size, profile.runs, kind=kind, timeout=300.0
                 )
+                # The bursts of a smaller size stay, and may outnumber this one.
+                beside = stack.mysql_fillers if kind is MYSQL else stack.fillers
                 new = [
                     scenarios.new_orders_warm(stack, profile.warm_orders, timeout=300.0, kind=kind)
                     for _ in range(profile.runs)
@@ -320,6 +322,7 @@ def _growth_of(kind: OrderKind, sizes: tuple[int, ...], profile: Profile) -> Fig
                 out[str(size)] = {"failed": str(error)}
                 break
             out[str(size)] = {
+                "beside": beside,
                 "converged_forced": summarize(forced),
                 "new_order": summarize(new),
                 **burst,

@@ -269,17 +269,37 @@ def _runs(bursts: Iterable[Figures]) -> str:
     return "one run"
 
 
+def _beside(sizes: Figures) -> dict[str, int]:
+    """How many stood beside at each size of a growth run. A size's bursts stay: when they
+    outgrow the next size, that size is measured beside them all. Reports from before the
+    count was recorded (``beside``) have it worked out from the bursts."""
+    out: dict[str, int] = {}
+    carried = 0
+    for size, figures in sizes.items():
+        count = int(figures.get("beside", max(int(size), carried)))
+        out[size] = count
+        burst: Figures = figures.get("burst") or {}
+        orders: Any = burst.get("orders", 0)
+        if isinstance(orders, dict):
+            added = int(orders["median"]) * len(orders.get("runs") or (1,))
+        else:
+            added = int(orders)
+        carried = count + added
+    return out
+
+
 def _growth(growth: Figures | None, beside: str = "Database CRs") -> list[str]:
     if not growth:  # a report from before the scenario existed
         return []
     sizes = {k: v for k, v in growth.items() if k.isdigit()}
+    counts = _beside(sizes)
     bursts = {k: v["burst"] for k, v in sizes.items() if "burst" in v}
     burst_size = next((cell(b["orders"]) for b in bursts.values()), "")
     # The goal compares with the throughput beside 100 orders, when the run has that size.
     against = "100" if "100" in bursts else next(iter(bursts), "")
     burst_head = (
         f" | {burst_size} at once: all Ready (s) | {burst_size} at once: orders/s"
-        f" | vs beside {_num(float(against))}"
+        f" | vs beside {_num(float(counts.get(against, 0)))}"
         if bursts
         else ""
     )
@@ -314,12 +334,12 @@ def _growth(growth: Figures | None, beside: str = "Database CRs") -> list[str]:
                 else " | - | - | -"
             )
         lines.append(
-            f"| {_num(float(size))} | {cell(forced['kube_requests'])} | {lists}"
+            f"| {_num(float(counts[size]))} | {cell(forced['kube_requests'])} | {lists}"
             f" | {cell(forced['pass_s'])} | {_cpu_ms(forced)}"
             f" | {cell(new['ready_p50_s'])} | {cell(new['kube_requests'])}"
             f" | {cell(new['tenantdb_cpu_s'])}{burst}"
-            f" | {_per_order(figures, base, size, 'redis_bytes')}"
-            f" | {_per_order(figures, base, size, 'watcher_rss_bytes')} |"
+            f" | {_per_order(figures, base, counts[size], 'redis_bytes')}"
+            f" | {_per_order(figures, base, counts[size], 'watcher_rss_bytes')} |"
         )
     lines += [
         "",
@@ -357,11 +377,11 @@ def _mysql_steady(growth: Figures | None) -> list[str]:
     ]
 
 
-def _per_order(figures: Figures, base: Figures | None, size: str, name: str) -> str:
+def _per_order(figures: Figures, base: Figures | None, count: int, name: str) -> str:
     mine = figures.get("footprint")
-    if not mine or not base or int(size) <= 0:
+    if not mine or not base or count <= 0:
         return "-"
-    return _num((mine[name] - base[name]) / int(size))
+    return _num((mine[name] - base[name]) / count)
 
 
 def _cold(cold: Figures) -> list[str]:
@@ -557,7 +577,7 @@ def _fleet_build(fleet: Figures | None) -> list[str]:
 
 def _fleet_per_order(point: Figures, base: Figures) -> str:
     """Redis and watcher memory per Ready order beside the fleet, over the point beside none."""
-    extra = str(point["existing"] - base.get("existing", 0))
+    extra = int(point["existing"] - base.get("existing", 0))
     return " | ".join(
         _per_order(point, base.get("footprint"), extra, name)
         for name in ("redis_bytes", "watcher_rss_bytes")
