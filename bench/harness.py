@@ -604,8 +604,8 @@ class Stack:
         """
         assert self._redis is not None
         r, p = self._redis, self.prefix
+        keys = WorkQueueKeys(p)
         if order is not None:
-            keys = WorkQueueKeys(p)
             if r.exists(keys.pending(order), keys.lock(order)):
                 return False
         else:
@@ -613,7 +613,7 @@ class Stack:
                 if next(iter(r.scan_iter(match=pattern, count=1000)), None) is not None:
                     return False
         for queue in ("reconcile", "provision", "delivery", "teardown"):
-            if any(r.llen(lst) for lst in WorkQueueKeys(p).broker_lists(queue)):
+            if any(r.llen(lst) for lst in keys.broker_lists(queue)):
                 return False
         if r.hlen(f"{p}unacked"):
             return False

@@ -273,7 +273,7 @@ def _refresh_round(stack: Stack, keys: list[Any], timeout: float) -> float:
     from tenantdb.core.schedule import Timetable
 
     queue = stack.workqueue()
-    last = dict(zip(keys, _last_passes(queue, keys), strict=True))
+    last = dict(zip(keys, queue.last_passes(keys), strict=True))
     start = time.monotonic()
     now = time.time()
     for key in keys:
@@ -283,22 +283,11 @@ def _refresh_round(stack: Stack, keys: list[Any], timeout: float) -> float:
         if time.monotonic() - start > timeout:
             raise BenchError(f"{len(waiting)} of {len(keys)} refreshes not done in {timeout:g} s")
         time.sleep(0.5 if len(waiting) < 1000 else 2.0)  # a large fleet: poll it less often
-        ended = _last_passes(queue, waiting)
+        # In pipelines: read one by one, 10,000 keys cost the bench 0.9 s of CPU per poll,
+        # on the cores whose use by tenantdb the window measures.
+        ended = queue.last_passes(waiting)
         waiting = [key for key, seen in zip(waiting, ended, strict=True) if seen == last[key]]
     return time.monotonic() - start
-
-
-def _last_passes(queue: Any, keys: list[Any]) -> list[Any]:
-    """Each key's last-pass record (``WorkQueue.last_pass``'s hash), read in pipelines. Read one
-    by one, a fleet of 10,000 cost the bench 0.9 s of CPU per poll, a poll every 2 s, on the
-    two cores whose use by tenantdb the window measures; in pipelines, 0.2 s."""
-    out: list[Any] = []
-    for at in range(0, len(keys), 1000):
-        pipe = queue.redis.pipeline(transaction=False)
-        for key in keys[at : at + 1000]:
-            pipe.hmget(queue.keys.last_pass(key), ["at", "result"])
-        out += pipe.execute()
-    return out
 
 
 def _parse(key: str) -> Any:

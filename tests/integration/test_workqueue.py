@@ -534,6 +534,20 @@ def test_an_event_during_a_pass_brings_exactly_one_more_pass(
     assert published == []
 
 
+def test_the_last_pass_of_each_key_is_read_in_order_across_pipelines(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    queue = _queue(client, key_prefix)
+    keys = [OrderKey.parse(f"probe/tenant-a/order-{n}") for n in range(5)]
+    for n, key in enumerate(keys):
+        if n != 2:
+            queue.record_pass(key, f"reason-{n}", 1000.0 + n)
+    expected = [None if n == 2 else (1000.0 + n, f"reason-{n}") for n in range(5)]
+    assert queue.last_passes(keys, batch=2) == expected
+    assert [queue.last_pass(key) for key in keys] == expected
+    assert queue.last_passes([]) == []
+
+
 def test_a_message_a_completed_pass_made_redundant_ends_as_stale(
     client: redis.Redis, key_prefix: str
 ) -> None:

@@ -13,7 +13,7 @@ import hashlib
 import logging
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -281,8 +281,22 @@ class Leasing(QueueBase):
 
     def last_pass(self, key: OrderKey) -> tuple[float, str] | None:
         """When the key's last pass ended, and its reason; None before any."""
-        at, reason = self.redis.hmget(self.keys.last_pass(key), ["at", "result"])
-        return None if at is None else (float(at), reply_text(reason))
+        return self.last_passes([key])[0]
+
+    def last_passes(
+        self, keys: Sequence[OrderKey], *, batch: int = 1000
+    ) -> list[tuple[float, str] | None]:
+        """``last_pass`` of each key, in order, read in pipelines of ``batch`` keys."""
+        out: list[tuple[float, str] | None] = []
+        for start in range(0, len(keys), batch):
+            pipe = self.redis.pipeline(transaction=False)
+            for key in keys[start : start + batch]:
+                pipe.hmget(self.keys.last_pass(key), ["at", "result"])
+            out += [
+                None if at is None else (float(at), reply_text(reason))
+                for at, reason in pipe.execute()
+            ]
+        return out
 
     def is_locked(self, key: OrderKey) -> bool:
         """Whether some pass holds the key's lock."""
