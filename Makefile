@@ -82,11 +82,11 @@ bench: $(STAMP) kube ## Measure what an order costs (~25 min; API_SERVER=real fo
 	$(BIN)/python -m bench --profile full --api-server $(API_SERVER) --doc docs/benchmarks.md
 
 .PHONY: bench-fleet
-bench-fleet: $(STAMP) ## Build a fleet of 10,000 Ready orders through tenantdb and measure it (~60 min); writes docs/benchmarks-fleet.md
+bench-fleet: $(STAMP) ## Build a fleet of 10,000 Ready orders through tenantdb and measure it (~40 min); writes docs/benchmarks-fleet.md
 	$(BIN)/python -m bench --profile fleet --api-server $(API_SERVER) --doc docs/benchmarks-fleet.md
 
 .PHONY: bench-mysql-fleet
-bench-mysql-fleet: $(STAMP) ## Grow one group to 10,000 Ready MysqlDatabases through tenantdb and measure them (~45 min); writes docs/benchmarks-mysql-fleet.md
+bench-mysql-fleet: $(STAMP) ## Grow one group to 10,000 Ready MysqlDatabases through tenantdb and measure them (~30 min); writes docs/benchmarks-mysql-fleet.md
 	$(BIN)/python -m bench --profile mysql-fleet --api-server $(API_SERVER) --doc docs/benchmarks-mysql-fleet.md
 
 .PHONY: bench-mysql-accounts
@@ -94,7 +94,7 @@ bench-mysql-accounts: $(STAMP) ## What a MariaDB server costs per new MysqlDatab
 	$(BIN)/python -m bench.server_accounts
 
 .PHONY: bench-quick
-bench-quick: $(STAMP) ## The benchmark tables for small N, in under 3 minutes (prints them)
+bench-quick: $(STAMP) ## The benchmark tables for small N, in about 6 minutes (prints them)
 	$(BIN)/python -m bench --profile quick --api-server $(API_SERVER) --out-dir $${TMPDIR:-/tmp}/tenantdb-bench
 
 .PHONY: clean

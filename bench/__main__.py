@@ -6,7 +6,7 @@ runs once per worker count), and writes `bench/results/<date>-<commit>.json` and
 the markdown tables of `docs/benchmarks.md`. Each figure is reported as its median over the runs
 with the min and max beside it, next to the machine it ran on.
 
-Profiles: `full` (the report: `make bench`), `quick` (the same table for small N, under three
+Profiles: `full` (the report: `make bench`), `quick` (the same table for small N, about six
 minutes: `make bench-quick`), `fleet` (a fleet of 10,000 Ready orders built through tenantdb,
 and its steady state: `make bench-fleet`), `mysql-fleet` (the MysqlDatabase growth up to 10,000
 Ready orders on one group, and their steady state: `make bench-mysql-fleet`), `tiny` (one run
