@@ -28,7 +28,6 @@ from tenantdb.adapters import mariadbdatabase as adapter
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.mariadbdatabase import FetchedOrder, Kept, MariaDBIO, ReadError, keep_nothing
 from tenantdb.adapters.metrics import observe_leg, observe_leg_since
-from tenantdb.adapters.schemaindex import SchemaIndex
 from tenantdb.core.mariadbdatabase import delivery, gates, passes, provision, steps
 from tenantdb.core.mariadbdatabase import teardown as removal
 from tenantdb.core.mariadbdatabase.actions import Action
@@ -42,9 +41,7 @@ log = logging.getLogger(__name__)
 
 
 def _build_orders(registry: ClusterRegistry) -> MariaDBIO:
-    settings = load_settings()
-    schemas = SchemaIndex(workqueue().redis, settings.key_prefix)
-    return adapter.MariaDBOrders(registry, settings, schemas=schemas)
+    return adapter.MariaDBOrders.over_redis(registry, load_settings(), workqueue().redis)
 
 
 orders = PerRegistry(_build_orders)

@@ -26,6 +26,7 @@ from typing import Any
 from tenantdb.adapters.kube import SECRET, SERVICE_ACCOUNT, Object
 from tenantdb.adapters.mariadbdatabase import (
     CERTIFICATE,
+    CLIENT_CERTIFICATE_WATCH,
     CLUSTER_SECRET_STORE,
     CONTROL_PLANE,
     DATABASE,
@@ -73,7 +74,7 @@ from tenantdb.core.mariadbdatabase.watching import (
 )
 from tenantdb.core.watching import compute_child_fingerprint
 from watcher.index import ObjectName, SharedIndex, object_name
-from watcher.publishing import IndexPublisher
+from watcher.publishing import IndexPublisher, version_publisher
 from watcher.routes import PublishTo, Route, order_route, register_routes
 
 # Only objects carrying the order's name label can map to an order; the selector keeps every
@@ -335,6 +336,7 @@ ROUTES: tuple[Route, ...] = (
         should_enqueue_control_plane_update,
         _map_control_plane,
         tracker=_control_plane_tracker,
+        publisher=version_publisher(CONTROL_PLANE.kind),
         waits_for=lambda index: control_plane_index(index).orders_synced,
     ),
     Route(
@@ -370,7 +372,8 @@ ROUTES: tuple[Route, ...] = (
         should_enqueue_child_update,
         _map_certificate,
         field_selector=f"metadata.name={CLIENT_CERTIFICATE}",
-        name="ClientCertificate",
+        name=CLIENT_CERTIFICATE_WATCH,
+        publisher=version_publisher(CLIENT_CERTIFICATE_WATCH),
         waits_for=lambda index: control_plane_index(index).orders_synced,
     ),
     # Every Database CR, not only tenantdb's: the collision guard asks the schema index which
@@ -395,6 +398,7 @@ ROUTES: tuple[Route, ...] = (
         compute_mariadb_fingerprint,
         should_enqueue_child_update,
         _map_mariadb,
+        publisher=version_publisher(MARIADB.kind),
         waits_for=lambda index: control_plane_index(index).control_planes_synced,
         namespaces=_placed,
     ),
@@ -407,6 +411,7 @@ ROUTES: tuple[Route, ...] = (
         compute_spec_fingerprint,
         should_enqueue_child_update,
         _map_secret_store,
+        publisher=version_publisher(SECRET_STORE.kind),
         waits_for=lambda index: control_plane_index(index).control_planes_synced,
     ),
     Route(
@@ -416,6 +421,7 @@ ROUTES: tuple[Route, ...] = (
         compute_spec_fingerprint,
         should_enqueue_child_update,
         _map_cluster_secret_store,
+        publisher=version_publisher(CLUSTER_SECRET_STORE.kind),
         waits_for=lambda index: control_plane_index(index).control_planes_synced,
     ),
     # The shared children every order of a ControlPlane namespace applies and compares (never
@@ -427,6 +433,7 @@ ROUTES: tuple[Route, ...] = (
         compute_spec_fingerprint,
         should_enqueue_child_update,
         _map_service_account,
+        publisher=version_publisher(SERVICE_ACCOUNT.kind),
         field_selector=f"metadata.name={SHARED_SERVICE_ACCOUNT}",
         waits_for=lambda index: control_plane_index(index).orders_synced,
     ),
@@ -437,6 +444,7 @@ ROUTES: tuple[Route, ...] = (
         compute_spec_fingerprint,
         should_enqueue_child_update,
         _map_certificate_cr,
+        publisher=version_publisher(CERTIFICATE.kind),
         field_selector=f"metadata.name={CLIENT_CERTIFICATE}",
         waits_for=lambda index: control_plane_index(index).orders_synced,
     ),

@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tenantdb.adapters.kube import Object
+from tenantdb.adapters.versionindex import VersionIndex
 from tenantdb.adapters.watchindex import Slot, WatchIndex
+from tenantdb.core.objects import metadata_of
 from watcher.index import ObjectName, object_name
 from watcher.routes import PublishTo
 
@@ -84,3 +86,56 @@ class IndexPublisher:
 
     def interrupted(self) -> None:
         self.index.mark_unsynced(self.cluster, self.scope)
+
+
+def _version(obj: Mapping[str, Any]) -> str:
+    return str(metadata_of(obj).get("resourceVersion") or "")
+
+
+class VersionPublisher:
+    """Writes the resourceVersion of each object of one watch into ``index``, so a worker
+    process may serve its copy of a shared object while it is current."""
+
+    def __init__(self, index: VersionIndex, to: PublishTo) -> None:
+        self.index = index
+        self.cluster, self.scope, self.term = to.cluster, to.namespace or "", to.term
+        self._namespaces: set[str] = set()
+
+    def put(self, obj: Mapping[str, Any]) -> None:
+        namespace, name = object_name(obj)
+        version = _version(obj)
+        if not version:
+            self.drop((namespace, name))
+            return
+        self._namespaces.add(namespace)
+        self.index.put(self.cluster, namespace, name, version)
+
+    def drop(self, name: ObjectName) -> None:
+        self.index.drop(self.cluster, *name)
+
+    def replace(self, objs: list[Object]) -> None:
+        """Replace what the index holds of the watch's namespaces with the listed versions."""
+        versions: dict[str, dict[str, str]] = {}
+        for obj in objs:
+            namespace, name = object_name(obj)
+            version = _version(obj)
+            if version:
+                versions.setdefault(namespace, {})[name] = version
+        namespaces = self._namespaces | ({self.scope} if self.scope else set())
+        self._namespaces = set(versions)
+        self.index.replace_versions(self.cluster, namespaces, versions)
+
+    def following(self) -> None:
+        self.index.mark_synced(self.cluster, self.scope, self.term)
+
+    def interrupted(self) -> None:
+        self.index.mark_unsynced(self.cluster, self.scope)
+
+
+def version_publisher(watch: str) -> Callable[[PublishTo, Any], VersionPublisher]:
+    """The publisher factory a route of a shared kind names, keeping the versions of ``watch``."""
+
+    def build(to: PublishTo, index: Any) -> VersionPublisher:
+        return VersionPublisher(VersionIndex(to.redis, to.prefix, watch), to)
+
+    return build

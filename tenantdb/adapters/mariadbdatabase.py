@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+import redis
 from pydantic import BaseModel, ValidationError
 from redis import RedisError
 
@@ -41,6 +42,7 @@ from tenantdb.adapters.kube import (
 from tenantdb.adapters.metrics import RECONCILE_ERRORS
 from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
 from tenantdb.adapters.schemaindex import SchemaIndex
+from tenantdb.adapters.versionindex import SharedObjects
 from tenantdb.core.actions import (
     ApplyObject,
     ApplyStrategy,
@@ -102,6 +104,10 @@ SECRET_STORE = Resource("external-secrets.io", "v1", "secretstores", "SecretStor
 CLUSTER_SECRET_STORE = Resource(
     "external-secrets.io", "v1", "clustersecretstores", "ClusterSecretStore", namespaced=False
 )
+
+CLIENT_CERTIFICATE_WATCH = "ClientCertificate"
+"""The watcher's name for its watch of the OpenBao client certificate's Secrets, under which it
+keeps their resourceVersions (``tenantdb.adapters.versionindex``)."""
 
 register_resources(
     MARIADB_DATABASE,
@@ -376,42 +382,86 @@ class MariaDBOrders:
         settings: Settings,
         read_jwt: Callable[[], str] | None = None,
         schemas: SchemaIndex | None = None,
+        shared: SharedObjects | None = None,
     ) -> None:
-        """Bind to the clusters, the OpenBao login settings and the schema index (without one,
-        the collision guard lists Keystone's namespace and takes no claims)."""
+        """Bind to the clusters, the OpenBao login settings, the schema index (without one,
+        the collision guard lists Keystone's namespace and takes no claims) and this process's
+        copies of the shared objects (without them, every pass reads those live)."""
         self.clusters = clusters
         self.settings = settings
         self.schemas = schemas
+        self.shared = shared
         self._certificates: dict[ClientCertificateRef, tuple[float, ClientCertificate]] = {}
         self.read_jwt = read_jwt or (
             lambda: Path(settings.service_account_token_file).read_text(encoding="utf-8")
         )
 
+    @classmethod
+    def over_redis(
+        cls, clusters: ClusterRegistry, settings: Settings, client: redis.Redis
+    ) -> MariaDBOrders:
+        """A worker process's I/O: the schema index and the shared objects' versions read from
+        the Redis the watcher keeps them in, under the installation's key prefix."""
+        prefix = settings.key_prefix
+        return cls(
+            clusters,
+            settings,
+            schemas=SchemaIndex(client, prefix),
+            shared=SharedObjects(client, prefix),
+        )
+
     # -- reads ---------------------------------------------------------------------------------
 
-    def fetch_control_plane(self, order: MariaDBDatabase) -> ControlPlane | None:
-        """Read the order's ControlPlane on the management cluster; None when absent."""
-        raw = _get(
-            self.clusters.get(MANAGEMENT),
-            CONTROL_PLANE,
-            order.control_plane_namespace(),
-            order.spec.control_plane_ref.name,
+    def _shared_get(
+        self,
+        cluster: str,
+        resource: Resource,
+        ns: str | None,
+        name: str,
+        *,
+        watch: str = "",
+    ) -> dict[str, Any] | None:
+        """An object every order of a ControlPlane reads, from this process's copy while the
+        watch of it (``watch``, else the kind) last saw that version; else live."""
+        client = self.clusters.get(cluster)
+        if self.shared is None:
+            return _get(client, resource, ns, name)
+        return self.shared.get(client, cluster, resource, watch or resource.kind, ns, name)
+
+    def fetch_control_plane(
+        self, order: MariaDBDatabase, *, live: bool = True
+    ) -> ControlPlane | None:
+        """Read the order's ControlPlane on the management cluster; None when absent.
+
+        ``live`` False may serve this process's copy while the watch saw no newer version."""
+        ns, name = order.control_plane_namespace(), order.spec.control_plane_ref.name
+        raw = (
+            _get(self.clusters.get(MANAGEMENT), CONTROL_PLANE, ns, name)
+            if live
+            else self._shared_get(MANAGEMENT, CONTROL_PLANE, ns, name)
         )
         return None if raw is None else parse_object(ControlPlane, raw, "ControlPlane")
 
     def read_control_plane(self, order: MariaDBDatabase) -> ControlPlaneRead:
         """The order's ControlPlane for the gates: found, absent, or why it does not parse."""
         try:
-            return ControlPlaneRead(self.fetch_control_plane(order))
+            return ControlPlaneRead(self.fetch_control_plane(order, live=False))
         except UnreadableError as exc:
             return ControlPlaneRead(unreadable=Unreadable(exc.context, exc.message))
 
-    def fetch_connection(self, scope: OrderScope) -> OpenBaoConnection:
-        """The OpenBao server and mount of the order's store; defaults where unreadable."""
+    def fetch_connection(self, scope: OrderScope, *, live: bool = True) -> OpenBaoConnection:
+        """The OpenBao server and mount of the order's store; defaults where unreadable.
+
+        ``live`` False may serve this process's copy while the watch saw no newer version."""
         store = scope.store
         resource = SECRET_STORE if store.kind == NAMESPACED_STORE_KIND else CLUSTER_SECRET_STORE
         try:
-            raw = _get(self.clusters.get(MANAGEMENT), resource, store.namespace or None, store.name)
+            if live:
+                raw = _get(
+                    self.clusters.get(MANAGEMENT), resource, store.namespace or None, store.name
+                )
+            else:
+                raw = self._shared_get(MANAGEMENT, resource, store.namespace or None, store.name)
         except KubeError:
             raw = None
         return compute_connection(
@@ -434,16 +484,20 @@ class MariaDBOrders:
             )
         management = self.clusters.get(MANAGEMENT)
         ns, cp_ns, names = scope.keystone_namespace, scope.cp_namespace, scope.names
-        mariadb = _get(keystone, MARIADB, ns, scope.cluster_ref) if scope.cluster_ref else None
+        mariadb = (
+            self._shared_get(scope.keystone_cluster, MARIADB, ns, scope.cluster_ref)
+            if scope.cluster_ref
+            else None
+        )
         databases = self._relevant_databases(keystone, scope)
         vds = _get(management, VAULT_DYNAMIC_SECRET, cp_ns, names.credentials)
         es = _get(management, EXTERNAL_SECRET, cp_ns, names.credentials)
         live = {
-            _ref(MANAGEMENT, SERVICE_ACCOUNT, cp_ns, SHARED_SERVICE_ACCOUNT): _get(
-                management, SERVICE_ACCOUNT, cp_ns, SHARED_SERVICE_ACCOUNT
+            _ref(MANAGEMENT, SERVICE_ACCOUNT, cp_ns, SHARED_SERVICE_ACCOUNT): self._shared_get(
+                MANAGEMENT, SERVICE_ACCOUNT, cp_ns, SHARED_SERVICE_ACCOUNT
             ),
-            _ref(MANAGEMENT, CERTIFICATE, cp_ns, CLIENT_CERTIFICATE): _get(
-                management, CERTIFICATE, cp_ns, CLIENT_CERTIFICATE
+            _ref(MANAGEMENT, CERTIFICATE, cp_ns, CLIENT_CERTIFICATE): self._shared_get(
+                MANAGEMENT, CERTIFICATE, cp_ns, CLIENT_CERTIFICATE
             ),
             _ref(scope.keystone_cluster, DATABASE, ns, names.database_cr): next(
                 (d for d in databases if d["metadata"]["name"] == names.database_cr), None
@@ -459,7 +513,12 @@ class MariaDBOrders:
             mariadb=_model(MariaDB, mariadb),
             databases=parse_databases(databases, names.database_cr),
             claimed_by=self._claim_schema(order, scope) if own is None else None,
-            client_certificate=_model(Secret, _get(management, SECRET, cp_ns, CLIENT_CERTIFICATE)),
+            client_certificate=_model(
+                Secret,
+                self._shared_get(
+                    MANAGEMENT, SECRET, cp_ns, CLIENT_CERTIFICATE, watch=CLIENT_CERTIFICATE_WATCH
+                ),
+            ),
             vault_dynamic_secret=_model(KubeObject, vds),
             external_secret=_model(ExternalSecret, es),
             materialised_secret=_model(Secret, _get(management, SECRET, cp_ns, names.credentials)),
@@ -475,7 +534,7 @@ class MariaDBOrders:
             UnreadableError: an object the leg decides on does not parse.
         """
         try:
-            return self.fetch_provision(order, scope, self.fetch_connection(scope))
+            return self.fetch_provision(order, scope, self.fetch_connection(scope, live=False))
         except KubeError:
             leg = Leg.PROVISION
             RECONCILE_ERRORS.labels(sub_reconciler=leg, condition_type=leg.condition_type).inc()

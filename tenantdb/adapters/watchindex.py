@@ -71,14 +71,28 @@ class WatchIndex:
         fields: Mapping[str, Mapping[Slot, Iterable[str]]],
     ) -> None:
         """Replace what is known of ``namespaces`` (and of every namespace in ``fields``)."""
+        self.replace_fields(
+            cluster,
+            namespaces,
+            {
+                namespace: {
+                    slot_field(slot): json.dumps(sorted(names)) for slot, names in slots.items()
+                }
+                for namespace, slots in fields.items()
+            },
+        )
+
+    def replace_fields(
+        self, cluster: str, namespaces: Iterable[str], fields: Mapping[str, Mapping[str, str]]
+    ) -> None:
+        """Replace the hashes of ``namespaces`` (and of every namespace in ``fields``) with the
+        raw field values given, in one transaction."""
         pipe = self.redis.pipeline(transaction=True)
         for namespace in set(namespaces) | set(fields):
             pipe.delete(self._hash(cluster, namespace))
-        for namespace, slots in fields.items():
-            for slot, names in slots.items():
-                pipe.hset(
-                    self._hash(cluster, namespace), slot_field(slot), json.dumps(sorted(names))
-                )
+        for namespace, values in fields.items():
+            for field, value in values.items():
+                pipe.hset(self._hash(cluster, namespace), field, value)
         pipe.execute()
 
     def mark_synced(self, cluster: str, scope: str, term: str) -> None:
@@ -100,16 +114,25 @@ class WatchIndex:
         self, cluster: str, namespace: str, slots: Sequence[Slot]
     ) -> dict[Slot, list[str]] | None:
         """The names carrying each slot, in one round trip; None when the index is not trusted."""
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.mget(self._synced(cluster, namespace), self._synced(cluster, ""), self.leader_key)
-        if slots:
-            pipe.hmget(self._hash(cluster, namespace), [slot_field(s) for s in slots])
-        answers = pipe.execute()
-        in_namespace, cluster_wide, leader = answers[0]
-        if leader is None or leader not in (in_namespace, cluster_wide):
+        values = self.trusted_fields(cluster, namespace, [slot_field(s) for s in slots])
+        if values is None:
             return None
-        values = answers[1] if slots else []
         return {
             slot: [] if value is None else [str(n) for n in json.loads(value)]
             for slot, value in zip(slots, values, strict=True)
         }
+
+    def trusted_fields(
+        self, cluster: str, namespace: str, fields: Sequence[str]
+    ) -> list[bytes | str | None] | None:
+        """The raw values of fields of a namespace's hash, in one round trip, with whether a
+        whole watch of the current leader stands behind them; None when none does."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.mget(self._synced(cluster, namespace), self._synced(cluster, ""), self.leader_key)
+        if fields:
+            pipe.hmget(self._hash(cluster, namespace), list(fields))
+        answers = pipe.execute()
+        in_namespace, cluster_wide, leader = answers[0]
+        if leader is None or leader not in (in_namespace, cluster_wide):
+            return None
+        return list(answers[1]) if fields else []

@@ -197,7 +197,9 @@ def test_a_pass_record_is_written_in_order(rec: PassRecord, log: list[str]) -> N
 
 def test_a_control_plane_that_does_not_parse_is_read_as_unreadable() -> None:
     class Unparsed(RecordingOrders):
-        def fetch_control_plane(self, order: MariaDBDatabase) -> ControlPlane | None:
+        def fetch_control_plane(
+            self, order: MariaDBDatabase, *, live: bool = True
+        ) -> ControlPlane | None:
             try:
                 return ControlPlane.model_validate({"metadata": {"name": "cp"}, "spec": 1})
             except ValidationError as exc:
