@@ -123,7 +123,7 @@ class VersionPublisher:
                 versions.setdefault(namespace, {})[name] = version
         namespaces = self._namespaces | ({self.scope} if self.scope else set())
         self._namespaces = set(versions)
-        self.index.replace_versions(self.cluster, namespaces, versions)
+        self.index.replace_fields(self.cluster, namespaces, versions)
 
     def following(self) -> None:
         self.index.mark_synced(self.cluster, self.scope, self.term)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 import redis
@@ -59,12 +58,6 @@ class VersionIndex(WatchIndex):
     def drop(self, cluster: str, namespace: str, name: str) -> None:
         """The watch saw an object deleted."""
         self.redis.hdel(self._hash(cluster, namespace), name)
-
-    def replace_versions(
-        self, cluster: str, namespaces: Iterable[str], versions: Mapping[str, Mapping[str, str]]
-    ) -> None:
-        """Replace what is known of ``namespaces`` (and of every namespace in ``versions``)."""
-        self.replace_fields(cluster, namespaces, versions)
 
     # -- a pass's side ---------------------------------------------------------------------------
 
