@@ -42,7 +42,7 @@ from tenantdb.adapters.kube import (
 from tenantdb.adapters.metrics import RECONCILE_ERRORS
 from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
 from tenantdb.adapters.schemaindex import SchemaIndex
-from tenantdb.adapters.versionindex import SharedObjects
+from tenantdb.adapters.versionindex import SharedObjects, SharedRef, Versions
 from tenantdb.core.actions import (
     ApplyObject,
     ApplyStrategy,
@@ -420,13 +420,45 @@ class MariaDBOrders:
         name: str,
         *,
         watch: str = "",
+        versions: Versions | None = None,
     ) -> dict[str, Any] | None:
         """An object every order of a ControlPlane reads, from this process's copy while the
-        watch of it (``watch``, else the kind) last saw that version; else live."""
+        watch of it (``watch``, else the kind) last saw that version; else live.
+
+        ``versions`` are the versions the pass looked up at once (``_shared_versions``)."""
         client = self.clusters.get(cluster)
         if self.shared is None:
             return _get(client, resource, ns, name)
-        return self.shared.get(client, cluster, resource, watch or resource.kind, ns, name)
+        return self.shared.get(
+            client, cluster, resource, watch or resource.kind, ns, name, versions=versions
+        )
+
+    def _shared_versions(self, scope: OrderScope) -> Versions | None:
+        """The versions of the objects the provision leg shares with the ControlPlane's other
+        orders (store, MariaDB, ServiceAccount, client Certificate and its Secret), looked up
+        in one round trip; None without copies."""
+        if self.shared is None:
+            return None
+        store, cp_ns = scope.store, scope.cp_namespace
+        store_kind = (
+            SECRET_STORE if store.kind == NAMESPACED_STORE_KIND else CLUSTER_SECRET_STORE
+        ).kind
+        refs = [
+            SharedRef(MANAGEMENT, store_kind, store.namespace or "", store.name),
+            SharedRef(MANAGEMENT, SERVICE_ACCOUNT.kind, cp_ns, SHARED_SERVICE_ACCOUNT),
+            SharedRef(MANAGEMENT, CERTIFICATE.kind, cp_ns, CLIENT_CERTIFICATE),
+            SharedRef(MANAGEMENT, CLIENT_CERTIFICATE_WATCH, cp_ns, CLIENT_CERTIFICATE),
+        ]
+        if scope.cluster_ref:
+            refs.append(
+                SharedRef(
+                    scope.keystone_cluster,
+                    MARIADB.kind,
+                    scope.keystone_namespace,
+                    scope.cluster_ref,
+                )
+            )
+        return self.shared.versions(refs)
 
     def fetch_control_plane(
         self, order: MariaDBDatabase, *, live: bool = True
@@ -449,10 +481,13 @@ class MariaDBOrders:
         except UnreadableError as exc:
             return ControlPlaneRead(unreadable=Unreadable(exc.context, exc.message))
 
-    def fetch_connection(self, scope: OrderScope, *, live: bool = True) -> OpenBaoConnection:
+    def fetch_connection(
+        self, scope: OrderScope, *, live: bool = True, versions: Versions | None = None
+    ) -> OpenBaoConnection:
         """The OpenBao server and mount of the order's store; defaults where unreadable.
 
-        ``live`` False may serve this process's copy while the watch saw no newer version."""
+        ``live`` False may serve this process's copy while the watch saw no newer version
+        (``versions`` as for ``_shared_get``)."""
         store = scope.store
         resource = SECRET_STORE if store.kind == NAMESPACED_STORE_KIND else CLUSTER_SECRET_STORE
         try:
@@ -461,7 +496,9 @@ class MariaDBOrders:
                     self.clusters.get(MANAGEMENT), resource, store.namespace or None, store.name
                 )
             else:
-                raw = self._shared_get(MANAGEMENT, resource, store.namespace or None, store.name)
+                raw = self._shared_get(
+                    MANAGEMENT, resource, store.namespace or None, store.name, versions=versions
+                )
         except KubeError:
             raw = None
         return compute_connection(
@@ -469,9 +506,16 @@ class MariaDBOrders:
         )
 
     def fetch_provision(
-        self, order: MariaDBDatabase, scope: OrderScope, connection: OpenBaoConnection
+        self,
+        order: MariaDBDatabase,
+        scope: OrderScope,
+        connection: OpenBaoConnection,
+        *,
+        versions: Versions | None = None,
     ) -> ProvisionObservation:
         """Everything the provision leg decides on, read once before any of its writes.
+
+        ``versions`` as for ``_shared_get``.
 
         The children it may apply are kept raw in ``live``, so core can leave out an apply that
         would change nothing. The OpenBao role is observed apart, by ``observe_role``.
@@ -485,7 +529,9 @@ class MariaDBOrders:
         management = self.clusters.get(MANAGEMENT)
         ns, cp_ns, names = scope.keystone_namespace, scope.cp_namespace, scope.names
         mariadb = (
-            self._shared_get(scope.keystone_cluster, MARIADB, ns, scope.cluster_ref)
+            self._shared_get(
+                scope.keystone_cluster, MARIADB, ns, scope.cluster_ref, versions=versions
+            )
             if scope.cluster_ref
             else None
         )
@@ -494,10 +540,10 @@ class MariaDBOrders:
         es = _get(management, EXTERNAL_SECRET, cp_ns, names.credentials)
         live = {
             _ref(MANAGEMENT, SERVICE_ACCOUNT, cp_ns, SHARED_SERVICE_ACCOUNT): self._shared_get(
-                MANAGEMENT, SERVICE_ACCOUNT, cp_ns, SHARED_SERVICE_ACCOUNT
+                MANAGEMENT, SERVICE_ACCOUNT, cp_ns, SHARED_SERVICE_ACCOUNT, versions=versions
             ),
             _ref(MANAGEMENT, CERTIFICATE, cp_ns, CLIENT_CERTIFICATE): self._shared_get(
-                MANAGEMENT, CERTIFICATE, cp_ns, CLIENT_CERTIFICATE
+                MANAGEMENT, CERTIFICATE, cp_ns, CLIENT_CERTIFICATE, versions=versions
             ),
             _ref(scope.keystone_cluster, DATABASE, ns, names.database_cr): next(
                 (d for d in databases if d["metadata"]["name"] == names.database_cr), None
@@ -516,7 +562,12 @@ class MariaDBOrders:
             client_certificate=_model(
                 Secret,
                 self._shared_get(
-                    MANAGEMENT, SECRET, cp_ns, CLIENT_CERTIFICATE, watch=CLIENT_CERTIFICATE_WATCH
+                    MANAGEMENT,
+                    SECRET,
+                    cp_ns,
+                    CLIENT_CERTIFICATE,
+                    watch=CLIENT_CERTIFICATE_WATCH,
+                    versions=versions,
                 ),
             ),
             vault_dynamic_secret=_model(KubeObject, vds),
@@ -534,7 +585,9 @@ class MariaDBOrders:
             UnreadableError: an object the leg decides on does not parse.
         """
         try:
-            return self.fetch_provision(order, scope, self.fetch_connection(scope, live=False))
+            versions = self._shared_versions(scope)
+            connection = self.fetch_connection(scope, live=False, versions=versions)
+            return self.fetch_provision(order, scope, connection, versions=versions)
         except KubeError:
             leg = Leg.PROVISION
             RECONCILE_ERRORS.labels(sub_reconciler=leg, condition_type=leg.condition_type).inc()

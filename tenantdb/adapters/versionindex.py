@@ -25,13 +25,14 @@ from __future__ import annotations
 import copy
 import logging
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import redis
 from redis.exceptions import RedisError
 
 from tenantdb.adapters.kube import KindNotServedError, KubeClient, NotFoundError, Resource
-from tenantdb.adapters.watchindex import WatchIndex
+from tenantdb.adapters.watchindex import FieldAsk, WatchIndex, read_trusted
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +66,27 @@ class VersionIndex(WatchIndex):
         """The resourceVersion the whole watch last saw of an object; None when it saw none or
         the index is not trusted."""
         values = self.trusted_fields(cluster, namespace, [name])
-        if not values or values[0] is None:
-            return None
-        value = values[0]
-        return value.decode() if isinstance(value, bytes) else str(value)
+        return _text(values[0]) if values else None
+
+
+def _text(value: bytes | str | None) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class SharedRef(NamedTuple):
+    """One shared object as a pass names it: its cluster, the watch that keeps its versions
+    (as the watcher names it), its namespace ("" for a cluster-scoped object) and its name."""
+
+    cluster: str
+    watch: str
+    namespace: str
+    name: str
+
+
+Versions = Mapping[SharedRef, str | None]
+"""The versions a pass looked up at once (``SharedObjects.versions``); None where unknown."""
 
 
 class SharedObjects:
@@ -81,9 +99,7 @@ class SharedObjects:
         """Bind to the Redis the watcher keeps its version indexes in, under the key prefix."""
         self._redis, self._prefix, self._kept = client, prefix, kept
         self._indexes: dict[str, VersionIndex] = {}
-        self._copies: OrderedDict[tuple[str, str, str, str], tuple[str, dict[str, Any]]] = (
-            OrderedDict()
-        )
+        self._copies: OrderedDict[SharedRef, tuple[str, dict[str, Any]]] = OrderedDict()
 
     def _index(self, watch: str) -> VersionIndex:
         found = self._indexes.get(watch)
@@ -91,12 +107,29 @@ class SharedObjects:
             found = self._indexes[watch] = VersionIndex(self._redis, self._prefix, watch)
         return found
 
-    def _current(self, watch: str, cluster: str, namespace: str, name: str) -> str | None:
+    def _current(self, ref: SharedRef) -> str | None:
+        return self.versions([ref])[ref]
+
+    def versions(self, refs: Sequence[SharedRef]) -> dict[SharedRef, str | None]:
+        """The version the whole watch last saw of each object, all in one round trip; None
+        for an object the watch saw none of, or when its index is not trusted or Redis is
+        unreadable."""
+        asks = [
+            FieldAsk(self._index(ref.watch), ref.cluster, ref.namespace, (ref.name,))
+            for ref in refs
+        ]
         try:
-            return self._index(watch).version(cluster, namespace, name)
+            found = read_trusted(self._redis, asks)
         except RedisError as exc:
-            log.warning("version index unreadable (%s); reading %s live", type(exc).__name__, watch)
-            return None
+            watches = ", ".join(sorted({ref.watch for ref in refs}))
+            log.warning(
+                "version index unreadable (%s); reading %s live", type(exc).__name__, watches
+            )
+            return dict.fromkeys(refs)
+        return {
+            ref: _text(values[0]) if values else None
+            for ref, values in zip(refs, found, strict=True)
+        }
 
     def get(
         self,
@@ -106,17 +139,21 @@ class SharedObjects:
         watch: str,
         namespace: str | None,
         name: str,
+        *,
+        versions: Versions | None = None,
     ) -> dict[str, Any] | None:
         """The object, from this process's copy when the watch ``watch`` last saw the version
         it holds, else from the API server; None when the server has no such object.
 
-        The caller gets a copy of its own to read or change.
+        ``versions`` are versions the pass looked up for several objects at once; an object
+        not among them has its version looked up alone. The caller gets a copy of its own to
+        read or change.
 
         Raises:
             KubeError: the API server could not be read.
         """
-        key = (cluster, watch, namespace or "", name)
-        current = self._current(watch, cluster, namespace or "", name)
+        key = SharedRef(cluster, watch, namespace or "", name)
+        current = versions[key] if versions is not None and key in versions else self._current(key)
         held = self._copies.get(key)
         if current is not None and held is not None and held[0] == current:
             self._copies.move_to_end(key)

@@ -19,7 +19,7 @@ from tenantdb.adapters.kube import (
     client_from_kubeconfig,
 )
 from tenantdb.adapters.mariadbdatabase import CLIENT_CERTIFICATE_WATCH, CONTROL_PLANE
-from tenantdb.adapters.versionindex import SharedObjects, VersionIndex
+from tenantdb.adapters.versionindex import SharedObjects, SharedRef, VersionIndex
 from tenantdb.core.mariadbdatabase.naming import CLIENT_CERTIFICATE, SHARED_SERVICE_ACCOUNT
 from tests.integration.watcher.conftest import Published, StartWatcher, watching
 from tests.support import wait_for
@@ -130,6 +130,84 @@ def test_a_copy_is_served_while_current_and_read_again_once_the_watch_sees_a_cha
     management.cluster.delete(plural, name, "cp-ns")
     wait_for(lambda: index.version("", "cp-ns", name) is None, 10.0, "the deletion")
     assert shared.get(client, "", resource, watch, "cp-ns", name) is None
+
+
+class _RoundTrips:
+    """Counts the round trips a Redis client makes: single commands and pipelines."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        single, batch = redis.Redis.execute_command, redis.client.Pipeline.execute
+
+        def counted_single(client: redis.Redis, *args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return single(client, *args, **kwargs)  # type: ignore[no-untyped-call]
+
+        def counted_batch(pipe: redis.client.Pipeline, *args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return batch(pipe, *args, **kwargs)
+
+        monkeypatch.setattr(redis.Redis, "execute_command", counted_single)
+        monkeypatch.setattr(redis.client.Pipeline, "execute", counted_batch)
+
+
+def test_a_pass_looks_up_the_versions_of_all_its_shared_objects_in_one_round_trip(
+    servers: dict[str, ClusterServer],
+    start_watcher: StartWatcher,
+    real_redis: redis.Redis,
+    key_prefix: str,
+    kubeconfig_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    management = servers["management"]
+    cp = management.cluster.create(CONTROL_PLANES, _control_plane(), "cp-ns")
+    sa = management.cluster.create("serviceaccounts", _service_account(), "cp-ns")
+    start_watcher()
+    cp_index = VersionIndex(real_redis, key_prefix, CONTROL_PLANE.kind)
+    sa_index = VersionIndex(real_redis, key_prefix, SERVICE_ACCOUNT.kind)
+    sa_name = sa["metadata"]["name"]
+    wait_for(
+        lambda: cp_index.version("", "cp-ns", "cp") and sa_index.version("", "cp-ns", sa_name),
+        10.0,
+        "the watcher never published the versions",
+    )
+    refs = [
+        SharedRef("", CONTROL_PLANE.kind, "cp-ns", "cp"),
+        SharedRef("", SERVICE_ACCOUNT.kind, "cp-ns", sa_name),
+        SharedRef("", SERVICE_ACCOUNT.kind, "cp-ns", "absent"),
+        # A watch nobody keeps: never trusted, so its object is read live.
+        SharedRef("", "NotWatched", "cp-ns", "cp"),
+    ]
+    client, shared = _client(kubeconfig_file), SharedObjects(real_redis, key_prefix)
+    trips = _RoundTrips(monkeypatch)
+    found = shared.versions(refs)
+    assert trips.count == 1
+    assert found == {
+        refs[0]: cp["metadata"]["resourceVersion"],
+        refs[1]: sa["metadata"]["resourceVersion"],
+        refs[2]: None,
+        refs[3]: None,
+    }
+    # The same answers as each index gives alone.
+    assert [found[r] for r in refs[:3]] == [
+        cp_index.version("", "cp-ns", "cp"),
+        sa_index.version("", "cp-ns", sa_name),
+        sa_index.version("", "cp-ns", "absent"),
+    ]
+
+    for _ in range(2):  # the first fills the copies, the second is served from them
+        shared.get(client, "", CONTROL_PLANE, CONTROL_PLANE.kind, "cp-ns", "cp", versions=found)
+        shared.get(
+            client, "", SERVICE_ACCOUNT, SERVICE_ACCOUNT.kind, "cp-ns", sa_name, versions=found
+        )
+    before, trips.count = _gets(management, CONTROL_PLANES), 0
+    cp_copy = shared.get(
+        client, "", CONTROL_PLANE, CONTROL_PLANE.kind, "cp-ns", "cp", versions=found
+    )
+    assert cp_copy is not None
+    assert cp_copy["metadata"]["name"] == "cp"
+    assert trips.count == 0, "a version looked up with the others was looked up again"
+    assert _gets(management, CONTROL_PLANES) == before
 
 
 def test_once_the_watcher_stops_every_read_goes_to_the_api_server(
