@@ -201,6 +201,15 @@ class Settings(BaseSettings):
     openbao_timeout_seconds: float = Field(
         default=30.0, gt=0, description="Timeout of one OpenBao request."
     )
+    openbao_token_reuse_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description=(
+            "How long a worker process uses the OpenBao token of one login for the passes that"
+            " follow (at most half the token's TTL) before it revokes it and logs in again;"
+            " 0 logs in and revokes once per pass."
+        ),
+    )
     address_map_file: str = Field(
         default="",
         description=(

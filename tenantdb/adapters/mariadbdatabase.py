@@ -942,6 +942,7 @@ class MariaDBOrders:
             self.read_jwt,
             certificate or self._certificate(ref),
             timeout=self.settings.openbao_timeout_seconds,
+            token_reuse=self.settings.openbao_token_reuse_seconds,
         )
 
     def _ensure_role(self, action: EnsureRole, check: Callable[[], None]) -> None:

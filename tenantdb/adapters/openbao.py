@@ -2,18 +2,26 @@
 
 A session logs in at the server and mount of the ControlPlane's secret store with the pod's
 ServiceAccount token, read afresh at every login because the kubelet rotates it in place, and
-with the ControlPlane namespace's shared client certificate for mutual TLS. Every session
-revokes its own token on the way out; a failure there is only logged, since the token expires
-with its short TTL anyway.
+with the ControlPlane namespace's shared client certificate for mutual TLS.
 
-A token never outlives its session, but the TLS connection may: each thread keeps its
-connections to a server, per client certificate (a channel), for the next session that comes
-within ``CHANNEL_IDLE_SECONDS``, so a busy worker does not pay a TLS handshake per pass. A
-channel closes when it sat idle that long (well inside any server's idle timeout), when a
-session on it failed, or when more than ``CHANNELS`` are open. The certificate's PEMs are held
-in in-memory files for the channel's life (the TLS stack reads paths;
-``tenantdb.adapters.memfiles``), so nothing of the key reaches a disk, even when the process is
-killed.
+Each thread keeps its connections to a server, per client certificate (a channel), for the next
+session that comes within ``CHANNEL_IDLE_SECONDS``, so a busy worker does not pay a TLS
+handshake per pass. A channel closes when it sat idle that long (well inside any server's idle
+timeout), when a session on it failed, or when more than ``CHANNELS`` are open. The
+certificate's PEMs are held in in-memory files for the channel's life (the TLS stack reads
+paths; ``tenantdb.adapters.memfiles``), so nothing of the key reaches a disk, even when the
+process is killed.
+
+A channel also keeps the token of its last login (per auth mount and role) for the sessions
+that follow within ``token_reuse`` seconds of that login (at most half the token's TTL), so a
+busy worker logs in about once a minute rather than once a pass. A session that finds the kept
+token too old revokes it and logs in afresh; a channel that closes idle revokes its token
+first, and so does a session that fails on an answer from OpenBao. A request for which OpenBao
+refuses a kept token (403: the token was revoked, or its policies no longer allow it) logs in
+afresh once and is made again (the refused token revoked), so only a fresh token's refusal is
+an answer. A token never leaves the memory of the thread that logged in: a channel that fails
+without an answer (OpenBao unreachable), or a process that ends, leaves its token to expire with
+its TTL. With ``token_reuse`` 0 every session logs in and revokes its own token on the way out.
 
 Errors come out as ``OpenBaoError`` in the shape ``openbao: <status> on <METHOD> <path>: <errors>``
 with OpenBao's own error texts, and never carry the JWT, the token or a key. Every request is
@@ -54,6 +62,8 @@ DATABASE_MOUNT = "database/mariadb"
 DEFAULT_TIMEOUT = 30.0
 CHANNELS = 8
 """How many channels (server and client certificate) a thread keeps open at most."""
+RETIRE_TIMEOUT = 2.0
+"""How long revoking a retired channel's token may take before it is left to expire."""
 CHANNEL_IDLE_SECONDS = 30.0
 """How long a channel may sit unused before the next session opens a new one. OpenBao's
 listener closes idle connections after 5 minutes by default; a much shorter limit here keeps a
@@ -108,20 +118,26 @@ def _refuse_redirect(response: requests.Response, *args: Any, **kwargs: Any) -> 
         )
 
 
-def _login(client: hvac.Client, role: str, jwt: str, mount: str) -> str:
-    """Log in at Kubernetes auth's `mount` as `role` with `jwt`; the client token."""
+def _login(client: hvac.Client, role: str, jwt: str, mount: str) -> tuple[str, float]:
+    """Log in at Kubernetes auth's `mount` as `role` with `jwt`; the client token and its
+    TTL in seconds (0 when the answer gives none)."""
     login_path = f"/v1/auth/{mount}/login"
     try:
         with openbao_request("login"):
             answer = client.auth.kubernetes.login(role, jwt, mount_point=mount)
-            token = ((answer or {}).get("auth") or {}).get("client_token")
+            auth = (answer or {}).get("auth") or {}
+            token = auth.get("client_token")
             if not token:
                 raise OpenBaoError(
                     f"openbao: POST {login_path}: the answer carries no client token"
                 )
     except (hvac.exceptions.VaultError, requests.RequestException, OSError) as exc:
         raise _error(exc, "POST", login_path) from None
-    return str(token)
+    try:
+        ttl = float(auth.get("lease_duration") or 0)
+    except (TypeError, ValueError):
+        ttl = 0.0
+    return str(token), ttl
 
 
 def _status_of(exc: hvac.exceptions.VaultError) -> int:
@@ -143,28 +159,41 @@ def _status_of(exc: hvac.exceptions.VaultError) -> int:
 
 
 class OpenBaoSession:
-    """A logged-in client; use through ``open_session`` so the token is revoked at the end."""
+    """A logged-in client; use through ``open_session``, which logs in and revokes."""
 
-    def __init__(self, client: hvac.Client) -> None:
-        """Wrap a logged-in hvac client."""
+    def __init__(self, client: hvac.Client, relogin: Callable[[], None] | None = None) -> None:
+        """Wrap a logged-in hvac client. ``relogin`` is given while the client's token is one
+        an earlier session logged in with: it logs in afresh, for a request that token was
+        refused."""
         self._client = client
+        self._relogin = relogin
 
     def _do(self, method: str, path: str, call: Callable[[], Any]) -> Any:
         try:
-            return call()
+            try:
+                return call()
+            except hvac.exceptions.Forbidden:
+                if self._relogin is None:
+                    raise
+                relogin, self._relogin = self._relogin, None
+                relogin()
+                return call()
         except (hvac.exceptions.VaultError, requests.RequestException, OSError) as exc:
             raise _error(exc, method, path) from None
 
     def read_role(self, name: str) -> dict[str, Any] | None:
         """Read a database role's ``data``; None when it does not exist."""
-        path = f"/v1/{DATABASE_MOUNT}/roles/{name}"
-        with openbao_request("read_role"):
+
+        def read() -> Any:
             try:
-                answer = self._client.secrets.database.read_role(name, mount_point=DATABASE_MOUNT)
+                return self._client.secrets.database.read_role(name, mount_point=DATABASE_MOUNT)
             except hvac.exceptions.InvalidPath:
-                return None
-            except (hvac.exceptions.VaultError, requests.RequestException, OSError) as exc:
-                raise _error(exc, "GET", path) from None
+                return _ABSENT
+
+        with openbao_request("read_role"):
+            answer = self._do("GET", f"/v1/{DATABASE_MOUNT}/roles/{name}", read)
+        if answer is _ABSENT:
+            return None
         return cast(dict[str, Any], (answer or {}).get("data") or {})
 
     def write_role(self, name: str, body: Mapping[str, Any]) -> None:
@@ -225,9 +254,21 @@ class OpenBaoSession:
             )
 
 
+_ABSENT = object()
+"""What a read answers for a path OpenBao does not have."""
+
+
+@dataclass(slots=True)
+class _KeptToken:
+    """A token a channel logged in with, and until when (monotonic) sessions may use it."""
+
+    token: str = field(repr=False)
+    until: float
+
+
 class _Channel:
-    """The kept-alive connections to one server with one client certificate, and the
-    in-memory PEM files they are opened with. It holds no token."""
+    """The kept-alive connections to one server with one client certificate, the in-memory
+    PEM files they are opened with, and the token of its last login per auth mount and role."""
 
     def __init__(self, key: tuple[str, str], cert: ClientCertificate | None) -> None:
         self.key = key
@@ -238,8 +279,31 @@ class _Channel:
         self.session.headers["User-Agent"] = USER_AGENT
         self.session.hooks["response"].append(_refuse_redirect)
         self.used = time.monotonic()
+        self.tokens: dict[tuple[str, str], _KeptToken] = {}
+        self.timeout = DEFAULT_TIMEOUT
+
+    def client(self, token: str | None = None) -> hvac.Client:
+        """An hvac client over this channel's connections, with ``token``."""
+        client = hvac.Client(
+            url=self.key[0],
+            cert=self.cert,
+            verify=self.verify,
+            timeout=self.timeout,
+            allow_redirects=False,
+            session=self.session,
+        )
+        if token is not None:
+            client.token = token
+        return client
+
+    def revoke_tokens(self) -> None:
+        """Revoke the tokens this channel keeps; a failure is logged, not raised."""
+        for kept in self.tokens.values():
+            OpenBaoSession(self.client(kept.token)).revoke_self()
+        self.tokens.clear()
 
     def close(self) -> None:
+        self.tokens.clear()
         self.session.close()
         self._files.close()
 
@@ -273,12 +337,12 @@ def _channel(server: str, cert: ClientCertificate | None) -> _Channel:
     channels = _CHANNELS.open
     now = time.monotonic()
     for stale in [c for c in channels.values() if now - c.used > CHANNEL_IDLE_SECONDS]:
-        _close_channel(stale)
+        _retire_channel(stale)
     channel = channels.get(key)
     if channel is None:
         channel = channels[key] = _Channel(key, cert)
         while len(channels) > CHANNELS:
-            _close_channel(next(iter(channels.values())))
+            _retire_channel(next(iter(channels.values())))
     channels.move_to_end(key)
     return channel
 
@@ -287,6 +351,17 @@ def _close_channel(channel: _Channel) -> None:
     if _CHANNELS.open.get(channel.key) is channel:
         del _CHANNELS.open[channel.key]
     channel.close()
+
+
+def _retire_channel(channel: _Channel) -> None:
+    """Close a channel that is no longer wanted (idle, or one too many); revoke its tokens on
+    its way out, as its last session would have, waiting at most ``RETIRE_TIMEOUT`` for the
+    answer (the session that retires it has its own work to do)."""
+    try:
+        channel.timeout = min(channel.timeout, RETIRE_TIMEOUT)
+        channel.revoke_tokens()
+    finally:
+        _close_channel(channel)
 
 
 @contextmanager
@@ -327,8 +402,11 @@ def open_session(
     cert: ClientCertificate | None,
     *,
     timeout: float = DEFAULT_TIMEOUT,
+    token_reuse: float = 0.0,
 ) -> Iterator[OpenBaoSession]:
-    """Log in with Kubernetes auth and yield a session; revoke its token when the body ends.
+    """Yield a logged-in session: with the token this thread's channel keeps for ``mount`` and
+    ``role`` while it is younger than ``token_reuse`` seconds, else after a login with
+    Kubernetes auth.
 
     Args:
         server: OpenBao's address, e.g. ``https://openbao.shared-services.svc:8200``.
@@ -337,6 +415,8 @@ def open_session(
         read_jwt: returns the ServiceAccount token; called at every login.
         cert: the client certificate for mutual TLS, or None for plain HTTP.
         timeout: per-request timeout in seconds.
+        token_reuse: how long after a login later sessions may use its token (capped at half
+            the token's TTL); 0 logs in for this session alone and revokes at its end.
 
     Raises:
         OpenBaoError: the server is not https (the token is never sent in the clear), or
@@ -348,30 +428,51 @@ def open_session(
         raise OpenBaoError(
             f"openbao: refusing to log in to {server!r}: OpenBao must be reached over https"
         )
-    try:
-        jwt = read_jwt().strip()
-    except OSError as exc:
-        raise OpenBaoError(
-            f"reading the ServiceAccount token tenantdb logs in with: {type(exc).__name__}"
-        ) from None
     channel = _channel(server, cert)
-    client = hvac.Client(
-        url=server,
-        cert=channel.cert,
-        verify=channel.verify,
-        timeout=timeout,
-        allow_redirects=False,
-        session=channel.session,
-    )
+    channel.timeout = timeout
+    slot = (mount, role)
     try:
-        client.token = _login(client, role, jwt, mount)
-        session = OpenBaoSession(client)
+        kept = channel.tokens.get(slot)
+        if kept is not None and time.monotonic() >= kept.until:
+            del channel.tokens[slot]
+            OpenBaoSession(channel.client(kept.token)).revoke_self()
+            kept = None
+        client = channel.client(None if kept is None else kept.token)
+
+        def log_in() -> None:
+            channel.tokens.pop(slot, None)
+            client.token, ttl = _login(client, role, _read_jwt(read_jwt), mount)
+            if token_reuse > 0:
+                keep = min(token_reuse, ttl / 2) if ttl > 0 else token_reuse
+                channel.tokens[slot] = _KeptToken(client.token, time.monotonic() + keep)
+
+        def log_in_again() -> None:
+            refused = client.token
+            log_in()
+            OpenBaoSession(channel.client(refused)).revoke_self()
+
+        if kept is None:
+            log_in()
+        session = OpenBaoSession(client, relogin=None if kept is None else log_in_again)
         try:
             yield session
         finally:
-            session.revoke_self()
-    except BaseException:
+            if slot not in channel.tokens:
+                session.revoke_self()
+    except BaseException as exc:
+        if isinstance(exc, OpenBaoError) and exc.status is not None:
+            # OpenBao answered: the kept token can still be revoked before the channel goes.
+            channel.revoke_tokens()
         # Whatever failed may have left a connection half-read: the next session starts afresh.
         _close_channel(channel)
         raise
     channel.used = time.monotonic()
+
+
+def _read_jwt(read_jwt: Callable[[], str]) -> str:
+    try:
+        return read_jwt().strip()
+    except OSError as exc:
+        raise OpenBaoError(
+            f"reading the ServiceAccount token tenantdb logs in with: {type(exc).__name__}"
+        ) from None

@@ -1,6 +1,7 @@
 """The objects every order of a ControlPlane shares, on the devstack with tenantdb's real
 processes: a worker process reads each of them once and serves its copy to every later pass
-while the watch sees no newer version, yet a change to one reaches the very next pass."""
+while the watch sees no newer version, yet a change to one reaches the very next pass. Its
+OpenBao login is shared the same way, by the passes of its token's window."""
 
 from __future__ import annotations
 
@@ -25,6 +26,17 @@ SHARED_READS = (
     "get serviceaccounts",
     "get certificates.cert-manager.io",
 )
+
+
+def _openbao_logins(stack: Stack) -> int:
+    """tenantdb's OpenBao logins so far."""
+    assert stack.platform.openbao is not None
+    rows = stack.platform.openbao.requests.snapshot()["requests"]
+    return sum(
+        row["count"]
+        for row in rows
+        if row["client"] == "tenantdb" and row["path"].endswith("/login")
+    )
 
 
 def _full_pass(stack: Stack, queue: WorkQueue, key: OrderKey, name: str, poke: int) -> str:
@@ -52,12 +64,15 @@ def test_full_passes_read_each_shared_object_once_per_process_and_see_a_change_a
     queue = WorkQueue(real_redis, lambda _: None, prefix=stack.prefix)
 
     pools = stack.pool_processes()
-    before = kube_requests(stack)
+    before, logins = kube_requests(stack), _openbao_logins(stack)
     reasons = [_full_pass(stack, queue, key, name, poke) for poke in range(pools + 3)]
     assert "Quiet" not in reasons, f"an annotated order was only checked: {reasons}"
     asked = kube_requests(stack) - before
     for read in SHARED_READS:
         assert asked[read] <= pools, f"{asked[read]} x {read} over {len(reasons)} passes"
+    # Each process logs in at most once more: when the window of its last login ends meanwhile.
+    logged_in = _openbao_logins(stack) - logins
+    assert logged_in <= pools, f"{logged_in} OpenBao logins over {len(reasons)} passes"
     full = asked["get externalsecrets.external-secrets.io"]
     assert full >= len(reasons), f"{len(reasons)} passes read in full, yet asked only {asked}"
 

@@ -14,6 +14,7 @@ import multiprocessing
 import ssl
 import tempfile
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 import hvac.exceptions
 import pytest
 
-from devstack.openbao.bootstrap import KUBE_MOUNT
+from devstack.openbao.bootstrap import KUBE_MOUNT, OPERATOR_POLICY, OPERATOR_ROLE
 from devstack.openbao.pki import LocalPKI
 from devstack.tests.openbao.openbao_support import Platform, sql_user_exists
 from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
@@ -282,3 +283,85 @@ def test_a_token_in_openbao_s_own_error_text_is_replaced() -> None:
     assert str(error) == (
         "openbao: 403 on GET /v1/database/mariadb/roles/x: token <token> has been revoked"
     )
+
+
+def _reusing(platform: Platform, cert: ClientCertificate, seconds: float) -> Callable[..., object]:
+    """Open sessions that keep the token of a login for ``seconds``, as a worker does."""
+    args = _session_args(platform, cert)
+    return lambda: open_session(*args, token_reuse=seconds)  # type: ignore[arg-type]
+
+
+def test_sessions_within_the_reuse_window_share_one_login_and_its_end_revokes_the_token(
+    tls_platform: Platform, client_certificate: ClientCertificate
+) -> None:
+    session = _reusing(tls_platform, client_certificate, 1.0)
+    before = _calls(tls_platform)
+    for _ in range(3):
+        with session() as bao:  # type: ignore[attr-defined]
+            assert bao.read_role("order.absent.x-0000-database") is None
+    calls = _calls(tls_platform) - before
+    assert calls["login"] == 1, "sessions inside the window logged in again"
+    assert calls["revoke-self"] == 0, "a kept token was revoked while still in use"
+    time.sleep(1.1)
+    with session() as bao:  # type: ignore[attr-defined]
+        assert bao.read_role("order.absent.x-0000-database") is None
+    calls = _calls(tls_platform) - before
+    assert calls["login"] == 2, "a token past the window was used again"
+    assert calls["revoke-self"] == 1, "the token past the window was not revoked"
+
+
+def _move_operator_to_new_policy(platform: Platform, *, allow: bool) -> None:
+    """As an OpenBao admin would: new logins get a new policy, and the old one allows nothing
+    more, so tokens issued before the change are refused."""
+    root = platform.root
+    rules = root.sys.read_policy(OPERATOR_POLICY)["data"]["rules"]
+    root.sys.create_or_update_policy(
+        "c5c3-operator-v2", rules if allow else 'path "sys/nothing" { capabilities = ["deny"] }'
+    )
+    root.write_data(
+        f"auth/{KUBE_MOUNT}/role/{OPERATOR_ROLE}",
+        data={
+            "bound_service_account_names": ["c5c3-operator"],
+            "bound_service_account_namespaces": ["c5c3-system"],
+            "token_policies": ["c5c3-operator-v2"],
+            "token_ttl": "15m",
+        },
+    )
+    root.sys.create_or_update_policy(
+        OPERATOR_POLICY, 'path "sys/nothing" { capabilities = ["deny"] }'
+    )
+
+
+def test_a_kept_token_the_server_refuses_is_replaced_by_a_fresh_login(
+    tls_platform: Platform, client_certificate: ClientCertificate
+) -> None:
+    session = _reusing(tls_platform, client_certificate, 60.0)
+    with session() as bao:  # type: ignore[attr-defined]
+        assert bao.read_role("order.absent.x-0000-database") is None
+    _move_operator_to_new_policy(tls_platform, allow=True)
+    before = _calls(tls_platform)
+    with session() as bao:  # type: ignore[attr-defined]
+        assert bao.read_role("order.absent.x-0000-database") is None
+    with session() as bao:  # type: ignore[attr-defined]
+        assert bao.read_role("order.absent.x-0000-database") is None
+    calls = _calls(tls_platform) - before
+    assert calls["login"] == 1, "the refused token was not replaced once, and kept"
+
+
+def test_a_fresh_token_the_server_refuses_is_the_answer(
+    tls_platform: Platform, client_certificate: ClientCertificate
+) -> None:
+    session = _reusing(tls_platform, client_certificate, 60.0)
+    with session() as bao:  # type: ignore[attr-defined]
+        assert bao.read_role("order.absent.x-0000-database") is None
+    _move_operator_to_new_policy(tls_platform, allow=False)
+    before = _calls(tls_platform)
+    with pytest.raises(OpenBaoError) as refused, session() as bao:  # type: ignore[attr-defined]
+        bao.read_role("order.absent.x-0000-database")
+    assert refused.value.permission_denied
+    assert str(refused.value).startswith(
+        "openbao: 403 on GET /v1/database/mariadb/roles/order.absent.x-0000-database"
+    )
+    calls = _calls(tls_platform) - before
+    assert calls["login"] == 1, "a refused fresh token logged in again"
+    assert calls["revoke-self"] == 2, "the refused token and the fresh one were not both revoked"
