@@ -60,14 +60,6 @@ class VersionIndex(WatchIndex):
         """The watch saw an object deleted."""
         self.redis.hdel(self._hash(cluster, namespace), name)
 
-    # -- a pass's side ---------------------------------------------------------------------------
-
-    def version(self, cluster: str, namespace: str, name: str) -> str | None:
-        """The resourceVersion the whole watch last saw of an object; None when it saw none or
-        the index is not trusted."""
-        values = self.trusted_fields(cluster, namespace, [name])
-        return _text(values[0]) if values else None
-
 
 def _text(value: bytes | str | None) -> str | None:
     if value is None:

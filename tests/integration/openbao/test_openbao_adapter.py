@@ -17,6 +17,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import hvac.exceptions
@@ -25,7 +26,12 @@ import pytest
 from devstack.openbao.bootstrap import KUBE_MOUNT, OPERATOR_POLICY, OPERATOR_ROLE
 from devstack.openbao.pki import LocalPKI
 from devstack.tests.openbao.openbao_support import Platform, sql_user_exists
-from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
+from tenantdb.adapters.openbao import (
+    ClientCertificate,
+    OpenBaoError,
+    OpenBaoSession,
+    open_session,
+)
 from tenantdb.adapters.openbao import _error as openbao_error
 from tenantdb.core.mariadbdatabase.openbao import build_role, should_write_role
 
@@ -285,10 +291,24 @@ def test_a_token_in_openbao_s_own_error_text_is_replaced() -> None:
     )
 
 
-def _reusing(platform: Platform, cert: ClientCertificate, seconds: float) -> Callable[..., object]:
+def _reusing(
+    platform: Platform, cert: ClientCertificate, seconds: float
+) -> Callable[[], AbstractContextManager[OpenBaoSession]]:
     """Open sessions that keep the token of a login for ``seconds``, as a worker does."""
     args = _session_args(platform, cert)
     return lambda: open_session(*args, token_reuse=seconds)  # type: ignore[arg-type]
+
+
+def _kept_token_then_policy_moved(
+    platform: Platform, cert: ClientCertificate, *, allow: bool
+) -> Callable[[], AbstractContextManager[OpenBaoSession]]:
+    """A session opener whose token was kept before the operator's auth role moved to a new
+    policy (allowing as much as the old one, or nothing)."""
+    session = _reusing(platform, cert, 60.0)
+    with session() as bao:
+        assert bao.read_role("order.absent.x-0000-database") is None
+    _move_operator_to_new_policy(platform, allow=allow)
+    return session
 
 
 def test_sessions_within_the_reuse_window_share_one_login_and_its_end_revokes_the_token(
@@ -297,13 +317,13 @@ def test_sessions_within_the_reuse_window_share_one_login_and_its_end_revokes_th
     session = _reusing(tls_platform, client_certificate, 1.0)
     before = _calls(tls_platform)
     for _ in range(3):
-        with session() as bao:  # type: ignore[attr-defined]
+        with session() as bao:
             assert bao.read_role("order.absent.x-0000-database") is None
     calls = _calls(tls_platform) - before
     assert calls["login"] == 1, "sessions inside the window logged in again"
     assert calls["revoke-self"] == 0, "a kept token was revoked while still in use"
     time.sleep(1.1)
-    with session() as bao:  # type: ignore[attr-defined]
+    with session() as bao:
         assert bao.read_role("order.absent.x-0000-database") is None
     calls = _calls(tls_platform) - before
     assert calls["login"] == 2, "a token past the window was used again"
@@ -335,14 +355,11 @@ def _move_operator_to_new_policy(platform: Platform, *, allow: bool) -> None:
 def test_a_kept_token_the_server_refuses_is_replaced_by_a_fresh_login(
     tls_platform: Platform, client_certificate: ClientCertificate
 ) -> None:
-    session = _reusing(tls_platform, client_certificate, 60.0)
-    with session() as bao:  # type: ignore[attr-defined]
-        assert bao.read_role("order.absent.x-0000-database") is None
-    _move_operator_to_new_policy(tls_platform, allow=True)
+    session = _kept_token_then_policy_moved(tls_platform, client_certificate, allow=True)
     before = _calls(tls_platform)
-    with session() as bao:  # type: ignore[attr-defined]
+    with session() as bao:
         assert bao.read_role("order.absent.x-0000-database") is None
-    with session() as bao:  # type: ignore[attr-defined]
+    with session() as bao:
         assert bao.read_role("order.absent.x-0000-database") is None
     calls = _calls(tls_platform) - before
     assert calls["login"] == 1, "the refused token was not replaced once, and kept"
@@ -351,12 +368,9 @@ def test_a_kept_token_the_server_refuses_is_replaced_by_a_fresh_login(
 def test_a_fresh_token_the_server_refuses_is_the_answer(
     tls_platform: Platform, client_certificate: ClientCertificate
 ) -> None:
-    session = _reusing(tls_platform, client_certificate, 60.0)
-    with session() as bao:  # type: ignore[attr-defined]
-        assert bao.read_role("order.absent.x-0000-database") is None
-    _move_operator_to_new_policy(tls_platform, allow=False)
+    session = _kept_token_then_policy_moved(tls_platform, client_certificate, allow=False)
     before = _calls(tls_platform)
-    with pytest.raises(OpenBaoError) as refused, session() as bao:  # type: ignore[attr-defined]
+    with pytest.raises(OpenBaoError) as refused, session() as bao:
         bao.read_role("order.absent.x-0000-database")
     assert refused.value.permission_denied
     assert str(refused.value).startswith(

@@ -19,7 +19,7 @@ from tenantdb.adapters.kube import (
     client_from_kubeconfig,
 )
 from tenantdb.adapters.mariadbdatabase import CLIENT_CERTIFICATE_WATCH, CONTROL_PLANE
-from tenantdb.adapters.versionindex import SharedObjects, SharedRef, VersionIndex
+from tenantdb.adapters.versionindex import SharedObjects, SharedRef
 from tenantdb.core.mariadbdatabase.naming import CLIENT_CERTIFICATE, SHARED_SERVICE_ACCOUNT
 from tests.integration.watcher.conftest import Published, StartWatcher, watching
 from tests.support import wait_for
@@ -73,6 +73,17 @@ SHARED = [
 ]
 
 
+class _Versions:
+    """What a worker process reads of one watch's versions, one object at a time."""
+
+    def __init__(self, client: redis.Redis, prefix: str, watch: str) -> None:
+        self.shared, self.watch = SharedObjects(client, prefix), watch
+
+    def version(self, cluster: str, namespace: str, name: str) -> str | None:
+        ref = SharedRef(cluster, self.watch, namespace, name)
+        return self.shared.versions([ref])[ref]
+
+
 def _gets(server: ClusterServer, plural: str) -> int:
     return server.cluster.counters().get(("get", plural), 0)
 
@@ -96,7 +107,7 @@ def test_a_copy_is_served_while_current_and_read_again_once_the_watch_sees_a_cha
     management = servers["management"]
     created = management.cluster.create(plural, body(), "cp-ns")
     start_watcher()
-    index = VersionIndex(real_redis, key_prefix, watch)
+    index = _Versions(real_redis, key_prefix, watch)
     name = created["metadata"]["name"]
     wait_for(
         lambda: index.version("", "cp-ns", name) == created["metadata"]["resourceVersion"],
@@ -163,8 +174,8 @@ def test_a_pass_looks_up_the_versions_of_all_its_shared_objects_in_one_round_tri
     cp = management.cluster.create(CONTROL_PLANES, _control_plane(), "cp-ns")
     sa = management.cluster.create("serviceaccounts", _service_account(), "cp-ns")
     start_watcher()
-    cp_index = VersionIndex(real_redis, key_prefix, CONTROL_PLANE.kind)
-    sa_index = VersionIndex(real_redis, key_prefix, SERVICE_ACCOUNT.kind)
+    cp_index = _Versions(real_redis, key_prefix, CONTROL_PLANE.kind)
+    sa_index = _Versions(real_redis, key_prefix, SERVICE_ACCOUNT.kind)
     sa_name = sa["metadata"]["name"]
     wait_for(
         lambda: cp_index.version("", "cp-ns", "cp") and sa_index.version("", "cp-ns", sa_name),
@@ -220,7 +231,7 @@ def test_once_the_watcher_stops_every_read_goes_to_the_api_server(
     management = servers["management"]
     management.cluster.create(CONTROL_PLANES, _control_plane(), "cp-ns")
     client, shared = _client(kubeconfig_file), SharedObjects(real_redis, key_prefix)
-    index = VersionIndex(real_redis, key_prefix, CONTROL_PLANE.kind)
+    index = _Versions(real_redis, key_prefix, CONTROL_PLANE.kind)
     with watching(kubeconfig_file, real_redis, key_prefix, published):
         wait_for(lambda: index.version("", "cp-ns", "cp") is not None, 10.0, "the version")
         shared.get(client, "", CONTROL_PLANE, CONTROL_PLANE.kind, "cp-ns", "cp")
@@ -249,7 +260,7 @@ def test_a_process_keeps_only_so_many_copies(
             namespace,
         )
     start_watcher()
-    index = VersionIndex(real_redis, key_prefix, SERVICE_ACCOUNT.kind)
+    index = _Versions(real_redis, key_prefix, SERVICE_ACCOUNT.kind)
     wait_for(
         lambda: index.version("", "keystone", SHARED_SERVICE_ACCOUNT) is not None, 10.0, "versions"
     )
