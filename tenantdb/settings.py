@@ -80,6 +80,16 @@ class Settings(BaseSettings):
     retry_backoff_max_seconds: int = Field(
         default=300, gt=0, description="Cap of the exponential retry backoff of a failing step."
     )
+    busy_pass_spacing_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        le=60,
+        description=(
+            "Once an order's passes have ended four times in a row with events that arrived"
+            " during them (an order edited without pause), each further pass waits this long"
+            " before it starts, and the events meanwhile join it; 0 runs them back to back."
+        ),
+    )
     visibility_timeout_seconds: int = Field(
         default=900,
         gt=0,

@@ -30,6 +30,7 @@ from tenantdb.adapters.workqueue import (
     PRIORITY_STEPS,
     REFRESH_PRIORITY,
     Publish,
+    PublishLater,
 )
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.tasknames import RECONCILE_ORDER, Queue, queue_for
@@ -146,3 +147,13 @@ def make_publisher(app: Celery, *, refresh: bool = False) -> Publish:
         app.send_task(RECONCILE_ORDER, args=[str(key)], priority=priority)
 
     return publish
+
+
+def make_later_publisher(app: Celery) -> PublishLater:
+    """Return a function that publishes the reconcile task of a key through ``app``, to start
+    no sooner than the given number of seconds from now (a busy key's next pass)."""
+
+    def publish_later(key: OrderKey, seconds: float) -> None:
+        app.send_task(RECONCILE_ORDER, args=[str(key)], countdown=seconds, priority=EVENT_PRIORITY)
+
+    return publish_later

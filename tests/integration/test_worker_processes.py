@@ -6,6 +6,7 @@ Redis under the test's own key prefix, with the probe pass of ``workqueue_app``.
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 import signal
@@ -243,6 +244,39 @@ def test_a_thousand_enqueues_during_a_pass_cost_at_most_two_passes(stack: Stack)
     assert len(stack.started()) == 2
     assert stack.completed() == 2
     assert published < 1000, "enqueue did not deduplicate"
+    assert stack.client.get(stack.keys["overlaps"]) is None
+
+
+def _started(stack: Stack, passes: int) -> Callable[[], bool]:
+    return lambda: len(stack.started()) == passes
+
+
+def test_an_order_changed_during_every_pass_gets_its_passes_spaced(stack: Stack) -> None:
+    stack.env["TENANTDB_BUSY_PASS_SPACING_SECONDS"] = "3"
+    stack.start_worker("w1")
+    stack.start_worker("w2")
+    stack.client.set(stack.keys["hold"], "1")
+    assert stack.queue.enqueue(KEY)
+    began: list[float] = []
+    for n in range(1, 7):
+        wait_for(_started(stack, n), 30, f"pass {n} to start")
+        began.append(time.monotonic())
+        if n < 6:
+            assert not stack.queue.enqueue(KEY), "an event during a pass waits for its end"
+        stack.client.rpush(stack.keys["go"], "1")
+    wait_for(lambda: stack.completed() == 6 and stack.quiet(), 30, "the sixth pass to end")
+    gaps = [round(later - earlier, 2) for earlier, later in itertools.pairwise(began)]
+    # Passes 1 to 4 each saw an event: the next three ran at once, then each waited 3 s.
+    assert all(gap < 2.0 for gap in gaps[:3]), gaps
+    assert all(gap >= 2.9 for gap in gaps[3:]), gaps
+
+    # Pass 6 saw nothing new, so the next event is served at once again.
+    stack.client.delete(stack.keys["hold"])
+    asked = time.monotonic()
+    assert stack.queue.enqueue(KEY)
+    wait_for(lambda: stack.completed() == 7, 30, "the pass after a quiet end")
+    assert time.monotonic() - asked < 2.0
+    assert len(stack.started()) == 7
     assert stack.client.get(stack.keys["overlaps"]) is None
 
 

@@ -29,6 +29,7 @@ from tenantdb.adapters.workqueue import (
     Lease,
     LeaseLostError,
     Release,
+    Spacing,
     Start,
     WorkQueue,
     ready_fence,
@@ -532,6 +533,94 @@ def test_an_event_during_a_pass_brings_exactly_one_more_pass(
     assert second is not None
     assert queue.release(second) is Release.CLEAN
     assert published == []
+
+
+def _spaced_queue(
+    client: redis.Redis, prefix: str
+) -> tuple[WorkQueue, list[OrderKey], list[tuple[OrderKey, float]]]:
+    """A work queue that spaces a key's passes from its third busy pass in a row, by 2 s, with
+    ``KEY`` enqueued; its publishes now and its publishes for later are recorded apart."""
+    published: list[OrderKey] = []
+    later: list[tuple[OrderKey, float]] = []
+    queue = WorkQueue(
+        client,
+        published.append,
+        prefix=prefix,
+        spacing=Spacing(3, 2.0, lambda key, seconds: later.append((key, seconds))),
+    )
+    queue.enqueue(KEY)
+    return queue, published, later
+
+
+def _busy_pass(queue: WorkQueue, key: OrderKey) -> Release:
+    """Run one pass of ``key`` during which an event arrives; the release's answer."""
+    start, lease = queue.begin(key)
+    assert start is Start.LEASED
+    assert lease is not None
+    assert not queue.enqueue(key)
+    return queue.release(lease)
+
+
+def test_a_key_busy_pass_after_pass_waits_before_its_next_pass(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    queue, published, later = _spaced_queue(client, key_prefix)
+    published.clear()
+    for _ in range(2):
+        assert _busy_pass(queue, KEY) is Release.DIRTY
+        assert published == [KEY], "the first busy passes are followed at once"
+        assert later == []
+        published.clear()
+
+    assert _busy_pass(queue, KEY) is Release.DIRTY
+    assert published == []
+    assert later == [(KEY, 2.0)], "the third busy pass in a row is followed after the wait"
+    # The pending pass covers the wait: events meanwhile join it, with no message of their own.
+    assert not queue.enqueue(KEY)
+    assert not queue.enqueue(KEY)
+    assert published == []
+    pending_ms = client.pttl(queue.keys.pending(KEY))
+    assert pending_ms > 2000 + (queue.pending_ttl - 1) * 1000
+    # Should the message be lost, the sweep looks past the wait, not before it ends.
+    look = client.zscore(queue.keys.dirty, str(KEY))
+    assert look is not None
+    assert look / 1000 > time.time() + 2.0
+
+    later.clear()
+    assert _busy_pass(queue, KEY) is Release.DIRTY
+    assert later == [(KEY, 2.0)], "the key stays busy: every pass waits"
+
+
+def test_a_pass_that_ends_with_nothing_new_ends_the_busy_streak(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    queue, published, later = _spaced_queue(client, key_prefix)
+    for _ in range(2):
+        assert _busy_pass(queue, KEY) is Release.DIRTY
+    _, lease = queue.begin(KEY)
+    assert lease is not None
+    assert queue.release(lease) is Release.CLEAN
+
+    published.clear()
+    queue.enqueue(KEY)
+    assert published == [KEY], "an event after a quiet end starts a pass at once"
+    for _ in range(2):
+        published.clear()
+        assert _busy_pass(queue, KEY) is Release.DIRTY
+        assert published == [KEY]
+    assert later == [], "the streak counted again from its start"
+
+
+def test_without_spacing_every_busy_pass_is_followed_at_once(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    published: list[OrderKey] = []
+    queue = _queue(client, key_prefix, published)
+    queue.enqueue(KEY)
+    for _ in range(10):
+        published.clear()
+        assert _busy_pass(queue, KEY) is Release.DIRTY
+        assert published == [KEY]
 
 
 def test_the_last_pass_of_each_key_is_read_in_order_across_pipelines(

@@ -75,6 +75,8 @@ from tenantdb.adapters.workqueue.base import (
     SEQUENCE_TTL,
     WRITES_TTL,
     Publish,
+    PublishLater,
+    Spacing,
 )
 from tenantdb.adapters.workqueue.keys import (
     EVENT_PRIORITY,
@@ -111,7 +113,9 @@ __all__ = [
     "Lease",
     "LeaseLostError",
     "Publish",
+    "PublishLater",
     "Release",
+    "Spacing",
     "Start",
     "WorkQueue",
     "WorkQueueKeys",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import redis
 
@@ -17,6 +18,25 @@ from tenantdb.adapters.workqueue.scripts import source
 from tenantdb.core.keys import OrderKey
 
 Publish = Callable[[OrderKey], None]
+PublishLater = Callable[[OrderKey, float], None]
+"""Sends the reconcile task for a key to start no sooner than so many seconds from now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Spacing:
+    """How the passes of a busy key are spaced.
+
+    A key is busy while its passes end one after another with events that arrived during them
+    (an order edited without pause, say). From the ``after``-th such pass in a row, the pass that
+    follows waits ``seconds`` before it starts: events meanwhile join it, as they join any pending
+    pass, so a key edited for as long as anyone likes costs a pass per ``seconds`` or so instead
+    of a pass after every pass. A pass that ends with nothing new ends the streak.
+    """
+
+    after: int
+    seconds: float
+    publish_later: PublishLater
+
 
 SEQUENCE_TTL = 7 * 24 * 3600
 """Life of a key's event counters after their last change; both fields expire together."""
@@ -46,6 +66,7 @@ class QueueBase:
         prefix: str = "tenantdb:",
         lock_ttl: float = 30.0,
         pending_ttl: int = 300,
+        spacing: Spacing | None = None,
     ) -> None:
         """Bind the primitives to a Redis client and a publisher.
 
@@ -57,6 +78,8 @@ class QueueBase:
             prefix: prefix of every key written.
             lock_ttl: lease length in seconds.
             pending_ttl: life of a pending mark in seconds.
+            spacing: how a busy key's passes are spaced (``Spacing``); without it each pass that
+                ends with new events is followed by the next at once.
         """
         self.redis = client
         self.publish = publish
@@ -64,6 +87,7 @@ class QueueBase:
         self.keys = WorkQueueKeys(prefix)
         self.lock_ttl_ms = max(1, int(lock_ttl * 1000))
         self.pending_ttl = pending_ttl
+        self.spacing = spacing
         self.writer = uuid.uuid4().hex[:16]
         """Names this process's count of enqueues (``rolled_back``)."""
         self._writes_seen = 0
@@ -103,9 +127,14 @@ class QueueBase:
             args=[max(1, int(wait * 1000)), str(key), "1"],
         )
 
-    def _publish_or_unmark(self, key: OrderKey, *, refresh: bool = False) -> None:
+    def _publish_or_unmark(
+        self, key: OrderKey, *, refresh: bool = False, wait: float = 0.0
+    ) -> None:
         try:
-            (self.publish_refresh if refresh else self.publish)(key)
+            if wait > 0 and self.spacing is not None:
+                self.spacing.publish_later(key, wait)
+            else:
+                (self.publish_refresh if refresh else self.publish)(key)
         except BaseException:
             self.retry_later(key, PUBLISH_RETRY_SECONDS)
             raise

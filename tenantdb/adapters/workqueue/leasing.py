@@ -307,6 +307,9 @@ class Leasing(QueueBase):
     ) -> Release:
         """Release the lease; enqueue the key again when events arrived during the pass.
 
+        The next pass of a busy key (see ``Spacing``) is published to start after the spacing's
+        wait; any other starts at once.
+
         Args:
             lease: the lease to release.
             completed: whether the pass finished; only a finished pass covers the events it saw.
@@ -315,33 +318,41 @@ class Leasing(QueueBase):
                 be published. Without it the release removes the key's dirty mark.
         """
         retry_ms = 0 if retry_in is None else max(1, int(retry_in * 1000))
-        found = int(
-            self._release(
-                keys=[
-                    self.keys.lock(lease.key),
-                    self.keys.dirty,
-                    self.keys.sequence(lease.key),
-                    self.keys.pending(lease.key),
-                    self.keys.note(lease.key),
-                ],
-                args=[
-                    lease.value,
-                    str(lease.key),
-                    lease.started,
-                    "1" if completed else "0",
-                    SEQUENCE_TTL,
-                    self.pending_ttl,
-                    retry_ms,
-                    self.lock_ttl_ms,
-                ],
-            )
+        spacing = self.spacing
+        found, wait_ms, busy = self._release(
+            keys=[
+                self.keys.lock(lease.key),
+                self.keys.dirty,
+                self.keys.sequence(lease.key),
+                self.keys.pending(lease.key),
+                self.keys.note(lease.key),
+            ],
+            args=[
+                lease.value,
+                str(lease.key),
+                lease.started,
+                "1" if completed else "0",
+                SEQUENCE_TTL,
+                self.pending_ttl,
+                retry_ms,
+                self.lock_ttl_ms,
+                spacing.after if spacing else 0,
+                max(1, int(spacing.seconds * 1000)) if spacing else 0,
+            ],
         )
+        found, wait_ms = int(found), int(wait_ms)
+        if wait_ms and int(busy) == (spacing.after if spacing else 0):
+            log.info(
+                "events arrive during every pass; the next passes wait %g s each",
+                wait_ms / 1000,
+                extra={"order": str(lease.key)},
+            )
         if found < 0:
             return Release.LOST
         if found == 0:
             return Release.CLEAN
         if found == 2:  # the script newly set the pending mark
-            self._publish_or_unmark(lease.key)
+            self._publish_or_unmark(lease.key, wait=wait_ms / 1000)
         return Release.DIRTY
 
     @contextmanager
