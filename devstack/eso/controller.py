@@ -55,6 +55,8 @@ MANAGED_LABEL = "reconcile.external-secrets.io/managed"
 DATA_HASH = "reconcile.external-secrets.io/data-hash"
 DEFAULT_REFRESH = 3600.0
 _RETRY = 2.0
+GET_SECRET_DATA_FAILED = "could not get secret data from provider"  # noqa: S105 - a message
+"""The Ready condition's message when a generator or provider failed, ESO's wording."""
 
 
 class SyncError(Exception):
@@ -205,8 +207,14 @@ class ExternalSecrets:
         started = datetime.now(UTC)
         try:
             data = self._generate(key, es)
-            self._write_secret(key, es, target, secret, data)
         except (SyncError, vault.GeneratorError) as exc:
+            # ESO's condition names the step that failed; the cause goes to its log.
+            log.warning("ExternalSecret %s/%s: %s", key.namespace, key.name, exc)
+            self._record(key, es, ok=False, message=GET_SECRET_DATA_FAILED)
+            return _RETRY
+        try:
+            self._write_secret(key, es, target, secret, data)
+        except SyncError as exc:
             self._record(key, es, ok=False, message=str(exc))
             return _RETRY
         log.info("synced ExternalSecret %s/%s (%s)", key.namespace, key.name, why)

@@ -12,7 +12,9 @@ test at teardown, and so does any request of tenantdb's ServiceAccount an API se
 Modules marked ``real_server`` run each test twice: on the devstack's API servers and on real
 kube-apiservers over one etcd (``devstack.realkube``, built by ``make kube``), where tenantdb
 holds only the chart's grants and a token the real server issued; a test marked
-``devstack_only`` needs what only the devstack can do and runs there alone.
+``devstack_only`` needs what only the devstack can do and runs there alone. A module also
+marked ``real_platform`` runs its second pass on the real platform as a whole: real OpenBao,
+ESO and cert-manager beside the real API servers (``devstack.upstream``).
 """
 
 from __future__ import annotations
@@ -473,13 +475,15 @@ def stack(
     with 403; a finding of either fails the test.
     """
     targets = tuple(getattr(request, "param", ("edge-1",)))
+    real_platform = api_server == "real" and request.node.get_closest_marker("real_platform")
+    options = {"components": "real" if real_platform else "stand-in", **platform_options}
     recorder = leaks.Recorder().start()
     try:
         platform = start_platform(
             tmp_path / "devstack",
             clusters=("management", *targets),
             api_server=api_server,
-            **platform_options,
+            **options,
         )
     except BaseException:
         recorder.stop()

@@ -58,6 +58,7 @@ from devstack.kube.store import Store
 from devstack.openbao.core import OpenBaoCore, Token
 from devstack.openbao.database import CredentialPlan, DatabaseMount
 from devstack.platform import Platform
+from devstack.upstream import RealOpenBao
 from tenantdb.core.served import KINDS
 
 PASSWORD = "password"
@@ -310,9 +311,28 @@ def _collect_api_servers(platform: Platform, found: Secrets) -> None:
             found.add_secret_object(name, obj)
 
 
+def _collect_real_openbao(openbao: RealOpenBao, found: Secrets) -> None:
+    """Every token and password a real OpenBao handed out, from its raw audit device."""
+    found.add(TOKEN, "OpenBao root token", openbao.root_token)
+    for event in openbao.audit_events(raw=True):
+        if event.get("type") != "response":
+            continue
+        path = (event.get("request") or {}).get("path", "")
+        answer = event.get("response") or {}
+        token = (answer.get("auth") or {}).get("client_token")
+        if token:
+            found.add(TOKEN, f"OpenBao token ({path})", token)
+        password = (answer.get("data") or {}).get("password")
+        if isinstance(password, str):
+            found.add(PASSWORD, f"OpenBao credential ({path})", password)
+
+
 def _collect_openbao(platform: Platform, found: Secrets) -> None:
     """The tokens OpenBao holds and its engine connections' passwords."""
     if platform.openbao is None:
+        return
+    if isinstance(platform.openbao, RealOpenBao):
+        _collect_real_openbao(platform.openbao, found)
         return
     core = platform.openbao.core
     found.add(TOKEN, "OpenBao root token", core.root_token)

@@ -15,7 +15,7 @@ from tenantdb.adapters.kube import SECRET
 from tests.e2e.conftest import Stack
 from tests.support import sql_login, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server]
+pytestmark = [pytest.mark.slow, pytest.mark.real_server, pytest.mark.real_platform]
 
 STATUS_FIELDS = {
     "conditions",
@@ -123,7 +123,7 @@ def test_a_secret_stripped_of_its_labels_and_edited_is_repaired_on_that_event(
 
     wait_for(
         lambda: (stack.secret(secret_name, cluster) or {}).get("password") == good["password"],
-        15,
+        30,
         "the repair on the Secret's own event (the next refresh is minutes away)",
     )
     assert kube.get(SECRET, "tenant-a", secret_name)["metadata"]["labels"] == labels

@@ -108,8 +108,26 @@ def test_unknown_issuer_leaves_certificate_not_ready(
     body["spec"]["issuerRef"]["name"] = "absent-issuer"
     custom.create_namespaced_custom_object(*CERT[:2], namespace, CERT[2], body)
 
-    def pending() -> dict[str, Any] | None:
-        conditions = _certificate(custom, namespace, body["metadata"]["name"]).get("status") or {}
-        return next((c for c in conditions.get("conditions") or [] if c["status"] == "False"), None)
+    def refusal() -> str | None:
+        """The message naming the missing issuer: cert-manager puts it on the request it made
+        for the Certificate (the Certificate itself says its Secret does not exist yet)."""
+        name = body["metadata"]["name"]
+        objects = [_certificate(custom, namespace, name)]
+        try:
+            listed = custom.list_namespaced_custom_object(
+                *CERT[:2], namespace, "certificaterequests"
+            )
+        except client.ApiException as exc:  # the stand-in makes no CertificateRequests
+            if exc.status != 404:
+                raise
+        else:
+            objects += listed.get("items") or []
+        for obj in objects:
+            for cond in (obj.get("status") or {}).get("conditions") or []:
+                refused = cond["type"] == "Ready" and cond["status"] == "False"
+                if refused and "absent-issuer" in cond.get("message", ""):
+                    return str(cond["message"])
+        return None
 
-    assert "not found" in wait_for(pending, what="the refusal")["message"]
+    assert "not found" in wait_for(refusal, what="the refusal")
+    assert not ready(_certificate(custom, namespace, body["metadata"]["name"]))

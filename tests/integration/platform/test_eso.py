@@ -168,7 +168,7 @@ def test_missing_generator_reports_sync_error(
 
         cond = wait_for(failed, what="the sync error")
         assert cond["reason"] == "SecretSyncedError"
-        assert "not found" in cond["message"]
+        assert cond["message"] == "could not get secret data from provider"
     finally:
         custom.delete_namespaced_custom_object(*ES[:2], CP_NAMESPACE, ES[2], name)
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import hvac
@@ -106,14 +106,34 @@ def test_operator_logs_in_and_writes_an_order_role(
         stored = bao.secrets.database.read_role(role, mount_point=ROLE_MOUNT)["data"]
         assert stored["db_name"] == "keystone-openstack"
         assert stored["default_ttl"] == 172800
-        with pytest.raises(hvac.exceptions.InvalidRequest, match="not an allowed role"):
-            bao.secrets.database.create_role(
-                f"order.elsewhere.p{suffix()}", mount_point=ROLE_MOUNT, **order_role_body("p_db")
-            )
         bao.secrets.database.delete_role(role, mount_point=ROLE_MOUNT)
     finally:
         root.secrets.database.delete_role(role, mount_point=ROLE_MOUNT)
         bao.adapter.close()
+
+
+def test_a_role_outside_the_connections_allowed_roles(
+    platform: Platform, operator: hvac.Client, root: hvac.Client
+) -> None:
+    """Real OpenBao accepts the role write and refuses only its credentials: an order of a
+    ControlPlane whose connection was never onboarded waits for credentials, its ExternalSecret
+    failing, rather than failing its role write. The stand-in refuses the write, as the
+    reference deployment's contract describes."""
+    stranger = f"order.elsewhere.p{suffix()}"
+    try:
+        if platform.components == "stand-in":
+            with pytest.raises(hvac.exceptions.InvalidRequest, match="not an allowed role"):
+                operator.secrets.database.create_role(
+                    stranger, mount_point=ROLE_MOUNT, **order_role_body("p_db")
+                )
+            return
+        operator.secrets.database.create_role(
+            stranger, mount_point=ROLE_MOUNT, **order_role_body("p_db")
+        )
+        with pytest.raises(hvac.exceptions.VaultError, match="is not an allowed role"):
+            root.read(f"{ROLE_MOUNT}/creds/{stranger}")
+    finally:
+        root.secrets.database.delete_role(stranger, mount_point=ROLE_MOUNT)
 
 
 def test_the_operator_role_refuses_the_workers_api_token(
@@ -132,6 +152,37 @@ def test_the_operator_role_refuses_the_workers_api_token(
             bao.auth.kubernetes.login("c5c3-operator", api_token, mount_point=KUBE_MOUNT)
         jwt = platform.operator_token_file.read_text(encoding="utf-8").strip()
         assert bao.auth.kubernetes.login("c5c3-operator", jwt, mount_point=KUBE_MOUNT)["auth"]
+    finally:
+        bao.adapter.close()
+
+
+def test_a_credential_dies_with_the_token_that_read_it(
+    platform: Platform,
+    core: client.CoreV1Api,
+    shared_identity: ClientPEMs,
+    order_role: Callable[[str], str],
+) -> None:
+    """What bounds every credential ESO delivers: OpenBao revokes a lease when the token that
+    created it ends, and ESO's generator never renews or revokes the token it logged in with,
+    so the `order-db` auth role's token TTL must cover the credential's max TTL."""
+    role = order_role(f"ttl_{suffix()}")
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)
+    )
+    jwt = core.create_namespaced_service_account_token(
+        "order-db-creds", CP_NAMESPACE, request
+    ).status.token
+    bao = hvac.Client(
+        url=platform.openbao_url, cert=shared_identity.cert, verify=shared_identity.ca_file
+    )
+    try:
+        login = bao.auth.kubernetes.login("order-db", jwt, mount_point=KUBE_MOUNT)
+        assert login["auth"]["lease_duration"] == 72 * 3600, "the onboarding's token_ttl"
+        creds = bao.read(f"{ROLE_MOUNT}/creds/{role}")
+        user = creds["data"]["username"]
+        assert sql_user_exists(user)
+        bao.auth.token.revoke_self()
+        wait_for(lambda: not sql_user_exists(user), 10, f"{user} to be dropped with its token")
     finally:
         bao.adapter.close()
 
