@@ -74,7 +74,7 @@ test: services kube lint ## Start the services, build the real kube-apiserver, l
 	$(BIN)/pytest -n $(TEST_PROCESSES) --dist loadgroup $(PYTEST_ARGS)
 
 .PHONY: demo
-demo: $(STAMP) ## Run the whole stack locally with three example orders (Ctrl-C stops it)
+demo: $(STAMP) kube ## Run the whole stack on the real platform with example orders (Ctrl-C stops it)
 	$(BIN)/tenantdb demo
 
 .PHONY: bench

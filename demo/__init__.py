@@ -1,14 +1,15 @@
 """``tenantdb demo`` (``python -m demo``): the whole stack, three orders, a live table.
 
-Starts the devstack (Kubernetes API servers for ``management`` and ``edge-1``, OpenBao, ESO,
-mariadb-operator, cert-manager, and a MySQL failover group where the MariaDB server binaries are
+Starts the platform (real kube-apiservers for ``management`` and ``edge-1`` with real OpenBao,
+External Secrets and cert-manager, built by ``make kube`` and onboarded as docs/operations.md says;
+the mariadb-operator stand-in, and a MySQL failover group where the MariaDB server binaries are
 installed) on the local Redis and MariaDB, then tenantdb's watcher, two workers, beat and Flower,
-and a Prometheus (Debian's ``prometheus``, when installed) scraping every tenantdb process with
-the chart's alert rules loaded; applies the orders in ``examples/`` with kubectl (MariaDBDatabases
-on the management cluster and on ``edge-1``, one that is refused, and a MysqlDatabase on the
-failover group, whose owner Secret the demo writes as a platform's secret store would) and shows
-them until they settle; once they have, it waits for Prometheus to show them by Ready reason.
-Ctrl-C (or the end of ``--until-ready``) stops every process it started and nothing else.
+and a Prometheus (Debian's ``prometheus``, when installed) scraping every tenantdb process with the
+chart's alert rules loaded; applies the orders in ``examples/`` with kubectl (MariaDBDatabases on
+the management cluster and on ``edge-1``, one that is refused, and a MysqlDatabase on the failover
+group, whose owner Secret the demo writes as a platform's secret store would) and shows them until
+they settle; once they have, it waits for Prometheus to show them by Ready reason. Ctrl-C (or the
+end of ``--until-ready``) stops every process it started and nothing else.
 
 It prints how to read a delivered credential, never the credential itself; Flower's demo
 password goes to a file in the state directory. It drives tenantdb and the devstack alike, so
@@ -186,7 +187,9 @@ def _wait_for_line(path: Path, text: str, proc: subprocess.Popen[bytes], seconds
     deadline = time.monotonic() + seconds
     while text not in path.read_text(errors="replace"):
         if proc.poll() is not None:
-            raise DemoError(f"the devstack exited; see {path}")
+            said = [line for line in path.read_text(errors="replace").splitlines() if line]
+            last = f": {said[-1]}" if said else ""
+            raise DemoError(f"the devstack exited{last} (see {path})")
         if time.monotonic() > deadline:
             raise DemoError(f"the devstack did not get ready within {seconds:g} s; see {path}")
         time.sleep(0.2)
@@ -203,10 +206,10 @@ def running_stack(state: Path) -> Iterator[tuple[dict[str, str], Processes]]:
         devstack = procs.start(
             "devstack",
             [sys.executable, "-m", "devstack", "up", "--state-dir", str(state / "devstack"),
-             "--clusters", "management,edge-1"],
+             "--clusters", "management,edge-1", "--api-server", "real", "--components", "real"],
             {**os.environ, "PYTHONPATH": str(REPO)},
         )  # fmt: skip
-        _wait_for_line(logs / "devstack.log", "devstack ready", devstack, 60)
+        _wait_for_line(logs / "devstack.log", "devstack ready", devstack, 120)
         env = {
             **os.environ,
             **_read_env(state / "devstack" / "env"),

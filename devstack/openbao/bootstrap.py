@@ -75,14 +75,18 @@ def order_db_policy(accessor: str, database_mount: str = DATABASE_MOUNT) -> str:
     return f'path "{database_mount}/creds/order.{template}.*" {{\n  capabilities = ["read"]\n}}\n'
 
 
-def operator_policy(database_mount: str = DATABASE_MOUNT) -> str:
-    """Return the `c5c3-operator` policy: the order roles and revoking their leases."""
+def operator_policy(database_mount: str = DATABASE_MOUNT, kube_mount: str = KUBE_MOUNT) -> str:
+    """Return the `c5c3-operator` policy: the order roles, revoking their leases, and reading
+    the generators' auth role (whose token TTL bounds every credential ESO reads)."""
     return (
         f'path "{database_mount}/roles/order.*" {{\n'
         '  capabilities = ["create", "read", "update", "delete"]\n'
         "}\n"
         f'path "sys/leases/revoke-prefix/{database_mount}/creds/order.*" {{\n'
         '  capabilities = ["update", "sudo"]\n'
+        "}\n"
+        f'path "auth/{kube_mount}/role/{ORDER_DB_ROLE}" {{\n'
+        '  capabilities = ["read"]\n'
         "}\n"
     )
 

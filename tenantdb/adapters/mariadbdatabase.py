@@ -40,7 +40,12 @@ from tenantdb.adapters.kube import (
     resource_for,
 )
 from tenantdb.adapters.metrics import RECONCILE_ERRORS
-from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
+from tenantdb.adapters.openbao import (
+    ClientCertificate,
+    OpenBaoError,
+    OpenBaoSession,
+    open_session,
+)
 from tenantdb.adapters.schemaindex import SchemaIndex
 from tenantdb.adapters.versionindex import SharedObjects, SharedRef, Versions
 from tenantdb.core.actions import (
@@ -74,9 +79,11 @@ from tenantdb.core.mariadbdatabase.models import (
 )
 from tenantdb.core.mariadbdatabase.naming import CLIENT_CERTIFICATE, SHARED_SERVICE_ACCOUNT
 from tenantdb.core.mariadbdatabase.openbao import (
+    GENERATOR_AUTH_ROLE,
     NAMESPACED_STORE_KIND,
     OpenBaoConnection,
     compute_connection,
+    compute_login_ttl,
     should_write_role,
 )
 from tenantdb.core.mariadbdatabase.passes import Leg, PassRecord
@@ -392,6 +399,7 @@ class MariaDBOrders:
         self.schemas = schemas
         self.shared = shared
         self._certificates: dict[ClientCertificateRef, tuple[float, ClientCertificate]] = {}
+        self._login_ttls: dict[OpenBaoConnection, tuple[float, int | None]] = {}
         self.read_jwt = read_jwt or (
             lambda: Path(settings.service_account_token_file).read_text(encoding="utf-8")
         )
@@ -663,9 +671,23 @@ class MariaDBOrders:
                 role.connection, role.client_certificate, _client_certificate(certificate)
             ) as session:
                 data = session.read_role(role.role_name)
+                login_ttl = self._login_ttl(session, role.connection)
         except OpenBaoError:
             return observation
-        return replace(observation, role=data, role_observed=True)
+        return replace(observation, role=data, role_observed=True, login_ttl=login_ttl)
+
+    def _login_ttl(self, session: OpenBaoSession, connection: OpenBaoConnection) -> int | None:
+        """The generators' login token lifetime at this server and mount, read at most once
+        per ``openbao_token_reuse_seconds`` (it is the platform's, the same for every order)."""
+        now = time.monotonic()
+        found = self._login_ttls.get(connection)
+        if found is not None and now - found[0] < self.settings.openbao_token_reuse_seconds:
+            return found[1]
+        login_ttl = compute_login_ttl(
+            session.read_auth_role(connection.auth_mount, GENERATOR_AUTH_ROLE)
+        )
+        self._login_ttls[connection] = (now, login_ttl)
+        return login_ttl
 
     def role_as_desired(self, role: EnsureRole) -> bool:
         """Whether the OpenBao role stands as ``role`` wants it: a quiet refresh's one check.

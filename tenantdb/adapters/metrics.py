@@ -47,6 +47,7 @@ LAG_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 OPENBAO_OPERATIONS = (
     "login",
     "read_role",
+    "read_auth_role",
     "write_role",
     "delete_role",
     "revoke_leases",

@@ -196,6 +196,34 @@ class OpenBaoSession:
             return None
         return cast(dict[str, Any], (answer or {}).get("data") or {})
 
+    def read_auth_role(self, mount: str, name: str) -> dict[str, Any] | None:
+        """Read a Kubernetes-auth role's ``data`` (its bindings and token TTLs); None when it
+        does not exist or this token may not read it (logged: the policy predates the read)."""
+        path = f"auth/{mount}/role/{name}"
+
+        def read() -> Any:
+            try:
+                return self._client.read(path)
+            except hvac.exceptions.InvalidPath:
+                return _ABSENT
+
+        with openbao_request("read_auth_role"):
+            try:
+                answer = self._do("GET", f"/v1/{path}", read)
+            except OpenBaoError as exc:
+                if exc.status != 403:
+                    raise
+                log.warning(
+                    "tenantdb may not read the OpenBao auth role %s, so it cannot check that its"
+                    " tokens outlive the credentials ESO reads with them; give the operator's"
+                    " policy read on it (docs/operations.md)",
+                    path,
+                )
+                return None
+        if answer is _ABSENT or not answer:
+            return None
+        return cast(dict[str, Any], answer.get("data") or {})
+
     def write_role(self, name: str, body: Mapping[str, Any]) -> None:
         """Create or replace a database role from its request body."""
         with openbao_request("write_role"):

@@ -243,3 +243,27 @@ def test_a_deleted_order_leaves_nothing_scheduled(stack: Stack, real_redis: redi
         )
 
     wait_for(unscheduled, 20, "the gone order's come-backs to be dropped")
+
+
+def test_login_tokens_that_die_before_the_refresh_get_the_order_no_credential(
+    stack: Stack,
+) -> None:
+    """OpenBao revokes a credential with the token that read it, and ESO never renews that
+    token: with `order-db` tokens of 30 s every delivered password would stop working within a
+    minute. tenantdb sets up no generator for such an order and says why."""
+    client = stack.platform.root_client()
+    try:
+        client.write(
+            "auth/kubernetes/management/role/order-db", token_ttl="30s", token_max_ttl="30s"
+        )
+    finally:
+        client.adapter.close()
+    name = stack.name("short-lived-db")
+    stack.apply_order(name)
+    condition = stack.wait_reason(name, "DatabaseReady", "OpenBaoError")
+    assert "kubernetes/management/role/order-db" in condition["message"]
+    assert "30s" in condition["message"]
+    assert stack.condition(name, "Ready").get("status") == "False"
+    assert stack.secret(f"{name}-credentials") is None
+    names = compute_order_names("", "tenant-a", name, "openstack")
+    assert stack.kube().get_or_none(EXTERNAL_SECRET, "openstack", names.credentials) is None

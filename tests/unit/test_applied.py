@@ -203,3 +203,25 @@ def test_an_apply_of_a_child_not_read_and_a_create_or_update_carry_no_version() 
     applies = [a for a in plan.actions if isinstance(a, ApplyObject)]
     assert applies, "a new order's plan applies its first children"
     assert [a.read_version for a in applies] == [None] * len(applies)
+
+
+def test_a_login_token_that_dies_before_the_refresh_stops_the_leg_before_the_generator() -> None:
+    """Every credential ESO reads is revoked with its login token: with tokens shorter than the
+    24 h refresh, the order gets no generator (so no credential is delivered) and says why."""
+    observed = replace(_as_live(_observation(World(external_secret=None))), login_ttl=30)
+    plan = plan_provision(replace(observed, live={}))
+    kinds = [a.ref.kind for a in plan.actions if isinstance(a, ApplyObject)]
+    assert "VaultDynamicSecret" not in kinds
+    assert "ExternalSecret" not in kinds
+    outcome = plan.result.outcome
+    assert not outcome.proceed
+    update = next(c for c in outcome.conditions if c.type == "DatabaseReady")
+    assert (update.status, update.reason) == (False, "OpenBaoError")
+    assert "kubernetes/management/role/order-db" in update.message
+    assert "30s" in update.message
+    assert plan.result.role_name
+
+
+def test_a_login_token_that_outlives_the_refresh_changes_nothing() -> None:
+    observed = _as_live(_observation(World()))
+    assert plan_provision(replace(observed, login_ttl=72 * 3600)) == plan_provision(observed)

@@ -13,8 +13,10 @@ from tenantdb.core.mariadbdatabase.openbao import (
     StoreLocation,
     build_role,
     compute_connection,
+    compute_login_ttl,
     compute_openbao_failure,
     compute_store_location,
+    is_login_ttl_too_short,
     should_write_role,
 )
 from tests.unit.mdb_builders import make_control_plane
@@ -201,3 +203,38 @@ def test_connection_falls_back_field_by_field(
 ) -> None:
     store = None if spec is None else SecretStore.model_validate({"spec": spec})
     assert compute_connection(store) == expected
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        pytest.param({"token_ttl": 259200, "token_max_ttl": 259200}, 259200, id="onboarded"),
+        pytest.param({"token_ttl": 30, "token_max_ttl": 0}, 30, id="ttl-only"),
+        pytest.param({"token_ttl": 0, "token_max_ttl": 3600}, 3600, id="max-only"),
+        pytest.param({"token_ttl": 7200, "token_max_ttl": 3600}, 3600, id="the-shorter"),
+        pytest.param({"token_ttl": 0, "token_max_ttl": 0}, None, id="mount-defaults"),
+        pytest.param({"token_ttl": "30s"}, None, id="not-seconds"),
+        pytest.param({"token_ttl": True}, None, id="not-a-number"),
+        pytest.param(None, None, id="unread"),
+    ],
+)
+def test_the_login_ttl_is_the_shorter_token_ttl_set(
+    data: dict[str, Any] | None, expected: int | None
+) -> None:
+    assert compute_login_ttl(data) == expected
+
+
+@pytest.mark.parametrize(
+    ("login_ttl", "too_short"),
+    [
+        pytest.param(None, False, id="unknown-is-not-refused"),
+        pytest.param(30, True, id="thirty-seconds"),
+        pytest.param(24 * 3600 - 1, True, id="a-second-short-of-the-refresh"),
+        pytest.param(24 * 3600, False, id="lives-until-the-refresh"),
+        pytest.param(72 * 3600, False, id="onboarded"),
+    ],
+)
+def test_a_login_ttl_shorter_than_the_refresh_is_refused(
+    login_ttl: int | None, too_short: bool
+) -> None:
+    assert is_login_ttl_too_short(login_ttl, 24 * 3600) is too_short

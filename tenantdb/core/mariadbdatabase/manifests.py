@@ -29,6 +29,8 @@ CERTIFICATE_API_VERSION = "cert-manager.io/v1"
 CLEANUP_SKIP = "Skip"
 CLEANUP_DELETE = "Delete"
 REFRESH_INTERVAL = "24h"
+REFRESH_SECONDS = 24 * 3600
+"""`REFRESH_INTERVAL` in seconds: how long each credential ESO reads must stay valid."""
 CLIENT_CERT_ISSUER = "openbao-ca-issuer"
 SECRET_KEYS = ("host", "port", "database", "username", "password")
 CA_KEY = "ca.crt"

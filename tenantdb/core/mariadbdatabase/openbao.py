@@ -124,6 +124,31 @@ def should_write_role(observed: Mapping[str, Any] | None, desired: RoleBody) -> 
     return current != desired
 
 
+def compute_login_ttl(role_data: Mapping[str, Any] | None) -> int | None:
+    """The lifetime, in seconds, of a token the generators' auth role issues, from the role's
+    `data`: the shorter of `token_ttl` and `token_max_ttl` where set. None when neither is
+    set (the auth mount's defaults apply, which tenantdb does not read) or the role is unread.
+    """
+    if not role_data:
+        return None
+    found = []
+    for name in ("token_ttl", "token_max_ttl"):
+        value = role_data.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            found.append(value)
+    return min(found) if found else None
+
+
+def is_login_ttl_too_short(login_ttl: int | None, refresh_seconds: int) -> bool:
+    """Whether a credential ESO reads would die before ESO replaces it.
+
+    OpenBao revokes a lease when the token that created it ends, and ESO's generator never
+    renews or revokes the token it logged in with, so each delivered credential lives at most
+    `login_ttl` seconds; it must outlive the `refresh_seconds` until the next refresh.
+    """
+    return login_ttl is not None and login_ttl < refresh_seconds
+
+
 def compute_openbao_failure(error: str, status_code: int | None) -> str:
     """Word an OpenBao failure for DatabaseReady; a 403 names the bootstrap scripts to re-run."""
     return msg_openbao_error(error, permission_denied=status_code == PERMISSION_DENIED)

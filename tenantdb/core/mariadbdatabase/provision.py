@@ -20,6 +20,7 @@ from tenantdb.core.applied import is_applied, is_contained
 from tenantdb.core.mariadbdatabase.actions import Action, ClientCertificateRef, EnsureRole
 from tenantdb.core.mariadbdatabase.conditions import ConditionUpdate
 from tenantdb.core.mariadbdatabase.manifests import (
+    REFRESH_SECONDS,
     build_client_certificate,
     build_database_cr,
     build_external_secret,
@@ -39,9 +40,12 @@ from tenantdb.core.mariadbdatabase.naming import (
     is_owned_order_child,
 )
 from tenantdb.core.mariadbdatabase.openbao import (
+    GENERATOR_AUTH_ROLE,
+    MAX_TTL_SECONDS,
     OpenBaoConnection,
     build_role,
     compute_openbao_failure,
+    is_login_ttl_too_short,
     should_write_role,
 )
 from tenantdb.core.mariadbdatabase.reasons import (
@@ -53,6 +57,7 @@ from tenantdb.core.mariadbdatabase.reasons import (
     msg_database_collision,
     msg_database_provisioned,
     msg_dependency_unreadable,
+    msg_login_ttl_too_short,
     msg_waiting_for_client_certificate,
     msg_waiting_for_database,
     msg_waiting_for_engine_username,
@@ -88,7 +93,9 @@ class ProvisionObservation:
     `live` holds the children the pass read, raw, by reference; an apply whose object is there
     and already as desired is left out of the plan, and one whose child was not read stays in.
     `role` is the OpenBao role's data when `role_observed` (None: no such role); without an
-    observation the role is always ensured.
+    observation the role is always ensured. `login_ttl` is the lifetime of the tokens the
+    generators' auth role (`order-db`) issues, read with the role (None: not read, or the
+    mount's defaults apply).
     """
 
     order: MariaDBDatabase
@@ -104,6 +111,7 @@ class ProvisionObservation:
     live: LiveObjects = field(default_factory=dict)
     role: Mapping[str, Any] | None = None
     role_observed: bool = False
+    login_ttl: int | None = None
     claimed_by: str | None = None
 
 
@@ -311,6 +319,17 @@ def _plan_all(obs: ProvisionObservation) -> ProvisionPlan:
             client_certificate=ClientCertificateRef(scope.cp_namespace, CLIENT_CERTIFICATE),
         )
     )
+    if obs.login_ttl is not None and is_login_ttl_too_short(obs.login_ttl, REFRESH_SECONDS):
+        # No generator, no credential: one would be revoked before ESO replaced it.
+        message = msg_login_ttl_too_short(
+            obs.connection.auth_mount,
+            GENERATOR_AUTH_ROLE,
+            obs.login_ttl,
+            REFRESH_SECONDS,
+            MAX_TTL_SECONDS,
+        )
+        outcome = _refused(Reason.OPENBAO_ERROR, message, requeue=True)
+        return ProvisionPlan(tuple(actions), LegResult(outcome, role_name=names.role))
     return _plan_after_role(obs, actions)
 
 

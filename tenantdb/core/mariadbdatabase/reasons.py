@@ -191,6 +191,18 @@ def msg_openbao_error(error: str, *, permission_denied: bool) -> str:
     return f"{BOOTSTRAP_HINT}{error}" if permission_denied else error
 
 
+def msg_login_ttl_too_short(
+    auth_mount: str, auth_role: str, login_ttl: int, refresh_seconds: int, max_ttl: int
+) -> str:
+    """Word OpenBaoError when every credential ESO reads would die before its refresh."""
+    return (
+        f"OpenBao's auth role {auth_mount}/role/{auth_role} gives ESO's login tokens"
+        f" {login_ttl}s, and a credential is revoked with the token that read it: it would"
+        f" die before ESO replaces it every {refresh_seconds}s; raise the role's token_ttl"
+        f" and token_max_ttl to at least the database role's max_ttl ({max_ttl}s)"
+    )
+
+
 def msg_waiting_for_database(keystone_namespace: str, cr_name: str) -> str:
     """Word WaitingForDatabase."""
     return f"MariaDB Database {keystone_namespace}/{cr_name} is not ready"
