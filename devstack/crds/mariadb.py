@@ -1,10 +1,13 @@
 """The mariadb-operator CRDs the devstack serves: MariaDB and Database (`k8s.mariadb.com/v1alpha1`).
 
-Owns their schemas for the fields tenantdb and the stand-in controller use, with the operator's
-names, defaults and printer columns. Deliberately left out: every other SQL kind (User, Grant,
-Connection, Backup, …), the operator's validating webhook (its immutability of `mariaDbRef`,
-`characterSet`, `collate` and `name` is not enforced), and the MariaDB spec beyond the root
-password and port (the rest is kept as unknown fields).
+Owns their schemas for the fields tenantdb and the stand-in controller use, with upstream
+mariadb-operator's names, defaults, printer columns and short names. The operator's validating
+webhook is left out; the immutability it gives a Database's `mariaDbRef` (as a whole),
+`characterSet`, `collate` and `name` is kept by CEL transition rules with the webhook's message:
+`self == oldSelf` on the first three (always set, the latter two by their defaults), and one on
+the spec for `name`, which may be unset and must stay so. Deliberately left out as well: every
+other SQL kind (User, Grant, Connection, Backup, …), ExternalMariaDB, and the MariaDB spec beyond
+the root password and port (the rest is kept as unknown fields).
 """
 
 from __future__ import annotations
@@ -15,6 +18,19 @@ GROUP = "k8s.mariadb.com"
 VERSION = "v1alpha1"
 _READY = '.status.conditions[?(@.type=="Ready")].status'
 _MESSAGE = '.status.conditions[?(@.type=="Ready")].message'
+
+
+_NAME_IMMUTABLE = {
+    "rule": "(has(self.name) ? self.name : '') == (has(oldSelf.name) ? oldSelf.name : '')",
+    "message": "'spec.name' field is immutable",
+    "fieldPath": ".name",
+}
+
+
+def _immutable(node: Schema, field: str) -> Schema:
+    """A Database spec field the operator's webhook keeps as it was created."""
+    rule = {"rule": "self == oldSelf", "message": f"'spec.{field}' field is immutable"}
+    return {**node, "x-kubernetes-validations": [rule]}
 
 
 def mariadb() -> Schema:
@@ -54,31 +70,38 @@ def mariadb() -> Schema:
 
 def database() -> Schema:
     """The Database CRD."""
-    return crd(
+    spec = obj(
+        {
+            "mariaDbRef": _immutable(
+                obj(
+                    {
+                        "name": string(),
+                        "namespace": string(),
+                        # MariaDB (also when unset) or ExternalMariaDB, as upstream: no enum.
+                        "kind": string(),
+                        "waitForIt": boolean(default=True),
+                    }
+                ),
+                "mariaDbRef",
+            ),
+            "characterSet": _immutable(string(default="utf8"), "characterSet"),
+            "collate": _immutable(string(default="utf8_general_ci"), "collate"),
+            "name": string(maxLength=80),
+            "requeueInterval": string(),
+            "retryInterval": string(),
+            "cleanupPolicy": string(enum=["Skip", "Delete"]),
+        },
+        required=("mariaDbRef",),
+    )
+    # `name` may be unset, and the webhook refuses setting or unsetting it too.
+    spec["x-kubernetes-validations"] = [_NAME_IMMUTABLE]
+    built = crd(
         group=GROUP,
         kind="Database",
         plural="databases",
         version=VERSION,
         short_names=("dmdb",),
-        spec=obj(
-            {
-                "mariaDbRef": obj(
-                    {
-                        "name": string(),
-                        "namespace": string(),
-                        "kind": string(),
-                        "waitForIt": boolean(default=True),
-                    }
-                ),
-                "characterSet": string(default="utf8"),
-                "collate": string(default="utf8_general_ci"),
-                "name": string(maxLength=80),
-                "requeueInterval": string(),
-                "retryInterval": string(),
-                "cleanupPolicy": string(enum=["Skip", "Delete"]),
-            },
-            required=("mariaDbRef",),
-        ),
+        spec=spec,
         status=obj({"conditions": conditions()}),
         columns=(
             ("Ready", "string", _READY),
@@ -86,9 +109,12 @@ def database() -> Schema:
             ("CharSet", "string", ".spec.characterSet"),
             ("Collate", "string", ".spec.collate"),
             ("MariaDB", "string", ".spec.mariaDbRef.name"),
-            ("Name", "string", ".spec.name"),
         ),
     )
+    # Upstream prints the Name column after Age, which `crd` puts last.
+    columns = built["spec"]["versions"][0]["additionalPrinterColumns"]
+    columns.append({"name": "Name", "type": "string", "jsonPath": ".spec.name"})
+    return built
 
 
 CRDS = (mariadb, database)

@@ -1,30 +1,46 @@
 """The mariadb-operator stand-in's controllers: MariaDB health and Database schemas.
 
-Owns, on every cluster it is given, what mariadb-operator does to the objects tenantdb reads and
-writes: a `MariaDB` reads Ready while the real server answers a root login (every MariaDB CR maps
-to the one real server; the root password comes from `rootPasswordSecretKeyRef`); a `Database`
-resolves `mariaDbRef` in its own namespace (or the one named), gets the finalizer
-`database.k8s.mariadb.com/finalizer`, and has its schema created with
-`CREATE DATABASE IF NOT EXISTS` and its characterSet and collate, then reads Ready (`Created`).
-Deleting a Database drops the schema when `cleanupPolicy` is `Delete` (unset means Delete, as in
-the real operator) and keeps it with `Skip`, then releases the finalizer.
+Owns, on every cluster it is given, what upstream mariadb-operator does to the objects tenantdb
+reads and writes: a `MariaDB` reads Ready while the real server answers a root login (every MariaDB
+CR maps to the one real server; the root password comes from `rootPasswordSecretKeyRef`).
+
+A `Database` resolves `mariaDbRef` (kind `MariaDB` unless it says `ExternalMariaDB`) in its own
+namespace or the one named; while a MariaDB does not read Ready it is looked at again every second
+(whatever `waitForIt` says, as upstream). It then logs in and creates its schema (`spec.name`, else
+its own name) with `CREATE DATABASE … CHARACTER SET … COLLATE …` unless the schema exists, in which
+case nothing is checked or changed. After the first successful create it gets the finalizer
+`database.k8s.mariadb.com/finalizer`, and it reads Ready (`Created`, `Created`); a failure reads
+Ready False (`Failed`: `MariaDB not found`, `Error connecting to MariaDB: …`, `Error creating
+<name>: …`). A created Database comes back after `requeueInterval` (10 h without one) plus up to
+1 h at random; a failed one after `retryInterval`, or at once with the controller's back-off
+without one (a missing MariaDB always backs off). Durations are simulated seconds (`time_scale`).
+
+Deleting a Database that has the finalizer releases it without SQL when its MariaDB is gone or
+being deleted; otherwise it waits for the MariaDB as above, logs in, drops the schema with
+`DROP DATABASE IF EXISTS` unless `cleanupPolicy` is `Skip` (unset means Delete), and releases the
+finalizer; a failure there backs off.
 
 Schemas this process created are tracked: `cleanup()` (run when the devstack stops) drops those
 whose Database last said Delete or nothing, and keeps those under Skip, because an order with
 `deletionPolicy: Retain` owns them. A schema that existed before its Database is never dropped at
 stop (a Database deleted with Delete still drops it, as the real operator would).
 
-It must never send a name to SQL that is not a plain identifier. Deliberately left out: the
-operator's webhook (immutability), every other SQL kind (User, Grant, …), Galera/replication
-topology, TLS to the server, and `requeueInterval` beyond re-running the create.
+It must never send a name to SQL that is not a plain identifier (such a Database reads Failed with
+`Error creating <name>: invalid database name …` and is not retried). Deliberately left out: the
+operator's webhook (the CRD's CEL rules keep its immutable fields), ExternalMariaDB (the devstack
+serves none, so such a reference is never found), StatefulSet health (the MariaDB's Ready stands
+in for it), binlog replay, every other SQL kind (User, Grant, …), Galera/replication topology,
+and TLS to the server.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import random
 import threading
 from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
 import pymysql
 
@@ -46,12 +62,125 @@ from devstack.reconciler import (
 log = logging.getLogger(__name__)
 
 MARIADBS = "mariadbs.k8s.mariadb.com"
+EXTERNAL_MARIADBS = "externalmariadbs.k8s.mariadb.com"
 DATABASES = "databases.k8s.mariadb.com"
 FINALIZER = "database.k8s.mariadb.com/finalizer"
 MANAGER = "mariadb-operator"
+MARIADB = "MariaDB"
+EXTERNAL_MARIADB = "ExternalMariaDB"
 SKIP = "Skip"
+DELETE = "Delete"
+DEFAULT_CHARSET = "utf8"
+DEFAULT_COLLATE = "utf8_general_ci"
 HEALTH_INTERVAL = 5.0
-_RETRY = 2.0
+REQUEUE_INTERVAL = 10 * 3600.0
+"""Seconds a created Database waits before it is reconciled again, without `requeueInterval`."""
+REQUEUE_MAX_OFFSET = 3600.0
+"""The most random seconds added to every requeue interval, so Databases spread out."""
+WAIT_FOR_MARIADB = 1.0
+"""Seconds between looks at a MariaDB that does not read Ready (real seconds, not scaled)."""
+
+Outcome = Literal["created", "not-found", "connect", "create"]
+"""What a Database's reconcile came to, as its Ready condition tells it."""
+FinalizeStep = Literal["none", "release", "wait", "drop", "keep"]
+"""What deleting a Database does next: nothing, release the finalizer without SQL, wait for the
+MariaDB, or log in and then drop or keep the schema before releasing."""
+
+
+class RetryError(Exception):
+    """A Database's reconcile failed and has no `retryInterval`: the controller backs off."""
+
+
+def mariadb_kind(spec: Obj) -> str:
+    """The kind a Database's `mariaDbRef` points at: ExternalMariaDB if it says so, else MariaDB."""
+    ref = spec.get("mariaDbRef") or {}
+    return EXTERNAL_MARIADB if ref.get("kind") == EXTERNAL_MARIADB else MARIADB
+
+
+def mariadb_resource(spec: Obj) -> str:
+    """The resource a Database's `mariaDbRef` is read from."""
+    return EXTERNAL_MARIADBS if mariadb_kind(spec) == EXTERNAL_MARIADB else MARIADBS
+
+
+def schema_of(name: str, spec: Obj) -> str:
+    """The schema a Database stands for: `spec.name`, else the Database's own name."""
+    return str(spec.get("name") or name)
+
+
+def charset_and_collate(spec: Obj) -> tuple[str, str]:
+    """A Database's character set and collation (the CRD's defaults when absent)."""
+    charset = spec.get("characterSet")
+    collate = spec.get("collate")
+    return (
+        DEFAULT_CHARSET if charset is None else str(charset),
+        DEFAULT_COLLATE if collate is None else str(collate),
+    )
+
+
+def cleanup_policy(spec: Obj) -> str:
+    """A Database's `cleanupPolicy`; unset means Delete."""
+    return str(spec.get("cleanupPolicy") or DELETE)
+
+
+def waits_for(spec: Obj, mariadb: Obj) -> bool:
+    """Whether a Database waits for its MariaDB: one of kind MariaDB that does not read Ready."""
+    if mariadb_kind(spec) != MARIADB:
+        return False
+    conditions = (mariadb.get("status") or {}).get("conditions") or []
+    return not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def ready_status(outcome: Outcome, name: str, detail: str = "") -> tuple[bool, str, str]:
+    """The Ready condition's status, reason and message for a reconcile's outcome.
+
+    Args:
+        outcome: What the reconcile came to.
+        name: The Database's own name.
+        detail: The kind not found, or the error connecting or creating.
+    """
+    if outcome == "created":
+        return True, "Created", "Created"
+    messages = {
+        "not-found": f"{detail} not found",
+        "connect": f"Error connecting to MariaDB: {detail}",
+        "create": f"Error creating {name}: {detail}",
+    }
+    return False, "Failed", messages[outcome]
+
+
+def _duration(value: Any) -> float | None:
+    """A Go duration in seconds; None when absent or unreadable."""
+    if value is None or value == "":
+        return None
+    try:
+        return parse_go_duration(str(value))
+    except ValueError:
+        return None
+
+
+def requeue_after(spec: Obj, fraction: float) -> float:
+    """Seconds until a created Database is reconciled again: `requeueInterval` (10 h without
+    one) plus `fraction` (0 to 1) of the 1 h random offset."""
+    interval = _duration(spec.get("requeueInterval"))
+    return (REQUEUE_INTERVAL if interval is None else interval) + fraction * REQUEUE_MAX_OFFSET
+
+
+def retry_after(spec: Obj) -> float | None:
+    """Seconds until a failed Database is tried again: `retryInterval`; None (the controller's
+    back-off) without one (a zero or unreadable one counts as none)."""
+    return _duration(spec.get("retryInterval")) or None
+
+
+def finalize_step(db: Obj, mariadb: Obj | None) -> FinalizeStep:
+    """What deleting a Database does next, given its MariaDB (None when it is gone)."""
+    if FINALIZER not in (meta(db).get("finalizers") or []):
+        return "none"
+    if mariadb is None or meta(mariadb).get("deletionTimestamp"):
+        return "release"
+    spec = db.get("spec") or {}
+    if waits_for(spec, mariadb):
+        return "wait"
+    return "keep" if cleanup_policy(spec) == SKIP else "drop"
 
 
 class MariaDBOperator:
@@ -133,10 +262,12 @@ class MariaDBOperator:
             m = meta(obj)
             keys = []
             for db in self.clusters[cluster].list(DATABASES):
-                ref = (db.get("spec") or {}).get("mariaDbRef") or {}
+                spec = db.get("spec") or {}
+                ref = spec.get("mariaDbRef") or {}
                 dm = meta(db)
                 ns = ref.get("namespace") or dm.get("namespace")
-                if ref.get("name") == m.get("name") and ns == m.get("namespace"):
+                same = ref.get("name") == m.get("name") and ns == m.get("namespace")
+                if same and mariadb_kind(spec) == MARIADB:
                     keys.append(Key(cluster, str(dm["namespace"]), str(dm["name"])))
             return keys
 
@@ -191,8 +322,9 @@ class MariaDBOperator:
     # ------------------------------------------------------------ Database
 
     def _set_ready(
-        self, cluster: KubeApi, key: Key, db: Obj, ok: bool, reason: str, message: str
+        self, cluster: KubeApi, key: Key, db: Obj, outcome: Outcome, detail: str = ""
     ) -> None:
+        ok, reason, message = ready_status(outcome, key.name, detail)
         previous = (db.get("status") or {}).get("conditions") or []
         ready = condition("Ready", ok, reason, message, previous)
         if previous == [ready]:
@@ -210,10 +342,19 @@ class MariaDBOperator:
             if exc.code != 404:
                 raise
 
+    def _failed(self, cluster: KubeApi, key: Key, db: Obj, outcome: Outcome, detail: str) -> float:
+        """Say why a reconcile failed; come back after `retryInterval`, else back off."""
+        self._set_ready(cluster, key, db, outcome, detail)
+        retry = retry_after(db.get("spec") or {})
+        if retry is None:
+            raise RetryError(ready_status(outcome, key.name, detail)[2])
+        return retry / self.time_scale
+
     def _mariadb_of(self, cluster: KubeApi, db: Obj) -> Obj | None:
-        ref = (db.get("spec") or {}).get("mariaDbRef") or {}
+        spec = db.get("spec") or {}
+        ref = spec.get("mariaDbRef") or {}
         ns = str(ref.get("namespace") or meta(db).get("namespace", ""))
-        return get_or_none(cluster, MARIADBS, str(ref.get("name", "")), ns)
+        return get_or_none(cluster, mariadb_resource(spec), str(ref.get("name", "")), ns)
 
     def _reconcile_database(self, key: Key) -> float | None:
         cluster = self.clusters[key.cluster]
@@ -222,6 +363,33 @@ class MariaDBOperator:
             return None
         if meta(db).get("deletionTimestamp"):
             return self._finalize(cluster, key, db)
+        spec = db.get("spec") or {}
+        mariadb = self._mariadb_of(cluster, db)
+        if mariadb is None:
+            self._set_ready(cluster, key, db, "not-found", mariadb_kind(spec))
+            raise RetryError(ready_status("not-found", key.name, mariadb_kind(spec))[2])
+        if waits_for(spec, mariadb):
+            return WAIT_FOR_MARIADB
+        try:
+            server = self._root_server(cluster, mariadb)
+            sql.ping(server)
+        except (LookupError, pymysql.MySQLError) as exc:
+            return self._failed(cluster, key, db, "connect", _error_text(exc))
+        return self._create(cluster, key, db, server)
+
+    def _create(self, cluster: KubeApi, key: Key, db: Obj, server: sql.Server) -> float | None:
+        spec = db.get("spec") or {}
+        schema = schema_of(key.name, spec)
+        try:
+            created = sql.create_schema(server, schema, *charset_and_collate(spec))
+        except sql.InvalidIdentifierError as exc:
+            self._set_ready(cluster, key, db, "create", str(exc))
+            return None
+        except pymysql.MySQLError as exc:
+            return self._failed(cluster, key, db, "create", _sql_error(exc))
+        with self._lock:
+            if created or schema in self._created:
+                self._created[schema] = cleanup_policy(spec)
         finalizers = list(meta(db).get("finalizers") or [])
         if FINALIZER not in finalizers:
             cluster.patch(
@@ -231,82 +399,20 @@ class MariaDBOperator:
                 key.namespace,
                 manager=MANAGER,
             )
-            return 0.0
-        spec = db.get("spec") or {}
-        schema = str(spec.get("name") or key.name)
-        try:
-            sql.check_identifier(schema, "database name")
-        except sql.InvalidIdentifierError as exc:
-            self._set_ready(cluster, key, db, False, "Failed", str(exc))
-            return None
-        mariadb = self._mariadb_of(cluster, db)
-        if mariadb is None:
-            ref = spec.get("mariaDbRef") or {}
-            message = f'Error getting MariaDB: MariaDB "{ref.get("name", "")}" not found'
-            self._set_ready(cluster, key, db, False, "Failed", message)
-            return _RETRY
-        if not any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in (mariadb.get("status") or {}).get("conditions") or []
-        ):
-            self._set_ready(cluster, key, db, False, "Failed", "MariaDB not ready")
-            return _RETRY
-        return self._create(cluster, key, db, mariadb, schema)
-
-    def _create(
-        self, cluster: KubeApi, key: Key, db: Obj, mariadb: Obj, schema: str
-    ) -> float | None:
-        spec = db.get("spec") or {}
-        policy = str(spec.get("cleanupPolicy") or "Delete")
-        try:
-            server = self._root_server(cluster, mariadb)
-            created = sql.create_schema(
-                server,
-                schema,
-                str(spec.get("characterSet") or "utf8"),
-                str(spec.get("collate") or "utf8_general_ci"),
-            )
-        except sql.InvalidIdentifierError as exc:
-            self._set_ready(cluster, key, db, False, "Failed", str(exc))
-            return None
-        except (LookupError, pymysql.MySQLError) as exc:
-            message = exc.args[0] if isinstance(exc, LookupError) else _sql_error(exc)
-            self._set_ready(cluster, key, db, False, "ConnectionFailed", f"Error: {message}")
-            return _RETRY
-        with self._lock:
-            if created or schema in self._created:
-                self._created[schema] = policy
-        self._set_ready(cluster, key, db, True, "Created", "Created")
-        requeue = spec.get("requeueInterval")
-        if requeue:
-            try:
-                return parse_go_duration(str(requeue)) / self.time_scale
-            except ValueError:
-                return None
-        return None
+        self._set_ready(cluster, key, db, "created")
+        fraction = random.random()  # noqa: S311 - spread, not secrecy
+        return requeue_after(spec, fraction) / self.time_scale
 
     def _finalize(self, cluster: KubeApi, key: Key, db: Obj) -> float | None:
         finalizers = list(meta(db).get("finalizers") or [])
         if FINALIZER not in finalizers:
             return None
-        spec = db.get("spec") or {}
-        schema = str(spec.get("name") or key.name)
-        policy = str(spec.get("cleanupPolicy") or "Delete")
         mariadb = self._mariadb_of(cluster, db)
-        if mariadb is not None and sql.IDENTIFIER.fullmatch(schema):
-            if policy == SKIP:
-                with self._lock:
-                    if schema in self._created:
-                        self._created[schema] = SKIP
-            else:
-                try:
-                    sql.drop_schema(self._root_server(cluster, mariadb), schema)
-                except (LookupError, pymysql.MySQLError) as exc:
-                    message = exc.args[0] if isinstance(exc, LookupError) else _sql_error(exc)
-                    self._set_ready(cluster, key, db, False, "ConnectionFailed", str(message))
-                    return _RETRY
-                with self._lock:
-                    self._created.pop(schema, None)
+        step = finalize_step(db, mariadb)
+        if step == "wait":
+            return WAIT_FOR_MARIADB
+        if mariadb is not None and step in ("drop", "keep"):
+            self._clean_up_schema(cluster, key, db, mariadb, step)
         remaining = [f for f in finalizers if f != FINALIZER]
         try:
             cluster.patch(
@@ -320,6 +426,34 @@ class MariaDBOperator:
             if exc.code != 404:
                 raise
         return None
+
+    def _clean_up_schema(
+        self, cluster: KubeApi, key: Key, db: Obj, mariadb: Obj, step: FinalizeStep
+    ) -> None:
+        """Log in, and drop the schema under Delete (keep it under Skip).
+
+        Raises:
+            RetryError: The login or the drop failed.
+        """
+        schema = schema_of(key.name, db.get("spec") or {})
+        try:
+            server = self._root_server(cluster, mariadb)
+            if step == "drop" and sql.IDENTIFIER.fullmatch(schema):
+                sql.drop_schema(server, schema)
+            else:
+                sql.ping(server)
+        except (LookupError, pymysql.MySQLError) as exc:
+            raise RetryError(f"error finalizing {key.name}: {_error_text(exc)}") from exc
+        with self._lock:
+            if step == "drop":
+                self._created.pop(schema, None)
+            elif schema in self._created:
+                self._created[schema] = SKIP
+
+
+def _error_text(exc: LookupError | pymysql.MySQLError) -> str:
+    """A missing root password's message, or a driver error's code and server message."""
+    return str(exc.args[0]) if isinstance(exc, LookupError) else _sql_error(exc)
 
 
 def _sql_error(exc: pymysql.MySQLError) -> str:

@@ -1,9 +1,11 @@
 """The SQL the mariadb-operator stand-in runs on the real MariaDB: schemas, and a health check.
 
 Owns validating schema names, character sets and collations before they reach SQL, quoting them,
-and the three statements (`CREATE DATABASE IF NOT EXISTS … CHARACTER SET … COLLATE …`,
-`DROP DATABASE IF EXISTS …`, a schema lookup) plus a ping. Values travel as bound parameters;
-identifiers only after validation and quoting. It must never log a password.
+and the three statements, as upstream mariadb-operator runs them: a schema lookup, then
+`CREATE DATABASE … CHARACTER SET … COLLATE …` only when the schema is absent (an existing one is
+left as it is, its character set and collation unchecked; an empty character set or collation
+leaves its clause out), and `DROP DATABASE IF EXISTS …`; plus a ping. Values travel as bound
+parameters; identifiers only after validation and quoting. It must never log a password.
 """
 
 from __future__ import annotations
@@ -78,40 +80,65 @@ def ping(server: Server) -> None:
         session.close()
 
 
+def create_statement(name: str, charset: str, collate: str) -> str:
+    """The statement that creates a schema; an empty character set or collation is left out.
+
+    Raises:
+        InvalidIdentifierError: A name is not a plain identifier.
+    """
+    statement = f"CREATE DATABASE {quote(check_identifier(name, 'database name'))}"
+    if charset:
+        statement += f" CHARACTER SET = {quote(check_identifier(charset, 'character set'))}"
+    if collate:
+        statement += f" COLLATE = {quote(check_identifier(collate, 'collation'))}"
+    return statement
+
+
+def drop_statement(name: str) -> str:
+    """The statement that drops a schema if it exists.
+
+    Raises:
+        InvalidIdentifierError: The name is not a plain identifier.
+    """
+    return f"DROP DATABASE IF EXISTS {quote(check_identifier(name, 'database name'))}"
+
+
+def _exists(cursor: Any, name: str) -> bool:
+    cursor.execute(
+        "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (name,)
+    )
+    row = cursor.fetchone()
+    return bool(row and row[0])
+
+
 def schema_exists(server: Server, name: str) -> bool:
     """Report whether a schema exists."""
     session = _connect(server)
     try:
         with session.cursor() as cursor:
-            cursor.execute(
-                "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (name,)
-            )
-            row = cursor.fetchone()
+            return _exists(cursor, name)
     finally:
         session.close()
-    return bool(row and row[0])
 
 
 def create_schema(server: Server, name: str, charset: str, collate: str) -> bool:
-    """Create a schema if it is absent; return whether this call created it.
+    """Create a schema unless it exists (then nothing is checked or changed); return whether
+    this call created it.
 
     Raises:
-        InvalidIdentifierError: A name is not a plain identifier.
-        pymysql.MySQLError: The statement failed.
+        InvalidIdentifierError: A name is not a plain identifier (nothing reaches the server).
+        pymysql.MySQLError: The lookup or the statement failed.
     """
-    statement = (
-        f"CREATE DATABASE IF NOT EXISTS {quote(check_identifier(name, 'database name'))} "
-        f"CHARACTER SET = {quote(check_identifier(charset, 'character set'))} "
-        f"COLLATE = {quote(check_identifier(collate, 'collation'))}"
-    )
-    existed = schema_exists(server, name)
+    statement = create_statement(name, charset, collate)
     session = _connect(server)
     try:
         with session.cursor() as cursor:
+            if _exists(cursor, name):
+                return False
             cursor.execute(statement)
     finally:
         session.close()
-    return not existed
+    return True
 
 
 def drop_schema(server: Server, name: str) -> None:
@@ -121,7 +148,7 @@ def drop_schema(server: Server, name: str) -> None:
         InvalidIdentifierError: The name is not a plain identifier.
         pymysql.MySQLError: The statement failed.
     """
-    statement = f"DROP DATABASE IF EXISTS {quote(check_identifier(name, 'database name'))}"
+    statement = drop_statement(name)
     session = _connect(server)
     try:
         with session.cursor() as cursor:
