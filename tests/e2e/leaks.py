@@ -324,7 +324,7 @@ def _collect_real_openbao(openbao: RealOpenBao, found: Secrets) -> None:
             found.add(TOKEN, f"OpenBao token ({path})", token)
         password = (answer.get("data") or {}).get("password")
         if isinstance(password, str):
-            found.add(PASSWORD, f"OpenBao credential ({path})", password)
+            found.add(PASSWORD, f"OpenBao dynamic credential ({path})", password)
 
 
 def _collect_openbao(platform: Platform, found: Secrets) -> None:

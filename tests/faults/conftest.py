@@ -653,8 +653,12 @@ def faults(
         client: redis.Redis = watching.master_for(SentinelServer.MASTER_NAME, socket_timeout=5)  # type: ignore[no-untyped-call, unused-ignore]
     else:
         client = redis.Redis.from_url(server.url, socket_timeout=5)
+    real_platform = api_server == "real" and request.node.get_closest_marker("real_platform")
     platform = start_platform(
-        tmp_path / "devstack", clusters=("management", "edge-1"), api_server=api_server
+        tmp_path / "devstack",
+        clusters=("management", "edge-1"),
+        api_server=api_server,
+        components="real" if real_platform else "stand-in",
     )
     clusters = [s.cluster for s in platform.servers.values()]
     for cluster in clusters:

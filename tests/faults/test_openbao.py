@@ -12,7 +12,7 @@ from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
 from tests.faults.conftest import NAMESPACE, Faults
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server]
+pytestmark = [pytest.mark.slow, pytest.mark.real_server, pytest.mark.real_platform]
 
 TEARDOWN = "tenantdb.mariadbdatabase.teardown.openbao"
 
