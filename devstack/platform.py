@@ -282,10 +282,18 @@ class Platform:
             for name in (WATCHER_SERVICE_ACCOUNT, WORKER_SERVICE_ACCOUNT, OPERATOR_SERVICE_ACCOUNT)
         )
 
-    def forbidden(self, username: str) -> list[str]:
-        """The requests of `username` an API server refused with 403 so far, one line each
-        (`cluster: verb resource namespace/name`): from the devstack's authorizer, or from a
-        real API server's audit log."""
+    def audit_marks(self) -> dict[str, int]:
+        """Where each real API server's audit log ends now (empty on the devstack's): pass
+        them to `forbidden` to look only at what comes after."""
+        if self.real is None:
+            return {}
+        return {name: real.audit_mark() for name, real in self.real.clusters.items()}
+
+    def forbidden(self, username: str, since: Mapping[str, int] | None = None) -> list[str]:
+        """The requests of `username` an API server refused with 403 so far (on a real API
+        server, after the `audit_marks` given as `since`), one line each (`cluster: verb
+        resource namespace/name`): from the devstack's authorizer, or from a real API server's
+        audit log."""
         found: list[str] = []
         for name, server in self.servers.items():
             for denial in server.cluster.denials():
@@ -296,7 +304,7 @@ class Platform:
                     found.append(f"{name}: {attrs.verb} {what or attrs.path} {where}".rstrip())
         if self.real is not None:
             for name, real in self.real.clusters.items():
-                for event in real.audit_events():
+                for event in real.audit_events((since or {}).get(name, 0)):
                     code = (event.get("responseStatus") or {}).get("code")
                     user = (event.get("user") or {}).get("username")
                     if code == 403 and user == username and event.get("stage") != "Panic":
@@ -308,6 +316,26 @@ class Platform:
                         uri = str(event.get("requestURI", ""))
                         found.append(f"{name}: {event.get('verb')} {what or uri} {where}".rstrip())
         return found
+
+    def stop_component(self, name: str) -> None:
+        """Stop one controller for good, stand-in or real: `external-secrets`, `cert-manager`
+        or `mariadb-operator` (what an outage of that operator looks like to tenantdb)."""
+        stand_ins = {
+            "external-secrets": self.external_secrets,
+            "cert-manager": self.cert_manager,
+            "mariadb-operator": self.mariadb_operator,
+        }
+        if name not in stand_ins:
+            raise ValueError(f"no component {name!r}: one of {', '.join(stand_ins)}")
+        stand_in = stand_ins[name]
+        if stand_in is not None:
+            stand_in.stop()
+            return
+        for controller in self.real_controllers:
+            if controller.process.name == name:
+                controller.stop()
+                return
+        raise ValueError(f"the platform runs no {name}")
 
     # ------------------------------------------------------------ life cycle
 

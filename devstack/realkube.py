@@ -383,30 +383,41 @@ class RealCluster:
     """The API server's audit log: one JSON event per request (Metadata level, written before
     the response is sent), `responseStatus.code` and `userAgent` included."""
 
-    def audit_events(self) -> list[dict[str, Any]]:
-        """Every audit event written so far (a line cut short by a write in progress is left
-        out)."""
+    def audit_mark(self) -> int:
+        """Where the audit log ends now: pass it as `since` to read only what comes after."""
+        try:
+            return self.audit_log.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def audit_events(self, since: int = 0) -> list[dict[str, Any]]:
+        """Every audit event written so far, or after the mark `since` (a line cut short by a
+        write in progress is left out)."""
         events: list[dict[str, Any]] = []
         if not self.audit_log.exists():
             return events
-        for line in self.audit_log.read_text(errors="replace").splitlines():
+        with self.audit_log.open("rb") as log:
+            log.seek(since)
+            text = log.read().decode(errors="replace")
+        for line in text.splitlines():
             with contextlib.suppress(ValueError):
                 events.append(json.loads(line))
         return events
 
-    def audit_writes(self) -> list[AuditEntry]:
-        """The completed writes of the audit log, as the devstack's `Cluster.audit_log` records
-        them: the time the response was sent, the field manager from the request's query."""
-        return self._audit_entries(WRITE_VERBS)
+    def audit_writes(self, since: int = 0) -> list[AuditEntry]:
+        """The completed writes of the audit log (after the mark `since`), as the devstack's
+        `Cluster.audit_log` records them: the time the response was sent, the field manager
+        from the request's query."""
+        return self._audit_entries(WRITE_VERBS, since)
 
-    def audit_reads(self) -> list[AuditEntry]:
-        """The completed gets and lists of the audit log, as the devstack's `Cluster.read_log`
-        records them."""
-        return self._audit_entries(READ_VERBS)
+    def audit_reads(self, since: int = 0) -> list[AuditEntry]:
+        """The completed gets and lists of the audit log (after the mark `since`), as the
+        devstack's `Cluster.read_log` records them."""
+        return self._audit_entries(READ_VERBS, since)
 
-    def _audit_entries(self, verbs: frozenset[str]) -> list[AuditEntry]:
+    def _audit_entries(self, verbs: frozenset[str], since: int) -> list[AuditEntry]:
         entries: list[AuditEntry] = []
-        for event in self.audit_events():
+        for event in self.audit_events(since):
             if event.get("stage") != "ResponseComplete" or event.get("verb") not in verbs:
                 continue
             ref = event.get("objectRef") or {}

@@ -1,5 +1,5 @@
-"""Fixtures every test layer shares: the real Redis, a key prefix of each test's own, and the
-API server a platform runs on (a test marked `real_server` runs on both)."""
+"""Fixtures every test layer shares: the real Redis, a key prefix of each test's own, the API
+server a platform runs on, and the real platforms shared between tests."""
 
 from __future__ import annotations
 
@@ -11,25 +11,27 @@ import pytest
 import redis
 
 from tenantdb.adapters.groupguard import GroupGuard
+from tests.platforms import PlatformPool
 
 REDIS_URL = os.environ.get("TENANTDB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Run a test marked `real_server` on both API servers, unless it is `devstack_only`."""
-    node = metafunc.definition
-    if "api_server" not in metafunc.fixturenames or node.get_closest_marker("real_server") is None:
-        return
-    if node.get_closest_marker("devstack_only") is not None:
-        return
-    metafunc.parametrize("api_server", ["devstack", "real"])
-
-
 @pytest.fixture
-def api_server() -> str:
-    """The API server the stack's clusters run on: `devstack`, or `real` (kube-apiserver and
-    etcd from `make kube`) for the tests marked `real_server`, which run on both."""
-    return "devstack"
+def api_server(request: pytest.FixtureRequest) -> str:
+    """The API server a test's platform runs on: `real` (kube-apiservers over etcd from
+    `make kube`, with the real OpenBao, ESO and cert-manager) for a test marked `real_server`,
+    otherwise `devstack`."""
+    return "real" if request.node.get_closest_marker("real_server") is not None else "devstack"
+
+
+@pytest.fixture(scope="session")
+def platforms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformPool]:
+    """The real platforms this pytest process shares between its tests (`tests.platforms`)."""
+    pool = PlatformPool(tmp_path_factory.mktemp("platforms"))
+    try:
+        yield pool
+    finally:
+        pool.close()
 
 
 @pytest.fixture

@@ -1,21 +1,19 @@
-"""End-to-end fixtures: a bootstrapped devstack and tenantdb's real processes, per test.
+"""End-to-end fixtures: the real platform and tenantdb's real processes on it, per test.
 
-Each test gets its own platform (API servers for ``management`` and ``edge-1``, OpenBao, ESO,
-mariadb-operator, cert-manager), its own Redis key prefix, and its own watcher, two workers and
-beat as real subprocesses, so nothing a test does to the ControlPlane or OpenBao reaches another.
-Orders are driven only through the official client; schema names carry a random suffix, and every
-schema and SQL user a test leaves behind is dropped afterwards. Before a stack is stopped it is
-scanned for leaked secrets (``tests.e2e.leaks``): a password, token or private key the platform
-issued, found in Redis, a process log, a metrics page, an order's status or an Event, fails the
-test at teardown, and so does any request of tenantdb's ServiceAccount an API server refused.
-
-Modules marked ``real_server`` run each test twice: on the devstack's API servers and on real
-kube-apiservers over one etcd (``devstack.realkube``, built by ``make kube``), where tenantdb
-holds only the chart's grants and a token the real server issued; a test marked
-``devstack_only`` needs what only the devstack can do and runs there alone. A module also
-marked ``real_platform`` runs its second pass on the real platform as a whole: real OpenBao,
-ESO and cert-manager beside the real API servers (``devstack.upstream``).
-"""
+A test marked ``real_server`` runs on the real platform: a kube-apiserver over etcd for each of
+``management`` and ``edge-1`` (``devstack.realkube``, built by ``make kube``), where tenantdb
+holds only the chart's grants and a token the real server issued, with the real OpenBao, ESO and
+cert-manager beside them (``devstack.upstream``) and the mariadb-operator stand-in. The platform
+is shared with the tests before and after it in the same pytest process (``tests.platforms``),
+which is safe because a test owns its orders, key prefix and schemas; a test that changes the
+platform itself (the ControlPlane, OpenBao, a controller) is marked ``private_platform`` and gets
+one of its own. Each test gets its own Redis key prefix and its own watcher, two workers and beat
+as real subprocesses. Orders are driven only through the official client; names carry a random
+suffix, and every schema and SQL user a test leaves behind is dropped afterwards. Before a stack
+is stopped it is scanned for leaked secrets (``tests.e2e.leaks``): a password, token or private
+key the platform issued, found in Redis, a process log, a metrics page, an order's status or an
+Event, fails the test at teardown, and so does any request of tenantdb's ServiceAccount an API
+server refused while the test ran."""
 
 from __future__ import annotations
 
@@ -56,6 +54,7 @@ from tenantdb.core.mariadbdatabase.naming import compute_order_names
 from tenantdb.settings import Settings
 from tests.conftest import REDIS_URL
 from tests.e2e import leaks
+from tests.platforms import PlatformPool
 from tests.support import root_sql, stop_processes, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -178,6 +177,8 @@ class Stack:
     """Settings every tenantdb process of the stack gets on top of the defaults."""
     leak_recorder: leaks.Recorder | None = None
     """What the platform issued while it ran, for the secret-leak scan at teardown."""
+    audit_marks: dict[str, int] = field(default_factory=dict)
+    """Where each real API server's audit log ended when the test got the platform."""
 
     @property
     def env(self) -> dict[str, str]:
@@ -353,6 +354,7 @@ class Stack:
         ``ready`` is the order as last read, Ready; the delivered user must change and
         ``credentialsRefreshedAt`` move past it.
         """
+        ready = self.settle_credential(name)
         before = self.secret(f"{name}-credentials") or {}
         assert before.get("username"), f"{name} has no delivered credential to refresh"
         refreshed = ready["status"]["credentialsRefreshedAt"]
@@ -384,6 +386,33 @@ class Stack:
         )
         return after
 
+    def settle_credential(
+        self, name: str, cluster: str = "", seconds: float = 20
+    ) -> dict[str, Any]:
+        """Wait until a Ready order's delivered credential is the one ESO holds (on the
+        management cluster) and has stayed so for a second; return the order.
+
+        ESO may read a second credential right after an ExternalSecret's first sync (its cache
+        has not seen its own status write yet), and tenantdb then delivers that one: a test
+        that compares credentials starts once that is over.
+        """
+        credentials = compute_order_names(cluster, "tenant-a", name, "openstack").credentials
+        seen: list[tuple[float, str]] = []
+
+        def settled() -> bool:
+            issued = self.secret(credentials, namespace="openstack") or {}
+            delivered = self.secret(f"{name}-credentials", cluster) or {}
+            user = delivered.get("username", "")
+            if not user or user != issued.get("username"):
+                seen.clear()
+                return False
+            if not seen or seen[-1][1] != user:
+                seen[:] = [(time.monotonic(), user)]
+            return time.monotonic() - seen[0][0] >= 1.0
+
+        wait_for(settled, seconds, f"{name}'s credential to settle")
+        return self.wait_ready(name, cluster)
+
     def secret(
         self, name: str, cluster: str = "", namespace: str = "tenant-a"
     ) -> dict[str, str] | None:
@@ -413,14 +442,13 @@ class Stack:
         """Start recording every cluster's writes; the function returned reads those made since.
 
         The devstack's API servers record once asked to; a real kube-apiserver's audit log holds
-        every request from its start, so the writes before this call are skipped.
+        every request from its start, so it is read from where it ends now.
         """
         real = self.platform.real
         if real is not None:
-            clusters = list(real.clusters.values())
-            seen = [len(c.audit_writes()) for c in clusters]
+            marks = {name: c.audit_mark() for name, c in real.clusters.items()}
             return lambda: [
-                e for c, skip in zip(clusters, seen, strict=True) for e in c.audit_writes()[skip:]
+                e for name, c in real.clusters.items() for e in c.audit_writes(marks[name])
             ]
         devstack = [server.cluster for server in self.platform.servers.values()]
         for cluster in devstack:
@@ -466,58 +494,82 @@ def stack(
     stack_env: dict[str, str],
     platform_options: dict[str, Any],
     api_server: str,
+    platforms: PlatformPool,
 ) -> Iterator[Stack]:
-    """A fresh platform with tenantdb's watcher, two workers and beat running on it.
+    """A platform with tenantdb's watcher, two workers and beat running on it.
 
     Its target clusters are ``edge-1``, or the names a test passes as the fixture's parameter.
-    At teardown the stack is scanned for leaked secrets (``_scan_for_leaks``) before it stops,
-    and the API servers are asked for every request of tenantdb's ServiceAccount they refused
-    with 403; a finding of either fails the test.
+    On the real API servers the platform is shared with the tests before and after
+    (``tests.platforms``) unless the test is marked ``private_platform``; on the devstack's it is
+    the test's own. At teardown the stack is scanned for leaked secrets (``_scan_for_leaks``)
+    before it stops, and the API servers are asked for every request of tenantdb's
+    ServiceAccount they refused with 403 while the test ran; a finding of either fails the test.
     """
     targets = tuple(getattr(request, "param", ("edge-1",)))
-    real_platform = api_server == "real" and request.node.get_closest_marker("real_platform")
-    options = {"components": "real" if real_platform else "stand-in", **platform_options}
+    clusters = ("management", *targets)
+    private = request.node.get_closest_marker("private_platform") is not None
     recorder = leaks.Recorder().start()
-    try:
-        platform = start_platform(
-            tmp_path / "devstack",
-            clusters=("management", *targets),
-            api_server=api_server,
-            **options,
-        )
-    except BaseException:
-        recorder.stop()
-        raise
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    running = Stack(platform, key_prefix, logs, extra_env=stack_env, leak_recorder=recorder)
-    with root_sql() as conn, conn.cursor() as cur:
-        cur.execute("SHOW DATABASES")
-        before = {row[0] for row in cur.fetchall()}
     failures: list[str] = []
     try:
-        running.start("watcher", "watcher")
-        running.start_worker("worker-1")
-        running.start_worker("worker-2")
-        running.start("beat", "beat")
-        yield running
+        options = platform_options
+        leased = lease_platform(platforms, tmp_path, clusters, options, api_server, private)
+        with leased as (platform, marks):
+            logs = tmp_path / "logs"
+            logs.mkdir()
+            running = Stack(platform, key_prefix, logs, extra_env=stack_env, leak_recorder=recorder)
+            running.audit_marks = marks
+            with root_sql() as conn, conn.cursor() as cur:
+                cur.execute("SHOW DATABASES")
+                before = {row[0] for row in cur.fetchall()}
+            try:
+                running.start("watcher", "watcher")
+                running.start_worker("worker-1")
+                running.start_worker("worker-2")
+                running.start("beat", "beat")
+                yield running
+            finally:
+                try:
+                    refused = [
+                        line
+                        for user in platform.operator_users
+                        for line in platform.forbidden(user, marks)
+                    ]
+                    if refused:
+                        failures.append("tenantdb was refused (403): " + "; ".join(refused))
+                    leaked = _scan_for_leaks(running, real_redis)
+                    if leaked:
+                        failures.append(leaked)
+                finally:
+                    running.stop()
+                    _drop_leftovers(before, running.suffix)
     finally:
-        try:
-            refused = [
-                line for user in platform.operator_users for line in platform.forbidden(user)
-            ]
-            if refused:
-                failures.append("tenantdb was refused (403): " + "; ".join(refused))
-            leaked = _scan_for_leaks(running, real_redis)
-            if leaked:
-                failures.append(leaked)
-        finally:
-            running.stop()
-            platform.stop()
-            recorder.stop()
-            _drop_leftovers(before, running.suffix)
+        recorder.stop()
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
+
+
+@contextmanager
+def lease_platform(
+    platforms: PlatformPool,
+    tmp_path: Path,
+    clusters: tuple[str, ...],
+    options: dict[str, Any],
+    api_server: str,
+    private: bool,
+) -> Iterator[tuple[Platform, dict[str, int]]]:
+    """The platform of one stack and the audit marks it had when the test got it: from the
+    pool on the real API servers, a devstack of its own otherwise."""
+    if api_server == "real":
+        with platforms.lease(clusters, options, private=private) as lease:
+            yield lease.platform, lease.marks
+        return
+    platform = start_platform(
+        tmp_path / "devstack", clusters=clusters, api_server=api_server, **options
+    )
+    try:
+        yield platform, {}
+    finally:
+        platform.stop()
 
 
 def _scan_for_leaks(

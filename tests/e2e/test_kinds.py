@@ -23,7 +23,13 @@ from tests.e2e.conftest import Stack
 from tests.kinds import widget
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server, pytest.mark.usefixtures("widget_grants")]
+# The Widget CRD and its grants are installed: a platform of its own.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.real_server,
+    pytest.mark.private_platform,
+    pytest.mark.usefixtures("widget_grants"),
+]
 
 REPO = Path(__file__).resolve().parents[2]
 WIDGET = resource_of(widget.IDENTITY)

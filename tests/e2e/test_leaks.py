@@ -176,7 +176,7 @@ def _mysql_lifecycle(tenants: Tenants) -> None:
 
 @pytest.mark.slow
 @pytest.mark.real_server
-@pytest.mark.real_platform
+@pytest.mark.private_platform  # with a failover group of its own
 def test_a_full_lifecycle_at_debug_with_flower_leaks_no_secret(
     stack: Stack, mysql_group: MysqlGroup, real_redis: redis.Redis
 ) -> None:

@@ -26,7 +26,7 @@ from tests.e2e.conftest import (
 )
 from tests.support import sql_login, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server, pytest.mark.real_platform]
+pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 
 KEYS = ["host", "port", "database", "username", "password"]
 
@@ -43,6 +43,7 @@ def _tls(stack: Stack, mode: str) -> None:
     )
 
 
+@pytest.mark.private_platform
 def test_tls_adds_the_ca_bundle_and_turning_it_off_drops_it(stack: Stack) -> None:
     name = stack.name("tls-db")
     stack.apply_order(name)
@@ -85,6 +86,7 @@ def _assignments(stack: Stack, *, management: bool) -> None:
     stack.patch_control_plane({"spec": {"namespaceAssignments": entries}})
 
 
+@pytest.mark.private_platform
 def test_withdrawing_the_assignment_freezes_the_order_and_restoring_it_repairs(
     stack: Stack,
 ) -> None:
@@ -165,6 +167,7 @@ def test_a_policy_changed_right_before_deletion_is_honoured(stack: Stack) -> Non
     assert not schema_exists(schema)
 
 
+@pytest.mark.private_platform
 def test_with_the_control_plane_gone_teardown_fails_open_in_one_pass(stack: Stack) -> None:
     name = stack.name("orphan-db")
     stack.apply_order(name)
@@ -183,6 +186,7 @@ def test_with_the_control_plane_gone_teardown_fails_open_in_one_pass(stack: Stac
     )
 
 
+@pytest.mark.private_platform
 def test_an_openbao_outage_holds_deletion_until_it_is_back(
     stack: Stack, real_redis: redis.Redis
 ) -> None:
@@ -210,6 +214,7 @@ def test_an_openbao_outage_holds_deletion_until_it_is_back(
     assert not stack.role_exists(order["status"]["roleName"])
 
 
+@pytest.mark.private_platform
 def test_a_403_names_the_three_bootstrap_scripts(stack: Stack) -> None:
     client = stack.platform.root_client()
     try:
@@ -245,6 +250,7 @@ def test_a_deleted_order_leaves_nothing_scheduled(stack: Stack, real_redis: redi
     wait_for(unscheduled, 20, "the gone order's come-backs to be dropped")
 
 
+@pytest.mark.private_platform
 def test_login_tokens_that_die_before_the_refresh_get_the_order_no_credential(
     stack: Stack,
 ) -> None:

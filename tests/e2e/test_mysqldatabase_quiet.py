@@ -16,7 +16,8 @@ from tests.e2e.mysql_tenants import NS, Tenants, order_with_grant, platform_opti
 from tests.e2e.quiet import kube_requests, refresh, until_quiet
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server]
+# The failover group is moved, stopped and failed over: a platform of its own.
+pytestmark = [pytest.mark.slow, pytest.mark.real_server, pytest.mark.private_platform]
 
 __all__ = ["platform_options", "tenants"]
 

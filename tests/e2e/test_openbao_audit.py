@@ -20,16 +20,11 @@ from devstack.upstream import RealOpenBao
 from tests.e2e.conftest import Stack
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_platform]
+# The test reads OpenBao's whole audit log: a platform of its own.
+pytestmark = [pytest.mark.slow, pytest.mark.real_server, pytest.mark.private_platform]
 
 LOGIN = "auth/kubernetes/management/login"
 REVOKE_SELF = "auth/token/revoke-self"
-
-
-@pytest.fixture
-def api_server() -> str:
-    """The real API servers, and with `real_platform` the real OpenBao, ESO and cert-manager."""
-    return "real"
 
 
 @pytest.fixture

@@ -100,6 +100,7 @@ def test_a_burst_of_a_thousand_updates_costs_at_most_two_passes(
     assert watched >= 900, "the watcher's enqueues of the burst were deduplicated"
 
 
+@pytest.mark.private_platform  # the ControlPlane changes
 def test_a_target_cluster_order_picks_up_a_new_endpoint_from_the_control_planes_event(
     stack: Stack, real_redis: redis.Redis
 ) -> None:

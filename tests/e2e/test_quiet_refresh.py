@@ -1,6 +1,6 @@
-"""Quiet refreshes on the devstack, driven by tenantdb's real processes: a refresh of a converged
-order that nothing touched asks the API servers nothing (but the OpenBao client certificate, once
-per pool process), yet still finds a missing OpenBao role;
+"""Quiet refreshes on the real platform, driven by tenantdb's real processes: a refresh of a
+converged order that nothing touched asks the API servers nothing (but the OpenBao client
+certificate, once per pool process), yet still finds a missing OpenBao role;
 an edit the watches see makes the next pass read in full, even when it is the refresh."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import hvac
+import pytest
 import redis
 
 from tenantdb.adapters.kube import SECRET
@@ -17,6 +18,8 @@ from tenantdb.core.schedule import Timetable
 from tests.e2e.conftest import Stack, order_quiet
 from tests.e2e.quiet import kube_requests, refresh, touched, until_quiet
 from tests.support import wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 
 
 def _delete_role(stack: Stack, role: str) -> None:

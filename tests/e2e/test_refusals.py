@@ -55,6 +55,9 @@ class Refusal:
     spec: dict[str, Any] = field(default_factory=dict)
     arrange: Callable[[Stack, str], None] = lambda stack, name: None
     namespace: str = "tenant-a"
+    changes_platform: bool = False
+    """Whether ``arrange`` changes what other orders rely on (the ControlPlane, a CRD, an
+    issuer, a controller): the case then gets a platform of its own."""
 
 
 def _patch_cp(patch: dict[str, Any]) -> Callable[[Stack, str], None]:
@@ -148,9 +151,9 @@ def _foreign_secret(stack: Stack, name: str) -> None:
     )
 
 
-def _stop(stand_in: str) -> Callable[[Stack, str], None]:
+def _stop(component: str) -> Callable[[Stack, str], None]:
     def arrange(stack: Stack, name: str) -> None:
-        getattr(stack.platform, stand_in).stop()
+        stack.platform.stop_component(component)
 
     return arrange
 
@@ -171,33 +174,35 @@ CASES = [
     Refusal("target-cluster-cp-not-found", "NamespaceNotAssigned", BOTH, NOTHING, finalizer=False,
             cluster="edge-1", spec={"controlPlaneRef": {"name": "nope", "namespace": "openstack"}}),
     Refusal("dynamic-credentials-unavailable", "DynamicCredentialsUnavailable", BOTH, NOTHING,
-            arrange=_patch_database({"credentialsMode": "Static"})),
+            changes_platform=True, arrange=_patch_database({"credentialsMode": "Static"})),
     Refusal("waiting-for-db-credentials", "WaitingForDBCredentials", BOTH, NOTHING,
-            arrange=_db_credentials_not_ready),
+            changes_platform=True, arrange=_db_credentials_not_ready),
     Refusal("target-cluster-unavailable", "TargetClusterUnavailable", ("DatabaseReady",), NOTHING,
-            arrange=_patch_cp({"spec": {"services": {"keystone": {
+            changes_platform=True, arrange=_patch_cp({"spec": {"services": {"keystone": {
                 "targetClusterRef": {"name": "edge-9"}}}}})),
     Refusal("cluster-not-ready", "ClusterNotReady", ("DatabaseReady",), NOTHING,
-            arrange=_patch_database({"clusterRef": {"name": "missing-db"}})),
+            changes_platform=True, arrange=_patch_database({"clusterRef": {"name": "missing-db"}})),
     Refusal("database-name-invalid", "DatabaseNameInvalid", ("DatabaseReady",), NOTHING,
-            cluster="edge-1", spec={"databaseName": "bad-name"}, arrange=_lax_order_crd),
+            cluster="edge-1", spec={"databaseName": "bad-name"}, changes_platform=True,
+            arrange=_lax_order_crd),
     Refusal("database-name-reserved", "DatabaseNameReserved", ("DatabaseReady",), NOTHING,
             spec={"databaseName": "MySQL"}),
     Refusal("database-collision", "DatabaseCollision", ("DatabaseReady",), NOTHING,
             arrange=_foreign_database_cr),
     Refusal("waiting-for-client-certificate", "WaitingForClientCertificate", ("DatabaseReady",),
-            IDENTITY, arrange=_no_issuer),
+            IDENTITY, changes_platform=True, arrange=_no_issuer),
     Refusal("waiting-for-database", "WaitingForDatabase", ("DatabaseReady",), DATABASE_CR,
-            arrange=_stop("mariadb_operator")),
+            changes_platform=True, arrange=_stop("mariadb-operator")),
     Refusal("waiting-for-credentials", "WaitingForCredentials", ("DatabaseReady",), ESO,
-            arrange=_stop("external_secrets")),
+            changes_platform=True, arrange=_stop("external-secrets")),
     Refusal("database-not-published", "DatabaseNotPublished", ("DeliveryReady",), ESO,
             cluster="edge-1",
+            changes_platform=True,
             arrange=_patch_cp({"spec": {"infrastructure": {"publishedDatabaseEndpoint": None}}})),
     Refusal("delivery-error", "DeliveryError", ("DeliveryReady",), ESO, cluster="edge-1",
-            arrange=_lax_control_plane_crd),
+            changes_platform=True, arrange=_lax_control_plane_crd),
     Refusal("waiting-for-ca-bundle", "WaitingForCABundle", ("DeliveryReady",), ESO,
-            arrange=_patch_cp({"spec": {"infrastructure": {"database": {
+            changes_platform=True, arrange=_patch_cp({"spec": {"infrastructure": {"database": {
                 "tls": {"mode": "require", "caBundleSecretRef": {"name": "absent-ca"}}}}}})),
     Refusal("delivery-refused", "DeliveryRefused", ("DeliveryReady",), ESO,
             arrange=_foreign_secret),
@@ -222,7 +227,13 @@ def _children(stack: Stack, case: Refusal, name: str) -> dict[int, bool]:
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, id=c.id, marks=[pytest.mark.private_platform] if c.changes_platform else [])
+        for c in CASES
+    ],
+)
 def test_a_refusal_is_reported_and_leaves_nothing_half_done(stack: Stack, case: Refusal) -> None:
     name = stack.name("ref")
     if case.namespace != "tenant-a":

@@ -1,4 +1,4 @@
-"""The objects every order of a ControlPlane shares, on the devstack with tenantdb's real
+"""The objects every order of a ControlPlane shares, on the real platform with tenantdb's real
 processes: a worker process reads each of them once and serves its copy to every later pass
 while the watch sees no newer version, yet a change to one reaches the very next pass. Its
 OpenBao login is shared the same way, by the passes of its token's window."""
@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from devstack.openbao import OpenBaoServer
+from devstack.platform import WORKER_SERVICE_ACCOUNT
+from devstack.upstream import RealOpenBao
 from tenantdb.adapters.mariadbdatabase import CERTIFICATE, MARIADB_DATABASE
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
@@ -17,7 +18,7 @@ from tests.e2e.conftest import Stack, order_quiet
 from tests.e2e.quiet import kube_requests
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 
 SHARED_READS = (
     "get controlplanes.c5c3.io",
@@ -30,14 +31,16 @@ SHARED_READS = (
 
 
 def _openbao_logins(stack: Stack) -> int:
-    """tenantdb's OpenBao logins so far."""
+    """tenantdb's OpenBao logins so far, from OpenBao's audit log."""
     openbao = stack.platform.openbao
-    assert isinstance(openbao, OpenBaoServer), "counted by the stand-in's request counters"
-    rows = openbao.requests.snapshot()["requests"]
+    assert isinstance(openbao, RealOpenBao)
     return sum(
-        row["count"]
-        for row in rows
-        if row["client"] == "tenantdb" and row["path"].endswith("/login")
+        1
+        for event in openbao.audit_events()
+        if event.get("type") == "response"
+        and event["request"]["path"].endswith("/login")
+        and ((event.get("auth") or {}).get("metadata") or {}).get("service_account_name")
+        == WORKER_SERVICE_ACCOUNT
     )
 
 

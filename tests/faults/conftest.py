@@ -25,10 +25,10 @@ converge, passes, lost orders, concurrent writers) are printed in a table at the
 session; "unnamed" counts the writes naming no pass, which are the test's own (it creates and
 edits orders through tenantdb's client).
 
-Every test gets its own platform, its own ``redis-server`` on a free port (``--save ""
---appendonly no``, so a restart loses everything; the shared Redis on 6379 is never touched) and
-its own watcher, two workers and beat as subprocesses; the schemas and SQL users its orders
-created are dropped afterwards.
+Every test gets the real platform (shared as the end-to-end tests share it), its own
+``redis-server`` on a free port (``--save "" --appendonly no``, so a restart loses everything; the
+shared Redis on 6379 is never touched) and its own watcher, two workers and beat as
+subprocesses; the schemas and SQL users its orders created are dropped afterwards.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ import re
 import signal
 import subprocess
 import time
+import urllib.parse
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,16 +49,18 @@ from typing import Any
 
 import pytest
 import redis
+import yaml
 from redis.sentinel import Sentinel
 
 from devstack.kube.api import AuditEntry
 from devstack.kube.cluster import Cluster
-from devstack.platform import start_platform
+from devstack.platform import Platform
 from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
 from tenantdb.adapters.workqueue import WorkQueueKeys, pass_name
 from tenantdb.core.keys import OrderKey
-from tests.e2e.conftest import Stack, _drop_leftovers, descendants, free_port
+from tests.e2e.conftest import Stack, _drop_leftovers, descendants, free_port, lease_platform
 from tests.faults.proxy import SilentProxy
+from tests.platforms import PlatformPool
 from tests.support import root_sql, stop_processes, wait_for
 
 ALL_QUEUES = "reconcile,provision,delivery,teardown"
@@ -364,16 +367,33 @@ class Faults:
     """With the ``sentinel`` option: the replica of ``redis_server``, the first master."""
     sentinel: SentinelServer | None = None
     """With the ``sentinel`` option: the Sentinel every process asks for the master."""
+    api_proxies: list[SilentProxy] = field(default_factory=list)
+    """With the ``api_proxied`` option: a proxy before each API server, for the watchers."""
+    watcher_kubeconfig: Path | None = None
+    """With the ``api_proxied`` option: the watchers' kubeconfig, through ``api_proxies``."""
 
     # -- processes --------------------------------------------------------------------------------
 
     def start(self, name: str, *args: str) -> None:
         path = self.stack.logs / f"{name}.log"
         self.log_offsets[name] = path.stat().st_size if path.exists() else 0
-        env = None
+        env: dict[str, str] = {}
         if self.proxy is not None and name in self.proxied:
-            env = {"TENANTDB_REDIS_URL": self.proxy.url}
+            env["TENANTDB_REDIS_URL"] = self.proxy.url
+        if self.watcher_kubeconfig is not None and args[:1] == ("watcher",):
+            env["TENANTDB_KUBECONFIG"] = str(self.watcher_kubeconfig)
         self.stack.start(name, *args, env=env)
+
+    def cut_watches(self, *, abrupt: bool) -> int:
+        """Once the watchers hold a connection to every API server again (they re-open their
+        watches after a backoff), cut every one of them (the watches among them), with a RST
+        when ``abrupt``; how many were open."""
+        wait_for(
+            lambda: all(proxy.connections() for proxy in self.api_proxies),
+            15,
+            "the watchers to reconnect to every API server",
+        )
+        return sum(proxy.cut(abrupt=abrupt) for proxy in self.api_proxies)
 
     def start_worker(self, name: str, queues: str = ALL_QUEUES) -> None:
         self.start(
@@ -565,14 +585,16 @@ class Faults:
         servers' audit logs."""
         real = self.stack.platform.real
         if real is not None:
-            return [e for c in real.clusters.values() for e in c.audit_writes()]
+            marks = self.stack.audit_marks
+            return [e for n, c in real.clusters.items() for e in c.audit_writes(marks.get(n, 0))]
         return [e for c in self.clusters for e in c.audit_log]
 
     def reads(self) -> list[AuditEntry]:
         """Every get and list the clusters recorded, as `writes` records the writes."""
         real = self.stack.platform.real
         if real is not None:
-            return [e for c in real.clusters.values() for e in c.audit_reads()]
+            marks = self.stack.audit_marks
+            return [e for n, c in real.clusters.items() for e in c.audit_reads(marks.get(n, 0))]
         return [e for c in self.clusters for e in c.read_log]
 
     def writers(self) -> Writers:
@@ -624,7 +646,11 @@ class Faults:
 
 @pytest.fixture
 def faults(
-    request: pytest.FixtureRequest, tmp_path: Path, key_prefix: str, api_server: str
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    key_prefix: str,
+    api_server: str,
+    platforms: PlatformPool,
 ) -> Iterator[Faults]:
     """A platform, a Redis of the test's own and tenantdb's processes on them.
 
@@ -632,19 +658,33 @@ def faults(
     (``watcher-1`` and ``watcher-2``), ``{"queues": "reconcile,provision"}`` starts the two
     workers on those queues only, ``{"proxied": ("worker-1",)}`` has those processes reach
     Redis through a ``SilentProxy`` (``Faults.proxy``), ``{"sentinel": True}`` gives Redis a
-    replica and a Sentinel that every process (and the test's client) follows to the master.
+    replica and a Sentinel that every process (and the test's client) follows to the master,
+    ``{"api_proxied": True}`` has the watchers reach every API server through a proxy whose
+    connections ``Faults.cut_watches`` cuts.
+    The platform is shared as the end-to-end stack's is (``tests.e2e.conftest.stack``).
     """
     options: dict[str, Any] = dict(getattr(request, "param", {}))
+    private = request.node.get_closest_marker("private_platform") is not None
+    clusters = ("management", "edge-1")
+    leased = lease_platform(platforms, tmp_path, clusters, {}, api_server, private)
+    with leased as (platform, marks):
+        yield from _faults(platform, marks, options, tmp_path, key_prefix)
+
+
+def _faults(
+    platform: Platform,
+    marks: dict[str, int],
+    options: dict[str, Any],
+    tmp_path: Path,
+    key_prefix: str,
+) -> Iterator[Faults]:
     server = RedisServer(tmp_path / "redis")
     server.start()
     proxy = SilentProxy(server.port).__enter__() if options.get("proxied") else None
     env = {"TENANTDB_REDIS_URL": server.url, "TENANTDB_PENDING_TTL_SECONDS": "30"}
     replica = sentinel = None
     if options.get("sentinel"):
-        replica = RedisServer(tmp_path / "replica", ("--replicaof", "127.0.0.1", str(server.port)))
-        replica.start()
-        sentinel = SentinelServer(tmp_path / "sentinel", server.port)
-        sentinel.start()
+        replica, sentinel = _sentinel(server, tmp_path)
         env |= {
             "TENANTDB_REDIS_SENTINELS": f"127.0.0.1:{sentinel.port}",
             "TENANTDB_REDIS_SENTINEL_MASTER": SentinelServer.MASTER_NAME,
@@ -653,13 +693,6 @@ def faults(
         client: redis.Redis = watching.master_for(SentinelServer.MASTER_NAME, socket_timeout=5)  # type: ignore[no-untyped-call, unused-ignore]
     else:
         client = redis.Redis.from_url(server.url, socket_timeout=5)
-    real_platform = api_server == "real" and request.node.get_closest_marker("real_platform")
-    platform = start_platform(
-        tmp_path / "devstack",
-        clusters=("management", "edge-1"),
-        api_server=api_server,
-        components="real" if real_platform else "stand-in",
-    )
     clusters = [s.cluster for s in platform.servers.values()]
     for cluster in clusters:
         cluster.enable_audit()
@@ -667,7 +700,7 @@ def faults(
     logs.mkdir()
     # A message lost with its publisher blocks its key for one pending TTL (300 s by default):
     # 30 s here (``env`` above), so that recovery fits in a scenario's window.
-    stack = Stack(platform, key_prefix, logs, extra_env=env)
+    stack = Stack(platform, key_prefix, logs, extra_env=env, audit_marks=marks)
     with root_sql() as conn, conn.cursor() as cur:
         cur.execute("SHOW DATABASES")
         before = {row[0] for row in cur.fetchall()}
@@ -681,6 +714,8 @@ def faults(
         replica=replica,
         sentinel=sentinel,
     )
+    if options.get("api_proxied"):
+        running.api_proxies, running.watcher_kubeconfig = _proxied_watcher(platform, tmp_path)
     try:
         watchers = int(options.get("watchers", 1))
         for n in range(watchers):
@@ -695,15 +730,46 @@ def faults(
         if server.proc is not None:
             server.resume()
         stack.stop()
-        platform.stop()
         _drop_leftovers(before, stack.suffix)
         client.close()
+        _stop_helpers(running)
+
+
+def _sentinel(server: RedisServer, tmp_path: Path) -> tuple[RedisServer, SentinelServer]:
+    """A replica of ``server`` and a Sentinel watching it, both running."""
+    replica = RedisServer(tmp_path / "replica", ("--replicaof", "127.0.0.1", str(server.port)))
+    replica.start()
+    sentinel = SentinelServer(tmp_path / "sentinel", server.port)
+    sentinel.start()
+    return replica, sentinel
+
+
+def _stop_helpers(running: Faults) -> None:
+    """Close the proxies and stop the Redis servers of a test's faults."""
+    for proxy in (running.proxy, *running.api_proxies):
         if proxy is not None:
             proxy.close()
-        for extra in (sentinel, replica):
-            if extra is not None:
-                extra.stop()
-        server.stop()
+    for extra in (running.sentinel, running.replica):
+        if extra is not None:
+            extra.stop()
+    running.redis_server.stop()
+
+
+def _proxied_watcher(platform: Platform, directory: Path) -> tuple[list[SilentProxy], Path]:
+    """A proxy before each API server and a copy of the watcher's kubeconfig through them."""
+    source = Path(platform.env["DEVSTACK_WATCHER_KUBECONFIG"])
+    config = yaml.safe_load(source.read_text())
+    proxies: list[SilentProxy] = []
+    for entry in config["clusters"]:
+        url = urllib.parse.urlsplit(entry["cluster"]["server"])
+        assert url.port is not None, url
+        proxy = SilentProxy(url.port).__enter__()
+        proxies.append(proxy)
+        entry["cluster"]["server"] = f"{url.scheme}://{url.hostname}:{proxy.port}"
+    path = directory / "watcher-proxied.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return proxies, path
 
 
 def hold(seconds: float) -> None:

@@ -1,7 +1,9 @@
-"""A TCP proxy on loopback that can stop forwarding without closing anything.
+"""A TCP proxy on loopback that can stop forwarding without closing anything, or cut everything.
 
 It stands between tenantdb's processes and Redis to play a network that goes silent: a node
-that died without a RST, a partition, a switch dropping packets. While it is ``silent`` it
+that died without a RST, a partition, a switch dropping packets; or between the watcher and an
+API server, whose connections (the watches among them) it can ``cut``, as a load balancer
+restarting or a node going away does. While it is ``silent`` it
 accepts connections and reads nothing and sends nothing on any of them, so every request a
 client makes waits for an answer that never comes, until the client's own timeouts end it.
 When it ``speaks`` again, whatever is still open flows on, bytes delayed and never lost or
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import selectors
 import socket
+import struct
 import threading
 from types import TracebackType
 from typing import Self
@@ -56,6 +59,27 @@ class SilentProxy:
     def speak(self) -> None:
         """Forward again what is still open."""
         self._speaking.set()
+
+    def connections(self) -> int:
+        """How many connections are open through the proxy now."""
+        with self._lock:
+            return len(self._sockets) // 2
+
+    def cut(self, *, abrupt: bool) -> int:
+        """Close every open connection in both directions, with a RST when ``abrupt`` and an
+        orderly FIN otherwise; new connections are served as before. How many were cut."""
+        with self._lock:
+            sockets = list(self._sockets)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                # Either way the pump reads an end and closes both sockets: with a linger of 0
+                # that close sends a RST; otherwise the FIN was sent here.
+                if abrupt:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    sock.shutdown(socket.SHUT_RD)
+                else:
+                    sock.shutdown(socket.SHUT_RDWR)
+        return len(sockets) // 2
 
     def close(self) -> None:
         self._closed.set()

@@ -73,6 +73,7 @@ def test_redis_frozen_past_the_lease_loses_no_order(faults: Faults) -> None:
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.private_platform  # OpenBao is suspended
 def test_redis_restarted_with_its_data_frees_the_steps_workers_held(faults: Faults) -> None:
     # Steps waiting out a retry's countdown live in their worker, held there. Redis goes away
     # and comes back with its data: the worker's broker connection is lost, and with it the

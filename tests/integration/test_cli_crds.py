@@ -17,23 +17,15 @@ from devstack import realkube
 from tenantdb.adapters.kube import CUSTOM_RESOURCE_DEFINITION, KubeClient, client_from_kubeconfig
 from tenantdb.cli import EXIT_OK, EXIT_USAGE
 from tenantdb.core.served import build_crds
-from tests.integration.watcher.conftest import start_server, write_kubeconfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(params=["devstack", "real"])
-def kubeconfig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    """A management cluster without tenantdb's CRDs, and an admin kubeconfig for it."""
-    if request.param == "devstack":
-        server = start_server("management", orders=False)
-        path = tmp_path / "kubeconfig"
-        write_kubeconfig(path, {"management": server})
-        yield path
-        server.stop()
-        return
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> Iterator[Path]:
+    """A real management cluster without tenantdb's CRDs, and an admin kubeconfig for it."""
     missing = realkube.missing_binaries()
     if missing:
         pytest.fail(f"{', '.join(missing)} not built in tools/kube/bin; run `make kube`")

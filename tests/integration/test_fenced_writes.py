@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from devstack import realkube
-from devstack.kube.server import ClusterServer, kubeconfig
 from tenantdb.adapters.clusters import MANAGEMENT, ClusterRegistry
 from tenantdb.adapters.kube import SECRET, KubeClient, client_from_kubeconfig
 from tenantdb.adapters.mariadbdatabase import MariaDBOrders
@@ -30,28 +28,17 @@ from tenantdb.settings import Settings
 NS = "tenant-a"
 
 
-@pytest.fixture(scope="module", params=["devstack", pytest.param("real", marks=pytest.mark.slow)])
-def kubeconfig_path(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Path]:
-    """A kubeconfig whose `management` context is a devstack or a real kube-apiserver."""
-    if request.param == "real":
-        missing = realkube.missing_binaries()
-        if missing:
-            pytest.fail(f"{', '.join(missing)} not built in tools/kube/bin; run `make kube`")
-        started = realkube.start_real_clusters(tmp_path_factory.mktemp("fenced"), ["management"])
-        try:
-            yield started.kubeconfigs["management"]
-        finally:
-            started.stop()
-        return
-    server = ClusterServer("management").start()
-    path = tmp_path_factory.mktemp("fenced") / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig({"management": server}, current="management")))
+@pytest.fixture(scope="module")
+def kubeconfig_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A kubeconfig whose `management` context is a real kube-apiserver."""
+    missing = realkube.missing_binaries()
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not built in tools/kube/bin; run `make kube`")
+    started = realkube.start_real_clusters(tmp_path_factory.mktemp("fenced"), ["management"])
     try:
-        yield path
+        yield started.kubeconfigs["management"]
     finally:
-        server.stop()
+        started.stop()
 
 
 @pytest.fixture(scope="module")

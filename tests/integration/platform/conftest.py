@@ -1,12 +1,12 @@
 """Fixtures for the platform tests: one running platform, clients on it, and self-cleaning names.
 
-The platform (clusters, OpenBao, ESO and cert-manager, the stand-in operators) is shared by the
-module's tests, which run once on the devstack and once on the real components, and
-every test makes its own names (schemas, roles, namespaces, objects) with a random suffix and
-removes them, so no test depends on another's leftovers and runs never collide on the shared
-MariaDB. Tests drive the platform through the official Kubernetes client and hvac only. The two
-MariaDB servers of the MySQL failover group start once per session (`mysql_servers`); a module
-that needs them starts its platform with them.
+The platform (real kube-apiservers, OpenBao, ESO and cert-manager, the mariadb-operator and
+failover-group stand-ins) is shared by the module's tests, and every test makes its own names
+(schemas, roles, namespaces, objects) with a random suffix and removes them, so no test depends
+on another's leftovers and runs never collide on the shared MariaDB. Tests drive the platform
+through the official Kubernetes client and hvac only. The two MariaDB servers of the MySQL
+failover group start once per session (`mysql_servers`); a module that needs them starts its
+platform with them.
 """
 
 from __future__ import annotations
@@ -89,19 +89,15 @@ class ClientPEMs:
         return (self.cert_file, self.key_file)
 
 
-@pytest.fixture(scope="module", params=["stand-in", "real"])
-def platform(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Platform]:
-    """A running platform with a management and an edge-1 cluster: the devstack's, or real
-    kube-apiservers with real OpenBao, ESO and cert-manager (`devstack.upstream`), so every
-    test of the module shows the stand-ins behave as the real components do."""
-    components = str(request.param)
+@pytest.fixture(scope="module")
+def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    """A running platform with a management and an edge-1 cluster: real kube-apiservers with
+    real OpenBao, ESO and cert-manager (`devstack.upstream`)."""
     running = start_platform(
         tmp_path_factory.mktemp("platform"),
         ("management", "edge-1"),
-        api_server="real" if components == "real" else "devstack",
-        components=components,
+        api_server="real",
+        components="real",
     )
     yield running
     running.stop()
