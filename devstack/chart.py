@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from helm_python import Chart
 
-from devstack.kube.client import KubeApi
+from devstack.kubeclient import KubeApi
 
 CHART_DIR = Path(__file__).resolve().parents[1] / "charts" / "tenantdb"
 RBAC_KINDS = {

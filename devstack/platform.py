@@ -72,13 +72,12 @@ import hvac
 import yaml
 
 from devstack import crds
-from devstack.certmanager import CLUSTER_RESOURCE_NAMESPACE, CertificateAuthority, CertManager
-from devstack.certmanager.ca import Request
+from devstack.ca import CertificateAuthority, Request
+from devstack.certmanager import CLUSTER_RESOURCE_NAMESPACE, CertManager
 from devstack.chart import apply_rbac, render_chart, service_account_of
 from devstack.eso import ExternalSecrets
 from devstack.kube import ClusterServer, start_clusters
-from devstack.kube.client import KubeApi
-from devstack.kube.remote import RemoteCluster
+from devstack.kubeclient import KubeApi, RemoteCluster
 from devstack.mariadb_operator import MariaDBOperator, Server
 from devstack.mysql_group import BloodravenOperator, GroupTLS, MysqlGroup, server_name
 from devstack.mysql_group.blackhole import Blackhole

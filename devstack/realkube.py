@@ -55,8 +55,7 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from devstack.certmanager.ca import CertificateAuthority, Request
-from devstack.kube.api import AuditEntry
+from devstack.ca import CertificateAuthority, Request
 
 BIN_DIR = Path(__file__).resolve().parents[1] / "tools" / "kube" / "bin"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
@@ -360,6 +359,22 @@ def wait_ready(proc: ChildProcess, context: ssl.SSLContext | None, deadline: flo
 
 
 # ---------------------------------------------------------------------------------- clusters
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One request of an API server's audit log: who wrote (or read) what, when (to the
+    microsecond), with which field manager, answer code and User-Agent."""
+
+    time: str
+    user: str
+    verb: str
+    resource: str
+    namespace: str
+    name: str
+    field_manager: str
+    code: int
+    user_agent: str = ""
 
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})

@@ -2,7 +2,7 @@
 
 Owns the loop every stand-in controller (ESO, mariadb-operator, cert-manager) runs in the devstack
 process: watch threads on each cluster's API (in process or over HTTPS to any API server, see
-`devstack.kube.client`) that map events to object keys, one worker thread that reconciles keys
+`devstack.kubeclient`) that map events to object keys, one worker thread that reconciles keys
 level-based (re-reading the object each time) with deduplication, delayed come-backs and a capped
 back-off after errors, and a clean stop. Also the helpers those
 controllers share: Kubernetes timestamps, Go durations, status conditions and core v1 Events.
@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from devstack.kube.client import KubeApi
-from devstack.kube.errors import ApiError
+from devstack.kubeclient import ApiError, KubeApi
 
 log = logging.getLogger(__name__)
 

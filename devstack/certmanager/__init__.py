@@ -5,7 +5,7 @@ does for the objects tenantdb writes (see `controller` for what is left out), an
 (`ca`) that also signs the OpenBao listener's certificate. Production code never imports it.
 """
 
-from devstack.certmanager.ca import CertificateAuthority, Issued, Request
+from devstack.ca import CertificateAuthority, Issued, Request
 from devstack.certmanager.controller import CLUSTER_RESOURCE_NAMESPACE, CertManager
 
 __all__ = [

@@ -28,15 +28,14 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 
-from devstack.certmanager.ca import (
+from devstack.ca import (
     DEFAULT_USAGES,
     CertificateAuthority,
     Request,
     extended_usages,
     requested_extended_usages,
 )
-from devstack.kube.client import KubeApi
-from devstack.kube.errors import ApiError
+from devstack.kubeclient import ApiError, KubeApi
 from devstack.reconciler import (
     Controller,
     Key,

@@ -20,8 +20,7 @@ from typing import Any
 import yaml
 
 from devstack.crds import bloodraven, certmanager, controlplane, externalsecrets, mariadb
-from devstack.kube.client import KubeApi
-from devstack.kube.errors import ApiError
+from devstack.kubeclient import ApiError, KubeApi
 
 ESTABLISH_SECONDS = 30.0
 CHART_CRDS = Path(__file__).resolve().parents[2] / "charts/tenantdb/crds"

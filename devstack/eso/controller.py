@@ -30,8 +30,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from devstack.eso import vault
-from devstack.kube.client import KubeApi
-from devstack.kube.errors import ApiError
+from devstack.kubeclient import ApiError, KubeApi
 from devstack.reconciler import (
     Controller,
     Key,

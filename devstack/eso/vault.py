@@ -28,8 +28,7 @@ import hvac
 import hvac.exceptions
 import requests
 
-from devstack.kube.client import KubeApi
-from devstack.kube.errors import ApiError
+from devstack.kubeclient import ApiError, KubeApi
 from devstack.reconciler import Obj, get_or_none
 
 TOKEN_SECONDS = 600

@@ -37,6 +37,7 @@ from devstack.kube.selectors import (
     parse_label_selector,
 )
 from devstack.kube.store import Obj, Store, sort_key
+from devstack.realkube import AuditEntry
 
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
@@ -77,21 +78,6 @@ class WriteOptions:
         if self.field_manager:
             return self.field_manager
         return self.user_agent.split("/")[0] if self.user_agent else "unknown"
-
-
-@dataclass(frozen=True)
-class AuditEntry:
-    """Who wrote what, when (to the microsecond), with which field manager and User-Agent."""
-
-    time: str
-    user: str
-    verb: str
-    resource: str
-    namespace: str
-    name: str
-    field_manager: str
-    code: int
-    user_agent: str = ""
 
 
 @dataclass(frozen=True)

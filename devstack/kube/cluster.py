@@ -26,7 +26,6 @@ from devstack.kube import auth, errors, managed_fields, rbac
 from devstack.kube.api import (
     APPLY,
     Api,
-    AuditEntry,
     Registry,
     WriteOptions,
     now_text,
@@ -41,6 +40,7 @@ from devstack.kube.selectors import (
     parse_label_selector,
 )
 from devstack.kube.store import Event, Obj, Store
+from devstack.realkube import AuditEntry
 
 AUTHENTICATION_GROUP = "authentication.k8s.io"
 _AUTHENTICATION_V1 = f"{AUTHENTICATION_GROUP}/v1"

@@ -9,8 +9,10 @@ against a real cluster.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from devstack.kubeclient import ApiError as ApiError
 
 _TYPE_TEXT = {
     "FieldValueRequired": "Required value",
@@ -80,40 +82,6 @@ def invalid(path: str, value: Any, detail: str) -> FieldError:
 def forbidden(path: str, detail: str) -> FieldError:
     """Build a `Forbidden` error."""
     return FieldError("FieldValueForbidden", path, detail=detail)
-
-
-@dataclass
-class ApiError(Exception):
-    """An error the server answers with a `Status` body."""
-
-    code: int
-    reason: str
-    message: str
-    details: dict[str, Any] | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    list_meta: dict[str, Any] | None = None
-    """The Status's own metadata (a 410 for an expired continue token carries one to go on)."""
-    text: str | None = None
-    """Sent as the whole body in plain text instead of a `Status`, as for a path no API serves."""
-
-    def __post_init__(self) -> None:
-        super().__init__(self.message)
-
-    def status(self) -> dict[str, Any]:
-        """Return the `Status` object for the response body."""
-        body: dict[str, Any] = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": dict(self.list_meta or {}),
-            "status": "Failure",
-            "message": self.message,
-            "code": self.code,
-        }
-        if self.reason:
-            body["reason"] = self.reason
-        if self.details is not None:
-            body["details"] = self.details
-        return body
 
 
 def _qualified(resource: str, group: str) -> str:

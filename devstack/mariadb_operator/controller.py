@@ -44,8 +44,7 @@ from typing import Any, Literal
 
 import pymysql
 
-from devstack.kube.client import KubeApi
-from devstack.kube.errors import ApiError
+from devstack.kubeclient import ApiError, KubeApi
 from devstack.mariadb_operator import sql
 from devstack.reconciler import (
     Controller,

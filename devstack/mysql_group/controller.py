@@ -34,8 +34,7 @@ from typing import Any
 import pymysql
 
 from devstack.crds.bloodraven import DR_ONLY, RESOURCE
-from devstack.kube.client import KubeApi
-from devstack.kube.errors import ApiError
+from devstack.kubeclient import ApiError, KubeApi
 from devstack.mysql_group.group import MysqlGroup
 from devstack.mysql_group.servers import ServerError
 from devstack.reconciler import Controller, Key, Obj, get_or_none, meta, record_event

@@ -34,7 +34,7 @@ from typing import Any
 
 import pymysql
 
-from devstack.certmanager.ca import CertificateAuthority
+from devstack.ca import CertificateAuthority
 from devstack.mysql_group import replication
 from devstack.mysql_group.replication import Account
 from devstack.mysql_group.servers import MariaDBServer, ServerError

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from devstack.certmanager.ca import CertificateAuthority, Issued, Request
+from devstack.ca import CertificateAuthority, Issued, Request
 
 DEFAULT_GROUP = "main"
 DEFAULT_NAMESPACE = "bloodraven"

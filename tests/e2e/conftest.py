@@ -43,9 +43,9 @@ import hvac
 import pytest
 import redis
 
-from devstack.kube.api import AuditEntry
 from devstack.mysql_group import MysqlGroup
 from devstack.platform import Platform, role_env, start_platform
+from devstack.realkube import AuditEntry
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import SECRET, KubeClient
 from tenantdb.adapters.mariadbdatabase import CONTROL_PLANE, EXTERNAL_SECRET, MARIADB_DATABASE

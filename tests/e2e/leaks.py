@@ -51,10 +51,10 @@ from typing import Any, ClassVar, Protocol
 
 import redis
 
-from devstack.certmanager.ca import CertificateAuthority, Issued
+from devstack.ca import CertificateAuthority, Issued
 from devstack.kube.auth import Tokens
-from devstack.kube.remote import RemoteCluster
 from devstack.kube.store import Store
+from devstack.kubeclient import RemoteCluster
 from devstack.openbao.core import OpenBaoCore, Token
 from devstack.openbao.database import CredentialPlan, DatabaseMount
 from devstack.platform import Platform

@@ -52,9 +52,9 @@ import redis
 import yaml
 from redis.sentinel import Sentinel
 
-from devstack.kube.api import AuditEntry
 from devstack.kube.cluster import Cluster
 from devstack.platform import Platform
+from devstack.realkube import AuditEntry
 from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
 from tenantdb.adapters.workqueue import WorkQueueKeys, pass_name
 from tenantdb.core.keys import OrderKey

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devstack.kube.api import AuditEntry
+from devstack.realkube import AuditEntry
 from tests.faults.conftest import concurrent_writers, tenantdb_writers
 
 ORDER = "MariaDBDatabase/management/tenant-a/app"

@@ -36,7 +36,7 @@ from kubernetes.client.exceptions import ApiException
 
 from devstack import crds, realkube
 from devstack.crds import controlplane
-from devstack.kube.remote import RemoteCluster
+from devstack.kubeclient import RemoteCluster
 from devstack.platform import Platform, start_platform
 from tests.fixtures.admission_corpus import CASES, CONTROL_PLANE_CASES, AdmissionCase
 

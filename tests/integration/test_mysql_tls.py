@@ -21,7 +21,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from devstack.certmanager import CertificateAuthority
+from devstack.ca import CertificateAuthority
 from devstack.mysql_group import MysqlGroup
 from devstack.platform import MYSQL_TLS_SECRET, start_platform
 from tenantdb.adapters.clusters import ClusterRegistry

@@ -41,7 +41,7 @@ from devstack.crds import install
 from devstack.crds import mariadb as crds
 from devstack.crds.schema import Schema
 from devstack.kube.cluster import Cluster
-from devstack.kube.errors import ApiError
+from devstack.kubeclient import ApiError
 from devstack.mariadb_operator import sql
 from devstack.mariadb_operator.controller import (
     DATABASES,

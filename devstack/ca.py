@@ -1,4 +1,4 @@
-"""A certificate authority that signs what the cert-manager stand-in and the devstack issue.
+"""The devstack CA: it signs the platform's certificates and backs cert-manager's CA issuer.
 
 Owns the devstack CA (a self-signed key and certificate, or one loaded from a Secret's PEMs) and
 signing leaf or CA certificates for a requested subject, SANs, usages, validity and key algorithm,
