@@ -496,6 +496,15 @@ class RealKube:
     def __getitem__(self, name: str) -> RealCluster:
         return self.clusters[name]
 
+    def compact(self) -> int:
+        """Compact etcd's history up to its current revision, as the API servers do every few
+        minutes: a watch resumed from an older version then gets a 410 Gone (when the API
+        server serves it from etcd, not from its watch cache). The revision compacted to."""
+        state = _etcd_call(self.etcd_url, "/v3/kv/range", {"key": base64.b64encode(b"/").decode()})
+        revision = int(state["header"]["revision"])
+        _etcd_call(self.etcd_url, "/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
+
     @property
     def running(self) -> bool:
         """Whether every process is still alive."""
@@ -517,6 +526,19 @@ class RealKube:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _etcd_call(etcd_url: str, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """One call of etcd's v3 JSON gateway."""
+    request = urllib.request.Request(  # noqa: S310 - http on loopback, built here
+        etcd_url + path,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
+        result: dict[str, Any] = json.loads(answer.read())
+    return result
 
 
 def _etcd_argv(binary: Path, data_dir: Path, client_port: int, peer_port: int) -> list[str]:
@@ -630,13 +652,15 @@ def start_real_clusters(
     *,
     controller_manager: bool = False,
     extra_controllers: Sequence[str] = (),
+    apiserver_args: Sequence[str] = (),
     bin_dir: Path = BIN_DIR,
     timeout: float = START_TIMEOUT,
 ) -> RealKube:
     """Start one etcd and one kube-apiserver per name (with a kube-controller-manager each when
     `controller_manager`, running `CONTROLLERS` and `extra_controllers`, e.g. the deployment and
     replicaset controllers that turn a Deployment into Pods), wait until every one is ready, and
-    return them running.
+    return them running. `apiserver_args` are added to every kube-apiserver's flags (e.g.
+    `--watch-cache=false`, so that a watch resumed from a compacted version gets a 410).
 
     `workdir` receives the PKI, etcd's data, the kubeconfigs and the logs; it should be fresh.
     On any failure everything started is stopped again and `RealKubeError` is raised with the
@@ -669,7 +693,9 @@ def start_real_clusters(
         etcd_tier.append(etcd)
         wait_ready(etcd, None, deadline)
 
-        clusters = _start_apiservers(workdir, names, pki, etcd_url, bin_dir, env, apiserver_tier)
+        clusters = _start_apiservers(
+            workdir, names, pki, etcd_url, bin_dir, env, apiserver_tier, apiserver_args
+        )
         tls = ssl.create_default_context(cafile=str(pki.ca_cert))
         tls.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
         for proc in apiserver_tier:
@@ -700,6 +726,7 @@ def _start_apiservers(
     bin_dir: Path,
     env: Mapping[str, str],
     tier: list[ChildProcess],
+    extra_args: Sequence[str],
 ) -> dict[str, RealCluster]:
     """Spawn one kube-apiserver per name, all at once; readiness is the caller's to wait for."""
     clusters: dict[str, RealCluster] = {}
@@ -723,7 +750,7 @@ def _start_apiservers(
             home / "certs",
             (policy, audit_log),
         )
-        popen = SPAWNER.popen(argv, log, env)
+        popen = SPAWNER.popen([*argv, *extra_args], log, env)
         tier.append(ChildProcess(f"kube-apiserver {name}", popen, log, f"{server}/readyz"))
         clusters[name] = RealCluster(
             name=name,

@@ -66,19 +66,19 @@ class SilentProxy:
             return len(self._sockets) // 2
 
     def cut(self, *, abrupt: bool) -> int:
-        """Close every open connection in both directions, with a RST when ``abrupt`` and an
-        orderly FIN otherwise; new connections are served as before. How many were cut."""
+        """Close every open connection at once, in both directions, with a RST when
+        ``abrupt`` and an orderly FIN otherwise, silent or not; new connections are served as
+        before (held while silent). How many were cut."""
         with self._lock:
             sockets = list(self._sockets)
+            self._sockets.clear()
         for sock in sockets:
             with contextlib.suppress(OSError):
-                # Either way the pump reads an end and closes both sockets: with a linger of 0
-                # that close sends a RST; otherwise the FIN was sent here.
                 if abrupt:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                    sock.shutdown(socket.SHUT_RD)
                 else:
                     sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
         return len(sockets) // 2
 
     def close(self) -> None:
@@ -131,6 +131,8 @@ class SilentProxy:
                 while not self._closed.is_set():
                     # Silent: read nothing, so nothing is sent on either side.
                     self._speaking.wait()
+                    if client.fileno() < 0 or upstream.fileno() < 0:
+                        return  # cut
                     for ready, _ in selector.select(timeout=0.2):
                         if not self._speaking.is_set():
                             break

@@ -15,21 +15,21 @@ import pytest
 import redis
 import yaml
 
-from devstack.kube.server import ClusterServer
 from tenantdb.cli import EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE
 from tests.conftest import REDIS_URL
-from tests.integration.watcher.conftest import ORDERS, order, start_server, write_kubeconfig
+from tests.integration.watcher.conftest import ORDERS, order, prepare
+from tests.realclusters import ApiServer, start_servers, write_kubeconfig
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "mariadbdatabase/tenant-a/app"
 
 
 @pytest.fixture
-def server() -> Iterator[ClusterServer]:
-    started = start_server("management")
-    started.cluster.create(ORDERS, order("app"), "tenant-a")
-    yield started
-    started.stop()
+def server(tmp_path: Path) -> Iterator[ApiServer]:
+    with start_servers(tmp_path / "kube", ("management",)) as started:
+        management = prepare(started["management"])
+        management.cluster.create(ORDERS, order("app"), "tenant-a")
+        yield management
 
 
 def _status(
@@ -68,7 +68,7 @@ def test_with_no_cluster_configured_status_says_so_in_one_line(
 
 
 def test_status_reads_the_kubeconfig_kubectl_would(
-    tmp_path: Path, key_prefix: str, real_redis: redis.Redis, server: ClusterServer
+    tmp_path: Path, key_prefix: str, real_redis: redis.Redis, server: ApiServer
 ) -> None:
     # ~/.kube/config, as kubectl reads it by default.
     (tmp_path / ".kube").mkdir()
@@ -126,7 +126,7 @@ def test_a_cluster_that_cannot_be_read_is_one_line_and_exit_4_never_not_found(
 
 
 def test_status_filters_and_its_json_document(
-    tmp_path: Path, key_prefix: str, real_redis: redis.Redis, server: ClusterServer
+    tmp_path: Path, key_prefix: str, real_redis: redis.Redis, server: ApiServer
 ) -> None:
     server.cluster.create("namespaces", {"metadata": {"name": "tenant-b"}})
     server.cluster.create(ORDERS, order("other", namespace="tenant-b"), "tenant-b")

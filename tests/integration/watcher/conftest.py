@@ -1,8 +1,9 @@
-"""Fixtures for the watcher against devstack API servers and the real Redis.
+"""Fixtures for the watcher against real API servers and the real Redis.
 
-Two clusters (``management`` and ``edge-1``) with the CRDs the watcher reads, a kubeconfig naming
-both, a recording publisher behind a real ``WorkQueue`` (so deduplication is Redis's own), and a
-factory that runs a ``Watcher`` in a thread with timings short enough for tests.
+Two clusters (``management`` and ``edge-1``, real kube-apiservers of the test's own, see
+``tests.realclusters``) with the CRDs the watcher reads, a kubeconfig naming both, a recording
+publisher behind a real ``WorkQueue`` (so deduplication is Redis's own), and a factory that runs
+a ``Watcher`` in a thread with timings short enough for tests.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +23,13 @@ import yaml
 from prometheus_client import REGISTRY
 
 from devstack.crds.bloodraven import mysql_failover_group
-from devstack.kube.server import ClusterServer, kubeconfig
 from tenantdb.adapters.leader import LeaderLease
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.served import route_modules
 from tenantdb.settings import Settings
 from tests.conftest import REDIS_URL
+from tests.realclusters import ApiServer, start_servers, write_kubeconfig
 from tests.support import wait_for
 from watcher.loop import LoopTiming
 from watcher.process import Watcher, WatcherConfig
@@ -114,10 +116,9 @@ CLUSTER_SECRET_STORE_CRD = open_crd(
 CERTIFICATE_CRD = open_crd("cert-manager.io", "certificates", "Certificate", "v1", status=True)
 
 
-def install(server: ClusterServer, *crds: dict[str, Any]) -> None:
-    """Install CRDs on a cluster."""
-    for crd in crds:
-        server.cluster.create("customresourcedefinitions", crd)
+def install(server: ApiServer, *crds: dict[str, Any]) -> None:
+    """Install CRDs on a cluster and wait until it serves them."""
+    server.install(*crds)
 
 
 def order_crd() -> dict[str, Any]:
@@ -128,17 +129,15 @@ def order_crd() -> dict[str, Any]:
 
 
 @pytest.fixture
-def mysql_kinds(servers: dict[str, ClusterServer]) -> None:
+def mysql_kinds(servers: dict[str, ApiServer]) -> None:
     """The MysqlDatabase CRD as the chart ships it, and the MysqlFailoverGroup CRD, on the
     management cluster."""
     crd = yaml.safe_load(MYSQL_ORDER_CRD.read_text())
     install(servers["management"], crd, mysql_failover_group())
 
 
-def start_server(name: str, *, orders: bool = True) -> ClusterServer:
-    """Start a cluster with the test namespaces, and (by default) the order CRD."""
-    server = ClusterServer(name).start()
-    server.cluster.bookmark_interval = 0.3
+def prepare(server: ApiServer, *, orders: bool = True) -> ApiServer:
+    """Give a cluster the test namespaces, and (by default) the order CRD."""
     for namespace in NAMESPACES:
         server.cluster.create("namespaces", {"metadata": {"name": namespace}})
     if orders:
@@ -147,26 +146,34 @@ def start_server(name: str, *, orders: bool = True) -> ClusterServer:
 
 
 @pytest.fixture
-def servers() -> Iterator[dict[str, ClusterServer]]:
+def servers(tmp_path: Path) -> Iterator[dict[str, ApiServer]]:
     """``management`` with every watched kind, ``edge-1`` with orders and Database CRs."""
-    started = {"management": start_server("management"), "edge-1": start_server("edge-1")}
-    install(started["management"], CONTROL_PLANE_CRD, DATABASE_CRD, EXTERNAL_SECRET_CRD, VDS_CRD)
-    install(started["edge-1"], DATABASE_CRD)
-    yield started
-    for server in started.values():
-        server.stop()
+    with start_servers(tmp_path / "kube", ("management", "edge-1")) as started:
+        prepare_clusters(started)
+        yield started
 
 
-def write_kubeconfig(path: Path, servers: dict[str, ClusterServer]) -> None:
-    """Write a kubeconfig atomically (as a mounted file changes); management is current."""
-    current = "management" if "management" in servers else next(iter(servers))
-    scratch = path.with_name(f".{path.name}.new")
-    scratch.write_text(yaml.safe_dump(kubeconfig(servers, current=current)))
-    scratch.replace(path)
+def prepare_clusters(servers: dict[str, ApiServer]) -> None:
+    """Give ``management`` every watched kind and ``edge-1`` orders and Database CRs, both
+    the test namespaces; side by side, as each waits for its CRDs to be served."""
+    wanted = {
+        "management": (order_crd(), CONTROL_PLANE_CRD, DATABASE_CRD, EXTERNAL_SECRET_CRD, VDS_CRD),
+        "edge-1": (order_crd(), DATABASE_CRD),
+    }
+    with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
+        for done in [
+            pool.submit(_prepare_all, servers[name], crds) for name, crds in wanted.items()
+        ]:
+            done.result()
+
+
+def _prepare_all(server: ApiServer, crds: tuple[dict[str, Any], ...]) -> None:
+    prepare(server, orders=False)
+    install(server, *crds)
 
 
 @pytest.fixture
-def kubeconfig_file(servers: dict[str, ClusterServer], tmp_path: Path) -> Path:
+def kubeconfig_file(servers: dict[str, ApiServer], tmp_path: Path) -> Path:
     """A kubeconfig with both clusters."""
     path = tmp_path / "kubeconfig"
     write_kubeconfig(path, servers)
@@ -229,6 +236,8 @@ def settings_for(kubeconfig_path: Path, key_prefix: str) -> Settings:
         target_watch_scope="cluster",
     )
 
+
+__all__ = ["ApiServer", "write_kubeconfig"]
 
 StartWatcher = Callable[..., Watcher]
 

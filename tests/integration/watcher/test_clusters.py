@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from devstack.kube.server import ClusterServer
 from tenantdb.settings import Settings
 from tests.integration.watcher.conftest import (
     ORDERS,
@@ -19,6 +18,7 @@ from tests.integration.watcher.conftest import (
     settings_for,
     write_kubeconfig,
 )
+from tests.realclusters import ApiServer
 from tests.support import wait_for
 
 
@@ -30,7 +30,7 @@ def _last_heard(cluster: str) -> float | None:
 
 
 def test_a_target_cluster_added_to_the_kubeconfig_is_engaged_and_a_removed_one_dropped(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     kubeconfig_file: Path,
     start_watcher: StartWatcher,
     published: Published,
@@ -56,7 +56,7 @@ def test_a_target_cluster_added_to_the_kubeconfig_is_engaged_and_a_removed_one_d
 
 
 def test_a_half_written_kubeconfig_keeps_the_clusters_engaged(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     kubeconfig_file: Path,
     start_watcher: StartWatcher,
     published: Published,
@@ -69,7 +69,7 @@ def test_a_half_written_kubeconfig_keeps_the_clusters_engaged(
 
 
 def _with_targets_dir(
-    servers: dict[str, ClusterServer], kubeconfig_file: Path, tmp_path: Path, key_prefix: str
+    servers: dict[str, ApiServer], kubeconfig_file: Path, tmp_path: Path, key_prefix: str
 ) -> tuple[Path, Settings]:
     """The kubeconfig with the management cluster only, and settings naming an empty directory
     of target kubeconfigs beside it."""
@@ -83,7 +83,7 @@ def _with_targets_dir(
 
 
 def test_a_directory_of_kubeconfigs_names_target_clusters_by_file_name(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     kubeconfig_file: Path,
     tmp_path: Path,
     start_watcher: StartWatcher,
@@ -104,7 +104,7 @@ def test_a_directory_of_kubeconfigs_names_target_clusters_by_file_name(
 
 
 def test_a_cluster_name_no_order_key_can_carry_is_skipped_said_and_counted(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     kubeconfig_file: Path,
     tmp_path: Path,
     start_watcher: StartWatcher,

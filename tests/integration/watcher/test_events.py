@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from devstack.kube.server import ClusterServer
 from tests.integration.watcher.conftest import (
     ORDERS,
     Published,
@@ -18,6 +17,7 @@ from tests.integration.watcher.conftest import (
     order,
     secret,
 )
+from tests.realclusters import ApiServer
 
 
 def _condition(kind: str, status: str) -> dict[str, str]:
@@ -32,7 +32,7 @@ def _condition(kind: str, status: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("cluster", ["", "edge-1"], ids=["management", "edge-1"])
 def test_order_edits_enqueue_and_tenantdbs_own_writes_do_not(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     published: Published,
     cluster: str,
@@ -76,7 +76,7 @@ def test_order_edits_enqueue_and_tenantdbs_own_writes_do_not(
 
 @pytest.mark.parametrize("cluster", ["", "edge-1"], ids=["management", "edge-1"])
 def test_an_edited_or_deleted_delivered_secret_enqueues_its_order(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     published: Published,
     cluster: str,
@@ -103,7 +103,7 @@ def test_an_edited_or_deleted_delivered_secret_enqueues_its_order(
 
 
 def test_labelled_eso_objects_on_management_enqueue_the_order_their_labels_name(
-    servers: dict[str, ClusterServer], start_watcher: StartWatcher, published: Published
+    servers: dict[str, ApiServer], start_watcher: StartWatcher, published: Published
 ) -> None:
     kube = servers["management"].cluster
     start_watcher()
@@ -163,7 +163,7 @@ def _database(name: str, namespace: str, labels: dict[str, str]) -> dict[str, ob
 
 
 def test_a_database_cr_maps_only_where_a_control_plane_places_keystone(
-    servers: dict[str, ClusterServer], start_watcher: StartWatcher, published: Published
+    servers: dict[str, ApiServer], start_watcher: StartWatcher, published: Published
 ) -> None:
     management, edge = servers["management"].cluster, servers["edge-1"].cluster
     management.create(
@@ -195,7 +195,7 @@ def test_a_database_cr_maps_only_where_a_control_plane_places_keystone(
 
 
 def test_control_plane_changes_fan_out_to_the_orders_that_reference_it(
-    servers: dict[str, ClusterServer], start_watcher: StartWatcher, published: Published
+    servers: dict[str, ApiServer], start_watcher: StartWatcher, published: Published
 ) -> None:
     kube, edge = servers["management"].cluster, servers["edge-1"].cluster
     planes = "controlplanes.c5c3.io"

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import redis
 
-from devstack.kube.server import ClusterServer
 from tests.conftest import REDIS_URL
 from tests.integration.watcher.conftest import (
     FAST,
@@ -25,13 +24,14 @@ from tests.integration.watcher.conftest import (
     metric,
     order,
 )
+from tests.realclusters import ApiServer
 from tests.support import stop_processes, wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 def test_a_replica_that_lost_its_lease_stops_and_the_next_term_relists_the_gap(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     published: Published,
     real_redis: redis.Redis,
@@ -56,7 +56,7 @@ def test_a_replica_that_lost_its_lease_stops_and_the_next_term_relists_the_gap(
 
 
 def test_a_leader_whose_redis_lost_its_data_relists_every_order(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     published: Published,
     real_redis: redis.Redis,
@@ -74,7 +74,7 @@ def test_a_leader_whose_redis_lost_its_data_relists_every_order(
 
 
 def test_an_event_during_a_lapse_of_the_leader_flag_is_found_by_a_relist(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     published: Published,
 ) -> None:
@@ -130,7 +130,7 @@ def _start(
 
 @pytest.mark.slow
 def test_only_the_leader_enqueues_and_a_standby_leads_within_15_s_of_its_death(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     kubeconfig_file: Path,
     replicas: list[subprocess.Popen[bytes]],
     real_redis: redis.Redis,

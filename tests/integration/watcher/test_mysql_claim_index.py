@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import redis
 
-from devstack.kube.server import ClusterServer
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import client_from_kubeconfig
 from tenantdb.adapters.mysqldatabase import MysqlOrders, Peers
@@ -24,6 +23,7 @@ from tests.integration.watcher.conftest import (
     StartWatcher,
     watching,
 )
+from tests.realclusters import ApiServer
 from tests.support import wait_for
 
 ORDERS = "mysqldatabases.shipstream.io"
@@ -86,7 +86,7 @@ def _owner_secret(name: str, username: str) -> dict[str, Any]:
 
 
 def test_a_pass_reads_only_the_peers_that_share_a_name_with_it(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     real_redis: redis.Redis,
     key_prefix: str,
@@ -173,7 +173,7 @@ def test_a_pass_reads_only_the_peers_that_share_a_name_with_it(
 
 
 def test_a_pass_lists_when_the_index_cannot_answer(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     real_redis: redis.Redis,
     key_prefix: str,
     kubeconfig_file: Path,
@@ -216,7 +216,7 @@ def test_a_pass_lists_when_the_index_cannot_answer(
 
 
 def test_of_many_peers_without_an_owner_a_pass_reads_those_whose_secret_names_its_user(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     real_redis: redis.Redis,
     key_prefix: str,

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from devstack.kube.server import ClusterServer
 from tenantdb.core.keys import OrderKey
 from tests.integration.watcher.conftest import Published, StartWatcher
+from tests.realclusters import ApiServer
 
 ORDERS = "mysqldatabases.shipstream.io"
 GROUPS = "mysqlfailovergroups.shipstream.io"
@@ -74,7 +74,7 @@ def _woken(published: Published, change: Any) -> set[str]:
 
 
 def test_a_change_of_what_a_group_names_wakes_the_orders_on_the_group_only(
-    servers: dict[str, ClusterServer], start_watcher: StartWatcher, published: Published
+    servers: dict[str, ApiServer], start_watcher: StartWatcher, published: Published
 ) -> None:
     cluster = servers["management"].cluster
     for group in ("main", "other"):

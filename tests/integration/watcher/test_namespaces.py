@@ -17,7 +17,6 @@ import pytest
 import yaml
 
 from devstack.chart import apply_rbac, render_chart, service_account_of, service_account_token
-from devstack.kube.server import ClusterServer, kubeconfig
 from tests.integration.watcher.conftest import (
     ORDERS,
     Published,
@@ -29,6 +28,7 @@ from tests.integration.watcher.conftest import (
     secret,
     settings_for,
 )
+from tests.realclusters import ApiServer, kubeconfig
 from tests.support import wait_for
 
 RELEASE_NAMESPACE = "tenantdb-system"
@@ -56,7 +56,7 @@ def _plane(assigned: list[str]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def granted_kubeconfig(servers: dict[str, ClusterServer], tmp_path: Path) -> Path:
+def granted_kubeconfig(servers: dict[str, ApiServer], tmp_path: Path) -> Path:
     """A kubeconfig whose edge-1 user is the chart's ServiceAccount with its target grants."""
     edge = servers["edge-1"].cluster
     edge.create("namespaces", {"metadata": {"name": "tenant-b"}})
@@ -102,7 +102,7 @@ def granted_kubeconfig(servers: dict[str, ClusterServer], tmp_path: Path) -> Pat
 
 
 def test_a_target_cluster_is_watched_in_the_namespaces_assigned_there_and_follows_them(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     published: Published,
     granted_kubeconfig: Path,
@@ -193,7 +193,7 @@ def test_a_target_cluster_is_watched_in_the_namespaces_assigned_there_and_follow
 
 
 def test_cluster_wide_watches_are_what_the_chart_refuses_on_a_target_cluster(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     granted_kubeconfig: Path,
     key_prefix: str,
@@ -221,7 +221,7 @@ def test_cluster_wide_watches_are_what_the_chart_refuses_on_a_target_cluster(
 
 
 def test_a_relist_of_one_namespaces_order_watch_keeps_the_other_orders_a_control_plane_wakes(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     published: Published,
     granted_kubeconfig: Path,

@@ -9,7 +9,6 @@ from typing import Any
 
 import redis
 
-from devstack.kube.server import ClusterServer
 from tenantdb.adapters.schemaindex import SchemaIndex
 from tests.integration.watcher.conftest import (
     Published,
@@ -17,6 +16,7 @@ from tests.integration.watcher.conftest import (
     labels_of,
     watching,
 )
+from tests.realclusters import ApiServer
 from tests.support import wait_for
 
 DATABASES = "databases.k8s.mariadb.com"
@@ -58,7 +58,7 @@ def _holds(index: SchemaIndex, cluster: str, schema: str, expected: list[str]) -
 
 
 def test_every_database_cr_is_indexed_under_its_schema_as_it_changes(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     real_redis: redis.Redis,
     key_prefix: str,
@@ -92,7 +92,7 @@ def test_every_database_cr_is_indexed_under_its_schema_as_it_changes(
 
 
 def test_a_stopped_watcher_leaves_an_index_no_pass_trusts(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     real_redis: redis.Redis,
     key_prefix: str,
     kubeconfig_file: Path,

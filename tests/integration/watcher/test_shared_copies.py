@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import redis
 
-from devstack.kube.server import ClusterServer
 from tenantdb.adapters.kube import (
     SECRET,
     SERVICE_ACCOUNT,
@@ -22,6 +21,7 @@ from tenantdb.adapters.mariadbdatabase import CLIENT_CERTIFICATE_WATCH, CONTROL_
 from tenantdb.adapters.versionindex import SharedObjects, SharedRef
 from tenantdb.core.mariadbdatabase.naming import CLIENT_CERTIFICATE, SHARED_SERVICE_ACCOUNT
 from tests.integration.watcher.conftest import Published, StartWatcher, watching
+from tests.realclusters import ApiServer
 from tests.support import wait_for
 
 CONTROL_PLANES = "controlplanes.c5c3.io"
@@ -84,8 +84,8 @@ class _Versions:
         return self.shared.versions([ref])[ref]
 
 
-def _gets(server: ClusterServer, plural: str) -> int:
-    return server.cluster.counters().get(("get", plural), 0)
+def _gets(server: ApiServer, plural: str) -> int:
+    return server.requests("get", plural)
 
 
 def _client(kubeconfig_file: Path) -> KubeClient:
@@ -94,7 +94,7 @@ def _client(kubeconfig_file: Path) -> KubeClient:
 
 @pytest.mark.parametrize(("plural", "resource", "watch", "body"), SHARED)
 def test_a_copy_is_served_while_current_and_read_again_once_the_watch_sees_a_change(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     real_redis: redis.Redis,
     key_prefix: str,
@@ -163,7 +163,7 @@ class _RoundTrips:
 
 
 def test_a_pass_looks_up_the_versions_of_all_its_shared_objects_in_one_round_trip(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     real_redis: redis.Redis,
     key_prefix: str,
@@ -222,7 +222,7 @@ def test_a_pass_looks_up_the_versions_of_all_its_shared_objects_in_one_round_tri
 
 
 def test_once_the_watcher_stops_every_read_goes_to_the_api_server(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     real_redis: redis.Redis,
     key_prefix: str,
     kubeconfig_file: Path,
@@ -246,7 +246,7 @@ def test_once_the_watcher_stops_every_read_goes_to_the_api_server(
 
 
 def test_a_process_keeps_only_so_many_copies(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     real_redis: redis.Redis,
     key_prefix: str,

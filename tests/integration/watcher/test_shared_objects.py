@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from devstack.kube.cluster import Cluster
-from devstack.kube.server import ClusterServer
+from devstack.kubeclient import KubeApi as Cluster
 from tests.integration.watcher.conftest import (
     CERTIFICATE_CRD,
     CLUSTER_SECRET_STORE_CRD,
@@ -31,6 +30,7 @@ from tests.integration.watcher.conftest import (
     install,
     key,
 )
+from tests.realclusters import ApiServer
 
 PLANES = "controlplanes.c5c3.io"
 # Each ControlPlane and its order's name, by the namespace the ControlPlane lives in.
@@ -177,7 +177,7 @@ def _order(name: str, cp: str, cp_namespace: str) -> dict[str, Any]:
     ],
 )
 def test_a_shared_object_wakes_the_orders_that_read_it_and_no_other(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     start_watcher: StartWatcher,
     published: Published,
     case: str,
