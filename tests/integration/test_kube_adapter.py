@@ -1,4 +1,4 @@
-"""tenantdb's Kubernetes adapter against the devstack API server, through the official client.
+"""tenantdb's Kubernetes adapter against real API servers, through the official client.
 
 The adapter is tenantdb's only way into a cluster, so these tests pin what the engine relies
 on: server-side apply owns exactly the fields tenantdb sends, the status goes through its own
@@ -15,17 +15,11 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
-from devstack.kube.server import ClusterServer, kubeconfig
 from tenantdb.adapters.clusters import (
     ClusterRegistry,
     ClusterUnavailableError,
@@ -45,20 +39,20 @@ from tenantdb.adapters.kube import (
 from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
 from tenantdb.logs import configure_logging
 from tenantdb.settings import Settings
+from tests.realclusters import ApiServer, kubeconfig, start_servers
+from tests.support import wait_for
 
 CRD = Path(__file__).resolve().parents[2] / "charts/tenantdb/crds/mariadbdatabases.c5c3.io.yaml"
 
 
 @pytest.fixture
-def servers() -> Iterator[dict[str, ClusterServer]]:
-    started = {name: ClusterServer(name).start() for name in ("management", "edge-1")}
-    yield started
-    for server in started.values():
-        server.stop()
+def servers(tmp_path: Path) -> Iterator[dict[str, ApiServer]]:
+    with start_servers(tmp_path / "kube", ("management", "edge-1")) as started:
+        yield started
 
 
 @pytest.fixture
-def kubeconfig_file(servers: dict[str, ClusterServer], tmp_path: Path) -> Path:
+def kubeconfig_file(servers: dict[str, ApiServer], tmp_path: Path) -> Path:
     path = tmp_path / "kubeconfig"
     path.write_text(yaml.safe_dump(kubeconfig(servers, current="management")))
     return path
@@ -100,7 +94,7 @@ def test_apply_rewrites_edits_keeps_foreign_keys_and_drops_what_it_stops_applyin
 
 
 def test_status_goes_through_the_subresource_only(kube: KubeClient) -> None:
-    kube.apply(yaml.safe_load(CRD.read_text()))
+    _install_crd(kube)
     order = {
         "apiVersion": "c5c3.io/v1alpha1",
         "kind": "MariaDBDatabase",
@@ -121,8 +115,22 @@ def test_status_goes_through_the_subresource_only(kube: KubeClient) -> None:
     assert ignored["metadata"]["generation"] == 1
 
 
-def _order(kube: KubeClient) -> dict[str, object]:
+def _install_crd(kube: KubeClient) -> None:
+    """Install the MariaDBDatabase CRD and wait until the server serves it."""
     kube.apply(yaml.safe_load(CRD.read_text()))
+    wait_for(lambda: _served(kube), 20, "the MariaDBDatabase CRD to be served")
+
+
+def _served(kube: KubeClient) -> bool:
+    try:
+        kube.list_objects(MARIADB_DATABASE, "tenant-a")
+    except KindNotServedError:
+        return False
+    return True
+
+
+def _order(kube: KubeClient) -> dict[str, object]:
+    _install_crd(kube)
     return kube.create(
         {
             "apiVersion": "c5c3.io/v1alpha1",
@@ -197,7 +205,7 @@ def test_lists_page_through_every_object(kube: KubeClient) -> None:
     assert {f"s-{i}" for i in range(7)} <= names
 
 
-def test_errors_come_out_typed(kube: KubeClient, servers: dict[str, ClusterServer]) -> None:
+def test_errors_come_out_typed(kube: KubeClient, servers: dict[str, ApiServer]) -> None:
     with pytest.raises(NotFoundError, match='secrets "absent" not found'):
         kube.get(SECRET, "tenant-a", "absent")
     assert kube.get_or_none(SECRET, "tenant-a", "absent") is None
@@ -206,7 +214,7 @@ def test_errors_come_out_typed(kube: KubeClient, servers: dict[str, ClusterServe
         kube.list_objects(MARIADB_DATABASE, "tenant-a")
     with pytest.raises(InvalidError):
         kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "Not_Valid"}})
-    servers["management"].stop()
+    servers["management"].real.stop()
     with pytest.raises(UnavailableError, match="no answer"):
         kube.get(NAMESPACE, None, "tenant-a")
 
@@ -225,7 +233,7 @@ def test_clusters_resolve_by_name_from_one_kubeconfig(kubeconfig_file: Path) -> 
 
 
 def test_a_context_an_order_key_cannot_name_is_skipped_and_said_and_a_file_can_rename_it(
-    servers: dict[str, ClusterServer], tmp_path: Path
+    servers: dict[str, ApiServer], tmp_path: Path
 ) -> None:
     gke = "gke_project_europe-west1_edge-2"  # underscores: no order key carries them
     config = kubeconfig(servers, current="management")
@@ -289,16 +297,11 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 def test_a_killed_process_leaves_no_client_key_on_disk(
-    servers: dict[str, ClusterServer], tmp_path: Path
+    servers: dict[str, ApiServer], tmp_path: Path
 ) -> None:
-    cert, key = _self_signed()
+    # The admin's client certificate and key, inline in the kubeconfig as a mounted one has them.
+    key = servers["management"].real.pki.admin_key.read_bytes()
     config = kubeconfig(servers, current="management")
-    config["users"][0]["user"].update(
-        {
-            "client-certificate-data": base64.b64encode(cert).decode(),
-            "client-key-data": base64.b64encode(key).decode(),
-        }
-    )
     path = tmp_path / "kubeconfig"
     path.write_text(yaml.safe_dump(config))
     scratch = tmp_path / "tmp"
@@ -320,30 +323,8 @@ def test_a_killed_process_leaves_no_client_key_on_disk(
     assert not any(b"PRIVATE KEY" in content for content in left), "a key outlived the process"
 
 
-def _self_signed() -> tuple[bytes, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tenantdb")])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=1))
-        .not_valid_after(now + timedelta(hours=1))
-        .sign(key, hashes.SHA256())
-    )
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), pem
-
-
 def test_status_names_a_skipped_context_on_one_line(
-    servers: dict[str, ClusterServer],
+    servers: dict[str, ApiServer],
     tmp_path: Path,
     key_prefix: str,
     real_redis: object,

@@ -1,9 +1,9 @@
-"""The rendered chart, offered to the devstack API server in a server-side dry run.
+"""The rendered chart, offered to a real kube-apiserver in a server-side dry run.
 
-The devstack serves Namespaces, Secrets, ConfigMaps, ServiceAccounts, Services, Leases and CRDs
-(with their custom resources); every rendered object of those kinds goes through its admission
-with `dryRun=All` and `fieldValidation=Strict`, so an unknown or misplaced field is refused, and
-nothing is stored. The kinds it does not serve are checked in test_chart.py.
+Every rendered ConfigMap, Secret, Service, ServiceAccount and CRD goes through the server's
+admission with `dryRun=All` and `fieldValidation=Strict`, so an unknown or misplaced field is
+refused, and nothing is stored. The other kinds are checked in test_chart.py and
+test_chart_real_kube.py.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import yaml
 from helm_python import Chart
 from kubernetes import client, config
 
-from devstack.kube.server import ClusterServer, kubeconfig
 from tests.integration.packaging.conftest import NAMESPACE, Manifest, render
 from tests.integration.packaging.test_chart import ALL_ON, TARGET
+from tests.realclusters import start_servers, write_kubeconfig
 
 DRY = {"dry_run": "All", "field_validation": "Strict"}
 
@@ -27,14 +27,14 @@ DRY = {"dry_run": "All", "field_validation": "Strict"}
 @pytest.fixture(scope="module")
 def api_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[client.ApiClient]:
     """An official-client ApiClient for a fresh management cluster with the release namespace."""
-    server = ClusterServer("management").start()
-    path: Path = tmp_path_factory.mktemp("kube") / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig({server.name: server})))
-    api = config.new_client_from_config(config_file=str(path), context="management")
-    client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
-    yield api
-    api.close()
-    server.stop()
+    directory = tmp_path_factory.mktemp("kube")
+    with start_servers(directory / "servers", ("management",)) as servers:
+        path: Path = directory / "kubeconfig"
+        write_kubeconfig(path, servers)
+        api = config.new_client_from_config(config_file=str(path), context="management")
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
+        yield api
+        api.close()
 
 
 def _dry_run_create(api: client.ApiClient, obj: Manifest) -> Any:

@@ -1,17 +1,25 @@
-"""The MysqlDatabase CRD, served by the devstack API server: its rules refuse what they must."""
+"""The MysqlDatabase CRD, served by a real kube-apiserver: its rules refuse what they must."""
 
 from __future__ import annotations
 
 import copy
 import json
+import os
+import secrets
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from tenantdb.core.mysqldatabase import crd
 from tenantdb.core.mysqldatabase.naming import IDENTITY
+from tests.realclusters import start_servers, write_kubeconfig
+
+KUBECTL = str(Path(__file__).resolve().parents[2] / ".venv/bin/kubectl")
 
 GROUP, VERSION, PLURAL = IDENTITY.group, IDENTITY.version, IDENTITY.plural
 BODY: dict[str, Any] = {
@@ -27,10 +35,47 @@ BODY: dict[str, Any] = {
 }
 
 
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, client.ApiClient]]:
+    """A real cluster serving the CRD: its kubeconfig and an official-client ApiClient."""
+    directory = tmp_path_factory.mktemp("kube")
+    with start_servers(directory / "servers", ("management",)) as servers:
+        servers["management"].install(crd.build_crd())
+        path = directory / "kubeconfig"
+        write_kubeconfig(path, servers)
+        api = config.new_client_from_config(config_file=str(path), context="management")
+        try:
+            yield path, api
+        finally:
+            api.close()
+
+
 @pytest.fixture
-def custom_with_crd(api_client: client.ApiClient) -> client.CustomObjectsApi:
-    client.ApiextensionsV1Api(api_client).create_custom_resource_definition(crd.build_crd())
-    return client.CustomObjectsApi(api_client)
+def custom_with_crd(served: tuple[Path, client.ApiClient]) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(served[1])
+
+
+@pytest.fixture
+def namespace(served: tuple[Path, client.ApiClient]) -> str:
+    """A namespace of the test's own."""
+    name = f"t-{secrets.token_hex(4)}"
+    client.CoreV1Api(served[1]).create_namespace({"metadata": {"name": name}})
+    return name
+
+
+@pytest.fixture
+def kubectl(
+    served: tuple[Path, client.ApiClient], tmp_path: Path
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run kubectl against the server; the completed process (never raises)."""
+    env = {**os.environ, "KUBECONFIG": str(served[0]), "HOME": str(tmp_path)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [KUBECTL, *args], capture_output=True, text=True, timeout=30, env=env, check=False
+        )
+
+    return run
 
 
 def _body(**spec: Any) -> dict[str, Any]:
