@@ -34,6 +34,8 @@ class SilentProxy:
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self.accepted = 0
+        """Connections accepted so far."""
 
     @property
     def url(self) -> str:
@@ -104,6 +106,7 @@ class SilentProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            self.accepted += 1
             self._spawn(self._connect, "proxy connection", client)
 
     def _connect(self, client: socket.socket) -> None:

@@ -1,11 +1,10 @@
 """The mariadb-operator stand-in's `Database` behaves as upstream mariadb-operator's does.
 
 One table per point, each calling the stand-in's own code: the CRD as `devstack.crds.mariadb`
-builds it (read as data, and served by an in-process devstack cluster for its defaults,
-validation and immutability), the controller's pure decisions (kind, schema name, options, Ready
-condition, requeue and retry, finalization), the SQL text, and the controller's reconcile run once
-per case on an in-process cluster with the real server replaced by a fake at the driver's
-`connect`:
+builds it (read as data, and served by a real kube-apiserver for its defaults, validation and
+immutability), the controller's pure decisions (kind, schema name, options, Ready condition,
+requeue and retry, finalization), the SQL text, and the controller's reconcile run once per case
+on that cluster with the MariaDB server replaced by a fake at the driver's `connect`:
 
 1. spec: `mariaDbRef` required and immutable as a whole (`name`, `namespace`, `kind`, `waitForIt`
    defaulting to true), `characterSet` (`utf8`) and `collate` (`utf8_general_ci`) defaulted and
@@ -37,11 +36,12 @@ from typing import Any
 import pymysql
 import pytest
 
-from devstack.crds import install
+from devstack import realkube
+from devstack.crds import install, wait_established
 from devstack.crds import mariadb as crds
 from devstack.crds.schema import Schema
-from devstack.kube.cluster import Cluster
-from devstack.kubeclient import ApiError
+from devstack.kubeclient import ApiError, RemoteCluster
+from devstack.kubeclient import KubeApi as Cluster
 from devstack.mariadb_operator import sql
 from devstack.mariadb_operator.controller import (
     DATABASES,
@@ -143,11 +143,22 @@ def server(monkeypatch: pytest.MonkeyPatch) -> FakeServer:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    served = Cluster(CLUSTER)
-    install(served, [crds.mariadb(), crds.database()])
-    yield served
-    served.close()
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A real kube-apiserver serving the two CRDs, through the client the controller uses."""
+    missing = [n for n in realkube.missing_binaries() if n != "kube-controller-manager"]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not built in tools/kube/bin; run `make kube`")
+    real = realkube.start_real_clusters(tmp_path_factory.mktemp("kube"), [CLUSTER])
+    pair = (str(real.pki.admin_cert), str(real.pki.admin_key))
+    served = RemoteCluster(CLUSTER, real[CLUSTER].server, ca_pem=real.ca_pem, client_cert=pair)
+    try:
+        wanted = [crds.mariadb(), crds.database()]
+        install(served, wanted)
+        wait_established(served, wanted)
+        yield served
+    finally:
+        served.close()
+        real.stop()
 
 
 @pytest.fixture

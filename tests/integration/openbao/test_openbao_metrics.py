@@ -1,4 +1,5 @@
-"""OpenBao request durations and errors by operation, through tenantdb's adapter and the stand-in.
+"""OpenBao request durations and errors by operation, through tenantdb's adapter and the real
+OpenBao.
 
 A request is timed whether it succeeds or fails; only a failure is an error: a role or lease
 that is not there is an answer. The labels name the operation only, never a role, a path, a
@@ -12,11 +13,16 @@ from collections.abc import Callable
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
-from devstack.openbao.bootstrap import KUBE_MOUNT
-from devstack.tests.openbao.openbao_support import Platform
 from tenantdb.adapters.metrics import OPENBAO_OPERATIONS
 from tenantdb.adapters.openbao import ClientCertificate, OpenBaoError, open_session
 from tenantdb.core.mariadbdatabase.openbao import build_role
+from tests.integration.openbao.conftest import (
+    CP_NAMESPACE,
+    KEYSTONE_NAMESPACE,
+    KUBE_MOUNT,
+    OPERATOR_ROLE,
+    Bao,
+)
 
 
 def _snapshot() -> dict[str, tuple[float, float]]:
@@ -42,13 +48,14 @@ def _delta(before: dict[str, tuple[float, float]]) -> dict[str, tuple[float, flo
 
 
 def test_each_request_is_timed_by_operation_and_absent_objects_are_no_error(
-    tls_platform: Platform, client_certificate: ClientCertificate, schemas: Callable[[], str]
+    bao: Bao, client_certificate: ClientCertificate, schemas: Callable[[], str]
 ) -> None:
-    role = f"order.{tls_platform.cp_namespace}.metrics-0000-database"
-    body = build_role(schemas(), tls_platform.tenant.keystone_namespace).to_request()
-    jwt = tls_platform.reviewer.issue("c5c3-system", "c5c3-operator")
+    schema = schemas()
+    role = f"order.{CP_NAMESPACE}.metrics-{schema[4:12]}-database"
+    body = build_role(schema, KEYSTONE_NAMESPACE).to_request()
+    jwt = bao.jwt()
     before = _snapshot()
-    args = (tls_platform.server.url, KUBE_MOUNT, "c5c3-operator", lambda: jwt, client_certificate)
+    args = (bao.url, KUBE_MOUNT, OPERATOR_ROLE, lambda: jwt, client_certificate)
     with open_session(*args) as session:
         assert session.read_role(role) is None
         session.write_role(role, body)
@@ -70,22 +77,21 @@ def test_each_request_is_timed_by_operation_and_absent_objects_are_no_error(
 
 
 def test_a_refused_write_and_a_denied_login_count_as_errors(
-    tls_platform: Platform, client_certificate: ClientCertificate, schemas: Callable[[], str]
+    bao: Bao, client_certificate: ClientCertificate, schemas: Callable[[], str]
 ) -> None:
-    body = build_role(schemas(), tls_platform.tenant.keystone_namespace).to_request()
-    issue = tls_platform.reviewer.issue
+    body = build_role(schemas(), KEYSTONE_NAMESPACE).to_request()
     before = _snapshot()
-    args = (tls_platform.server.url, KUBE_MOUNT, "c5c3-operator")
+    args = (bao.url, KUBE_MOUNT, OPERATOR_ROLE)
+    # The operator's policy writes order roles only: a Keystone role is refused (403).
     with (
-        open_session(
-            *args, lambda: issue("c5c3-system", "c5c3-operator"), client_certificate
-        ) as session,
-        pytest.raises(OpenBaoError),
+        open_session(*args, bao.jwt, client_certificate) as session,
+        pytest.raises(OpenBaoError, match="403"),
     ):
-        session.write_role("order.elsewhere.x-0000-database", body)
+        session.write_role("keystone-elsewhere", body)
+    intruder = bao.jwt("tenant-a", "default")
     with (
         pytest.raises(OpenBaoError),
-        open_session(*args, lambda: issue("tenant-a", "intruder"), client_certificate),
+        open_session(*args, lambda: intruder, client_certificate),
     ):
         pass
     assert _delta(before) == {"login": (2, 1), "write_role": (1, 1), "revoke_token": (1, 0)}
@@ -94,7 +100,7 @@ def test_a_refused_write_and_a_denied_login_count_as_errors(
 def test_an_unreachable_server_counts_a_login_error(client_certificate: ClientCertificate) -> None:
     before = _snapshot()
     session = open_session(
-        "https://127.0.0.1:9", KUBE_MOUNT, "c5c3-operator", lambda: "jwt", client_certificate
+        "https://127.0.0.1:9", KUBE_MOUNT, OPERATOR_ROLE, lambda: "jwt", client_certificate
     )
     with pytest.raises(OpenBaoError):
         session.__enter__()

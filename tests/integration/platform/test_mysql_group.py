@@ -35,7 +35,11 @@ def platform(
 ) -> Iterator[Platform]:
     """A platform on management only, with the session's failover group."""
     running = start_platform(
-        tmp_path_factory.mktemp("mysql-group"), ("management",), mysql_group=mysql_servers
+        tmp_path_factory.mktemp("mysql-group"),
+        ("management",),
+        mysql_group=mysql_servers,
+        api_server="real",
+        components="real",
     )
     yield running
     running.stop()

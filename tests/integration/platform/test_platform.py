@@ -45,7 +45,9 @@ from .conftest import (
     write_secret_pems,
 )
 
-READY_DEADLINE = 15.0
+READY_DEADLINE = 60.0
+"""The real platform (API servers, OpenBao, ESO, cert-manager, the failover group) takes about
+30 s to be ready on 2 cores."""
 
 
 def _env(state: Path) -> dict[str, str]:
@@ -205,6 +207,10 @@ def devstack_up(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], float, 
             str(state),
             "--clusters",
             "management,edge-1",
+            "--api-server",
+            "real",
+            "--components",
+            "real",
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -316,7 +322,7 @@ def _answers(address: str) -> bool:
 
 
 @pytest.mark.slow
-def test_devstack_up_is_ready_fast_and_cleans_up_on_sigint(
+def test_devstack_up_is_ready_within_a_minute_and_cleans_up_on_sigint(
     devstack_up: tuple[subprocess.Popen[str], float, Path],
 ) -> None:
     proc, elapsed, state = devstack_up

@@ -1,18 +1,23 @@
-"""The MysqlFailoverGroup CRD, served by the devstack API server: defaults, enums and its rules."""
+"""The MysqlFailoverGroup CRD, served by a real kube-apiserver: defaults, enums and its rules."""
 
 from __future__ import annotations
 
 import copy
 import json
+import secrets
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from devstack.crds import bloodraven
+from devstack import realkube
+from devstack.crds import bloodraven, install, wait_established
+from devstack.kubeclient import RemoteCluster
 
 GROUP, VERSION, PLURAL = bloodraven.GROUP, bloodraven.VERSION, bloodraven.PLURAL
+CLUSTER = "management"
 BODY: dict[str, Any] = {
     "apiVersion": f"{GROUP}/{VERSION}",
     "kind": "MysqlFailoverGroup",
@@ -30,12 +35,39 @@ BODY: dict[str, Any] = {
 }
 
 
+@pytest.fixture(scope="module")
+def api_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[client.ApiClient]:
+    """An official-client ApiClient of a real cluster serving the CRD."""
+    missing = [n for n in realkube.missing_binaries() if n != "kube-controller-manager"]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not built in tools/kube/bin; run `make kube`")
+    with realkube.start_real_clusters(tmp_path_factory.mktemp("kube"), [CLUSTER]) as real:
+        pair = (str(real.pki.admin_cert), str(real.pki.admin_key))
+        remote = RemoteCluster(CLUSTER, real[CLUSTER].server, ca_pem=real.ca_pem, client_cert=pair)
+        try:
+            crd = [bloodraven.mysql_failover_group()]
+            install(remote, crd)
+            wait_established(remote, crd)
+        finally:
+            remote.close()
+        api = config.new_client_from_config(str(real[CLUSTER].kubeconfig), context=CLUSTER)
+        try:
+            yield api
+        finally:
+            api.close()
+
+
 @pytest.fixture
 def groups(api_client: client.ApiClient) -> client.CustomObjectsApi:
-    client.ApiextensionsV1Api(api_client).create_custom_resource_definition(
-        bloodraven.mysql_failover_group()
-    )
     return client.CustomObjectsApi(api_client)
+
+
+@pytest.fixture
+def namespace(api_client: client.ApiClient) -> str:
+    """A namespace of the test's own."""
+    name = f"t-{secrets.token_hex(4)}"
+    client.CoreV1Api(api_client).create_namespace({"metadata": {"name": name}})
+    return name
 
 
 def _body(**spec: Any) -> dict[str, Any]:
