@@ -7,7 +7,9 @@ orders only through the official Kubernetes client, under the User-Agent `tenant
 devstack's counters tell the bench's requests from tenantdb's.
 
 `Meter.read()` takes one `Reading` of everything a figure is made of: the API servers' and
-OpenBao's request counters (tenantdb's own requests only, watches apart), the passes, Busy and
+OpenBao's request counts (tenantdb's own requests only, watches apart: on the real platform from
+the API servers' audit logs and OpenBao's file audit device, on the devstack from its counters),
+the passes, Busy and
 stale messages from tenantdb's metrics, the Celery tasks each worker ran (Celery's remote-control
 `stats`), and the CPU seconds of tenantdb's processes (their whole process trees) and of the
 devstack, from /proc. The difference of two readings is what happened between them.
@@ -42,7 +44,7 @@ from kubernetes import config as k8s_config
 from prometheus_client.parser import text_string_to_metric_families
 
 from devstack.platform import CP_NAMESPACE as KEYSTONE_NAMESPACE
-from devstack.platform import MARIADB_NAME, role_env
+from devstack.platform import MARIADB_NAME, WORKER_SERVICE_ACCOUNT, role_env
 from tenantdb.adapters.celeryapp import build_celery_app
 from tenantdb.adapters.workqueue import WorkQueue, WorkQueueKeys
 from tenantdb.core.keys import OrderKey
@@ -260,6 +262,29 @@ def audited_counts(logs: str) -> Counter[str]:
     return out
 
 
+def audited_openbao_counts(log: Path) -> Counter[str]:
+    """tenantdb's requests to the real OpenBao, from its file audit device, keyed
+    `operation path` (`update auth/kubernetes/management/login`, `read database/mariadb/roles/*`):
+    each response made with (or, for a login, issuing) a token of tenantdb's worker
+    ServiceAccount; ESO's generator logs in as another."""
+    out: Counter[str] = Counter()
+    if not log.exists():
+        return out
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a line being written
+        if event.get("type") != "response":
+            continue
+        meta = (event.get("auth") or {}).get("metadata") or {}
+        if meta.get("service_account_name") != WORKER_SERVICE_ACCOUNT:
+            continue
+        request = event.get("request") or {}
+        out[f"{request.get('operation')} {_path_shape(str(request.get('path', '')))}"] += 1
+    return out
+
+
 def _path_shape(path: str) -> str:
     """An OpenBao path with the order-specific last segment of role and creds paths folded."""
     parts = path.strip("/").split("/")
@@ -329,6 +354,7 @@ class Stack:
             "devstack",
             [sys.executable, "-m", "devstack", "up", "--state-dir", str(devstack_dir),
              "--clusters", ",".join(CLUSTERS), "--api-server", self.api_server,
+             *(["--components", "real"] if self.api_server == "real" else []),
              *(["--dead-group"] if self.dead_group else [])],
             base,
         )  # fmt: skip
@@ -697,6 +723,8 @@ class Stack:
 
     def _openbao_counts(self) -> Counter[str]:
         env = self.env
+        if env.get("DEVSTACK_OPENBAO_AUDIT_LOG"):
+            return audited_openbao_counts(Path(env["DEVSTACK_OPENBAO_AUDIT_LOG"]))
         context = ssl.create_default_context(cafile=env["DEVSTACK_OPENBAO_CACERT"])
         context.load_cert_chain(
             env["DEVSTACK_OPENBAO_CLIENT_CERT"], env["DEVSTACK_OPENBAO_CLIENT_KEY"]

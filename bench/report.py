@@ -713,9 +713,11 @@ def render_markdown(report: Figures, baseline: Figures | None = None) -> str:
         " to 10,000 Ready MysqlDatabases (`docs/benchmarks-mysql-fleet.md`)."
         " Each figure is the median of the runs, with min-max"
         " in brackets when they differ. Kubernetes and OpenBao requests are tenantdb's own,"
-        " counted by the devstack's servers (`/devstack/counters`); CPU seconds come from"
-        " /proc, for tenantdb's processes (watcher, worker and its pool, beat) and for the"
-        " devstack apart. A scenario is marked"
+        " counted by the devstack's servers (`/devstack/counters`), or on the real platform"
+        " (`--api-server real`) read from the API servers' and OpenBao's audit logs; CPU"
+        " seconds come from /proc, for tenantdb's processes (watcher, worker and its pool,"
+        " beat) and for the devstack apart (on the real platform: the kube-apiservers, etcd,"
+        " OpenBao, ESO and cert-manager it runs). A scenario is marked"
         f" bound by the stand-ins when the devstack used more than {STAND_IN_BOUND:.0%} of"
         " tenantdb's CPU.",
         "",

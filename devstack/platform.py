@@ -1270,6 +1270,8 @@ def _write_env(platform: Platform) -> None:
             "DEVSTACK_OPENBAO_CLIENT_KEY": key,
             "DEVSTACK_OPENBAO_ROOT_TOKEN": platform.openbao.root_token,
         }
+        if isinstance(platform.openbao, RealOpenBao):
+            env["DEVSTACK_OPENBAO_AUDIT_LOG"] = str(platform.openbao.audit_log)
         services[OPENBAO_SERVICE] = platform.openbao.url.removeprefix("https://")
     if platform.mysql_group is not None:
         for site in platform.mysql_group.sites:
