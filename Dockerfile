@@ -3,12 +3,16 @@
 #   docker run IMAGE watcher | worker -- <celery worker options> | beat | flower
 # The final stage (`runtime`, the default target) holds the tenantdb package and its runtime
 # dependencies only: no dev extra and no devstack. The `dev` stage adds both (the devstack is a
-# distribution of its own, devstack/pyproject.toml), for the local docker-compose stack.
+# distribution of its own, devstack/pyproject.toml) and the platform's binaries, which the
+# `kube` stage builds from their Go modules as `make kube` does (kube-apiserver, etcd, ESO,
+# cert-manager; minutes the first time), for the local docker-compose stack.
 
 # The base image, one build argument: a release pins it by digest, e.g.
 #   --build-arg BASE_IMAGE=python:3.11-slim@sha256:<digest of the index `docker buildx
 #   imagetools inspect python:3.11-slim` prints>
 ARG BASE_IMAGE=python:3.11-slim
+# The Go toolchain the `kube` stage builds the platform's binaries with (Go 1.26 or newer).
+ARG GO_IMAGE=golang:1.26-bookworm
 
 FROM ${BASE_IMAGE} AS base
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -30,9 +34,15 @@ COPY . .
 RUN pip wheel --no-deps --wheel-dir /wheels . \
     && cp constraints.txt /wheels/
 
+FROM ${GO_IMAGE} AS kube
+WORKDIR /src
+COPY tools/kube tools/kube
+RUN bash tools/kube/build.sh
+
 FROM base AS dev
 WORKDIR /src
 COPY . .
+COPY --from=kube /src/tools/kube/bin tools/kube/bin
 RUN pip install -c constraints.txt ./devstack ".[dev]" \
     && install -d -o 10001 -g 10001 /state
 USER 10001:10001

@@ -6,7 +6,6 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 TEST_PROCESSES ?= 2
-API_SERVER ?= devstack
 
 .DEFAULT_GOAL := help
 
@@ -78,24 +77,24 @@ demo: $(STAMP) kube ## Run the whole stack on the real platform with example ord
 	$(BIN)/tenantdb demo
 
 .PHONY: bench
-bench: $(STAMP) kube ## Measure what an order costs (~25 min; API_SERVER=real for real kube-apiservers); writes docs/benchmarks.md
-	$(BIN)/python -m bench --profile full --api-server $(API_SERVER) --doc docs/benchmarks.md
+bench: $(STAMP) kube ## Measure what an order costs on the platform (~40 min); writes docs/benchmarks.md
+	$(BIN)/python -m bench --profile full --doc docs/benchmarks.md
 
 .PHONY: bench-fleet
-bench-fleet: $(STAMP) ## Build a fleet of 10,000 Ready orders through tenantdb and measure it (~40 min); writes docs/benchmarks-fleet.md
-	$(BIN)/python -m bench --profile fleet --api-server $(API_SERVER) --doc docs/benchmarks-fleet.md
+bench-fleet: $(STAMP) kube ## Build a fleet of 10,000 Ready orders through tenantdb and measure it (~40 min); writes docs/benchmarks-fleet.md
+	$(BIN)/python -m bench --profile fleet --doc docs/benchmarks-fleet.md
 
 .PHONY: bench-mysql-fleet
-bench-mysql-fleet: $(STAMP) ## Grow one group to 10,000 Ready MysqlDatabases through tenantdb and measure them (~30 min); writes docs/benchmarks-mysql-fleet.md
-	$(BIN)/python -m bench --profile mysql-fleet --api-server $(API_SERVER) --doc docs/benchmarks-mysql-fleet.md
+bench-mysql-fleet: $(STAMP) kube ## Grow one group to 10,000 Ready MysqlDatabases through tenantdb and measure them (~30 min); writes docs/benchmarks-mysql-fleet.md
+	$(BIN)/python -m bench --profile mysql-fleet --doc docs/benchmarks-mysql-fleet.md
 
 .PHONY: bench-mysql-accounts
 bench-mysql-accounts: $(STAMP) ## What a MariaDB server costs per new MysqlDatabase beside up to 10,000 accounts (~5 min; prints the table)
 	$(BIN)/python -m bench.server_accounts
 
 .PHONY: bench-quick
-bench-quick: $(STAMP) ## The benchmark tables for small N, in about 6 minutes (prints them)
-	$(BIN)/python -m bench --profile quick --api-server $(API_SERVER) --out-dir $${TMPDIR:-/tmp}/tenantdb-bench
+bench-quick: $(STAMP) kube ## The benchmark tables for small N, in about 6 minutes (prints them)
+	$(BIN)/python -m bench --profile quick --out-dir $${TMPDIR:-/tmp}/tenantdb-bench
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches

@@ -74,7 +74,7 @@ class Profile:
     """The scenario groups the profile runs, in order (empty: every group but the fleet)."""
 
 
-GROUPS = ("warm", "cold", "refresh", "dead_group", "servers", "growth", "mysql_growth")
+GROUPS = ("warm", "cold", "refresh", "dead_group", "growth", "mysql_growth")
 """The scenario groups of the report, in the order they run (the fleet apart)."""
 
 PROFILES = {
@@ -223,22 +223,14 @@ def commit() -> str:
     return f"{head}-dirty" if dirty else head
 
 
-API_SERVER = {"name": "devstack"}
-"""The API server every scenario's stack runs on (`--api-server`), the side by side aside."""
-
-
 def _with_stack(
     workers: int,
     body: Callable[[Stack], Figures],
     *,
     dead_group: bool = False,
-    api_server: str | None = None,
     refresh_cycle: float | None = None,
 ) -> Figures:
-    server = api_server or API_SERVER["name"]
-    stack = Stack(
-        temp_state(), workers, dead_group=dead_group, api_server=server, refresh_cycle=refresh_cycle
-    )
+    stack = Stack(temp_state(), workers, dead_group=dead_group, refresh_cycle=refresh_cycle)
     try:
         stack.up()
         return body(stack)
@@ -352,22 +344,6 @@ def run_growth(profile: Profile) -> Figures:
 def run_mysql_growth(profile: Profile) -> Figures:
     """A MysqlDatabase beside more and more Ready MysqlDatabases on its group."""
     return _growth_of(MYSQL, profile.mysql_growth_sizes, profile)
-
-
-def run_servers(profile: Profile) -> Figures:
-    """A new order and a converged pass on the devstack's API servers and on real ones, each
-    on a warm stack of its own: tenantdb must make the same requests on both."""
-
-    def body(stack: Stack) -> Figures:
-        scenarios.converged_forced(stack)  # warm the workers
-        new, forced = [], []
-        for i in range(profile.runs):
-            _say(f"bench: {stack.api_server} API server, run {i + 1}/{profile.runs}")
-            new.append(scenarios.new_orders_warm(stack, profile.warm_orders))
-            forced.append(scenarios.converged_forced(stack))
-        return {"new_order": summarize(new), "converged_forced": summarize(forced)}
-
-    return {server: _with_stack(2, body, api_server=server) for server in ("devstack", "real")}
 
 
 def run_cold(profile: Profile) -> Figures:
@@ -510,14 +486,12 @@ def run(profile_name: str, save: Callable[[Figures], None] = lambda report: None
         "commit": commit(),
         "machine": machine(),
         "sizes": profile.__dict__,
-        "api_server": API_SERVER["name"],
     }
     functions: dict[str, Callable[[Profile], Figures]] = {
         "warm": run_warm,
         "cold": run_cold,
         "refresh": run_refresh,
         "dead_group": run_dead_group,
-        "servers": run_servers,
         "growth": run_growth,
         "mysql_growth": run_mysql_growth,
         "fleet": run_fleet,
@@ -552,14 +526,7 @@ def main(argv: list[str] | None = None) -> int:
         default=BASELINE,
         help="an earlier results file to compare the headline figures with (same profile only)",
     )
-    parser.add_argument(
-        "--api-server",
-        choices=("devstack", "real"),
-        default="devstack",
-        help="the API servers the scenarios run on (the side-by-side table runs on both)",
-    )
     args = parser.parse_args(argv)
-    API_SERVER["name"] = args.api_server
     args.out_dir.mkdir(parents=True, exist_ok=True)
     suffix = "" if args.profile == "full" else f"-{args.profile}"
 

@@ -1,18 +1,19 @@
-"""The bench's stack and meters: a fresh devstack, tenantdb's real processes, and what they cost.
+"""The bench's stack and meters: a fresh platform, tenantdb's real processes, and what they cost.
 
-`Stack` starts `python -m devstack up` and tenantdb's watcher, one Celery worker with N prefork
-processes and beat as subprocesses, each on its own metrics port and under a key prefix of its
-own, and stops all of them (which drops every schema and SQL user the run created). It drives
-orders only through the official Kubernetes client, under the User-Agent `tenantdb-bench`, so the
-devstack's counters tell the bench's requests from tenantdb's.
+`Stack` starts `python -m devstack up` (the platform: kube-apiservers over etcd, OpenBao, ESO,
+cert-manager and the stand-in operators) and tenantdb's watcher, one Celery worker with N
+prefork processes and beat as subprocesses, each on its own metrics port and under a key prefix
+of its own, and stops all of them (which drops every schema and SQL user the run created). It
+drives orders only through the official Kubernetes client, under the User-Agent
+`tenantdb-bench`, so the audit logs tell the bench's requests from tenantdb's.
 
 `Meter.read()` takes one `Reading` of everything a figure is made of: the API servers' and
-OpenBao's request counts (tenantdb's own requests only, watches apart: on the real platform from
-the API servers' audit logs and OpenBao's file audit device, on the devstack from its counters),
-the passes, Busy and
-stale messages from tenantdb's metrics, the Celery tasks each worker ran (Celery's remote-control
-`stats`), and the CPU seconds of tenantdb's processes (their whole process trees) and of the
-devstack, from /proc. The difference of two readings is what happened between them.
+OpenBao's request counts (tenantdb's own requests only, watches apart, from the API servers'
+audit logs and OpenBao's file audit device), the passes, Busy and stale messages from
+tenantdb's metrics, the Celery tasks each worker ran (Celery's remote-control `stats`), and the
+CPU seconds of tenantdb's processes (their whole process trees) and of the platform (the
+`devstack up` process tree: the API servers, etcd, OpenBao, ESO, cert-manager and the stand-in
+operators), from /proc. The difference of two readings is what happened between them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import os
 import secrets
 import signal
 import socket
-import ssl
 import subprocess
 import sys
 import tempfile
@@ -236,8 +236,8 @@ class Delta:
 
 
 def audited_counts(logs: str) -> Counter[str]:
-    """tenantdb's requests to real API servers, from their audit logs (`name=path,...`), keyed
-    as the devstack's counters key them (`verb resource[.group][/subresource]`): each request
+    """tenantdb's requests to the API servers, from their audit logs (`name=path,...`), keyed
+    `verb resource[.group][/subresource]`: each request
     once, a watch when it started, every other request when its response was complete."""
     out: Counter[str] = Counter()
     for entry in filter(None, logs.split(",")):
@@ -319,8 +319,6 @@ class Stack:
     worker_processes: int
     dead_group: bool = False
     """Also run the devstack's group `dead`, whose sites accept TCP and never answer."""
-    api_server: str = "devstack"
-    """`devstack`, or `real`: kube-apiservers (from `make kube`) under the same stand-ins."""
     prefix: str = field(default_factory=lambda: f"tenantdb-bench-{secrets.token_hex(4)}:")
     env: dict[str, str] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -353,8 +351,7 @@ class Stack:
         self._start(
             "devstack",
             [sys.executable, "-m", "devstack", "up", "--state-dir", str(devstack_dir),
-             "--clusters", ",".join(CLUSTERS), "--api-server", self.api_server,
-             *(["--components", "real"] if self.api_server == "real" else []),
+             "--clusters", ",".join(CLUSTERS),
              *(["--dead-group"] if self.dead_group else [])],
             base,
         )  # fmt: skip
@@ -708,35 +705,10 @@ class Stack:
         raise BenchError("the worker did not answer Celery's stats request")
 
     def _kube_counts(self) -> Counter[str]:
-        if self.env.get("DEVSTACK_API_SERVER") == "real":
-            return audited_counts(self.env.get("DEVSTACK_AUDIT_LOGS", ""))
-        out: Counter[str] = Counter()
-        for api in self.apis.values():
-            answer = api.api_client.call_api(
-                "/devstack/counters", "GET", auth_settings=["BearerToken"],
-                response_types_map={200: "object"}, _return_http_data_only=True,
-            )  # fmt: skip
-            for row in answer["requests"]:
-                if row["client"] == TENANTDB_AGENT:
-                    out[f"{row['verb']} {row['resource']}"] += row["count"]
-        return out
+        return audited_counts(self.env.get("DEVSTACK_AUDIT_LOGS", ""))
 
     def _openbao_counts(self) -> Counter[str]:
-        env = self.env
-        if env.get("DEVSTACK_OPENBAO_AUDIT_LOG"):
-            return audited_openbao_counts(Path(env["DEVSTACK_OPENBAO_AUDIT_LOG"]))
-        context = ssl.create_default_context(cafile=env["DEVSTACK_OPENBAO_CACERT"])
-        context.load_cert_chain(
-            env["DEVSTACK_OPENBAO_CLIENT_CERT"], env["DEVSTACK_OPENBAO_CLIENT_KEY"]
-        )
-        url = env["DEVSTACK_OPENBAO_ADDR"] + "/devstack/counters"
-        with urllib.request.urlopen(url, context=context, timeout=10) as answer:  # noqa: S310
-            body = json.loads(answer.read())
-        out: Counter[str] = Counter()
-        for row in body["requests"]:
-            if row["client"] == TENANTDB_AGENT:
-                out[f"{row['method']} {_path_shape(row['path'])}"] += row["count"]
-        return out
+        return audited_openbao_counts(Path(self.env["DEVSTACK_OPENBAO_AUDIT_LOG"]))
 
     def footprint(self) -> dict[str, int]:
         """What the installation holds now: the bytes of every Redis key under the stack's

@@ -1,8 +1,8 @@
 """The bench's markdown report: one table per scenario, from the JSON `python -m bench` writes.
 
 A figure shows its median over the runs, with min and max beside it when the runs differ. A
-scenario whose devstack CPU is more than half of tenantdb's is marked as bound by the stand-ins:
-there the devstack, not tenantdb, sets the pace on this machine.
+scenario whose devstack CPU is more than half of tenantdb's is marked as bound by the platform:
+there the platform, not tenantdb, sets the pace on this machine.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 Figures = dict[str, Any]
 
 STAND_IN_BOUND = 0.5
-"""Devstack CPU above this share of tenantdb's CPU marks a figure as bound by the stand-ins."""
+"""Devstack CPU above this share of tenantdb's CPU marks a figure as bound by the platform."""
 
 
 def _num(value: float) -> str:
@@ -69,9 +69,9 @@ def _median(figures: Figures, name: str) -> float:
 def bound_note(
     figures: Figures, tenantdb: str = "tenantdb_cpu_s", devstack: str = "devstack_cpu_s"
 ) -> str:
-    """`stand-ins` when the devstack's CPU was more than half of tenantdb's, else `tenantdb`."""
+    """`platform` when the devstack's CPU was more than half of tenantdb's, else `tenantdb`."""
     ours, theirs = _median(figures, tenantdb), _median(figures, devstack)
-    return "stand-ins" if ours and theirs / ours > STAND_IN_BOUND else "tenantdb"
+    return "platform" if ours and theirs / ours > STAND_IN_BOUND else "tenantdb"
 
 
 _NEW_ORDER_ROWS = (
@@ -632,46 +632,6 @@ _COMPARED = (
 )
 
 
-_SIDE_BY_SIDE = (
-    ("new order: create-to-Ready p50 (s)", "new_order", "ready_p50_s"),
-    ("new order: passes", "new_order", "passes"),
-    ("new order: Kubernetes requests", "new_order", "kube_requests"),
-    ("new order: Kubernetes requests per pass", "new_order", "kube_requests_per_pass"),
-    ("new order: Celery tasks", "new_order", "celery_tasks"),
-    ("new order: tenantdb CPU (s)", "new_order", "tenantdb_cpu_s"),
-    ("converged pass: Kubernetes requests", "converged_forced", "kube_requests"),
-    ("converged pass: Celery tasks", "converged_forced", "celery_tasks"),
-    ("converged pass: tenantdb CPU (s)", "converged_forced", "tenantdb_cpu_s"),
-)
-
-
-def _servers(servers: Figures | None) -> list[str]:
-    """The devstack's API servers and real kube-apiservers side by side."""
-    if not servers:
-        return []
-    devstack, real = servers.get("devstack") or {}, servers.get("real") or {}
-    lines = [
-        "## The devstack and a real kube-apiserver",
-        "",
-        "The same scenarios on a warm stack whose clusters are the devstack's API servers, and on"
-        " one whose clusters are real kube-apiservers over one etcd (`make kube`), with the"
-        " same stand-in operators over HTTPS. On the real servers tenantdb's requests are"
-        " counted from their audit logs. A converged pass must cost the same requests on both:"
-        " tenantdb asks both servers the same questions. A new order's passes may differ by a"
-        " fraction: the watch event of one of tenantdb's own writes can arrive before the pass"
-        " has recorded that write, and then wakes the order once more (on either server; the"
-        " real one answers watches sooner).",
-        "",
-        "| figure | devstack | real kube-apiserver |",
-        "|---|---|---|",
-    ]
-    for label, scenario, key in _SIDE_BY_SIDE:
-        left = (devstack.get(scenario) or {}).get(key)
-        right = (real.get(scenario) or {}).get(key)
-        lines.append(f"| {label} | {cell(left)} | {cell(right)} |")
-    return [*lines, ""]
-
-
 def _lookup(report: Figures, path: tuple[str, ...]) -> Any:
     value: Any = report
     for part in path:
@@ -713,12 +673,11 @@ def render_markdown(report: Figures, baseline: Figures | None = None) -> str:
         " to 10,000 Ready MysqlDatabases (`docs/benchmarks-mysql-fleet.md`)."
         " Each figure is the median of the runs, with min-max"
         " in brackets when they differ. Kubernetes and OpenBao requests are tenantdb's own,"
-        " counted by the devstack's servers (`/devstack/counters`), or on the real platform"
-        " (`--api-server real`) read from the API servers' and OpenBao's audit logs; CPU"
-        " seconds come from /proc, for tenantdb's processes (watcher, worker and its pool,"
-        " beat) and for the devstack apart (on the real platform: the kube-apiservers, etcd,"
-        " OpenBao, ESO and cert-manager it runs). A scenario is marked"
-        f" bound by the stand-ins when the devstack used more than {STAND_IN_BOUND:.0%} of"
+        " read from the API servers' and OpenBao's audit logs; CPU seconds come from /proc,"
+        " for tenantdb's processes (watcher, worker and its pool, beat) and for the platform"
+        " apart (`devstack CPU`: the kube-apiservers, etcd, kube-controller-managers, OpenBao,"
+        " ESO, cert-manager and the stand-in operators the devstack runs). A scenario is"
+        f" marked bound by the platform when it used more than {STAND_IN_BOUND:.0%} of"
         " tenantdb's CPU.",
         "",
         f"Profile `{report['profile']}`, commit `{report['commit']}`, {report['date']},"
@@ -739,7 +698,6 @@ def render_markdown(report: Figures, baseline: Figures | None = None) -> str:
         lines += _fleet(cold)
         lines += _refresh(report["refresh"])
     lines += _dead_group(report.get("dead_group"))
-    lines += _servers(report.get("servers"))
     lines += _growth(report.get("growth"))
     lines += _growth(report.get("mysql_growth"), "MysqlDatabases")
     lines += _mysql_steady(report.get("mysql_growth"))

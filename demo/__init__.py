@@ -206,7 +206,7 @@ def running_stack(state: Path) -> Iterator[tuple[dict[str, str], Processes]]:
         devstack = procs.start(
             "devstack",
             [sys.executable, "-m", "devstack", "up", "--state-dir", str(state / "devstack"),
-             "--clusters", "management,edge-1", "--api-server", "real", "--components", "real"],
+             "--clusters", "management,edge-1"],
             {**os.environ, "PYTHONPATH": str(REPO)},
         )  # fmt: skip
         _wait_for_line(logs / "devstack.log", "devstack ready", devstack, 120)

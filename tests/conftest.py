@@ -1,5 +1,5 @@
-"""Fixtures every test layer shares: the real Redis, a key prefix of each test's own, the API
-server a platform runs on, and the real platforms shared between tests."""
+"""Fixtures every test layer shares: the real Redis, a key prefix of each test's own, and the
+platforms shared between tests."""
 
 from __future__ import annotations
 
@@ -14,14 +14,6 @@ from tenantdb.adapters.groupguard import GroupGuard
 from tests.platforms import PlatformPool
 
 REDIS_URL = os.environ.get("TENANTDB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-@pytest.fixture
-def api_server(request: pytest.FixtureRequest) -> str:
-    """The API server a test's platform runs on: `real` (kube-apiservers over etcd from
-    `make kube`, with the real OpenBao, ESO and cert-manager) for a test marked `real_server`,
-    otherwise `devstack`."""
-    return "real" if request.node.get_closest_marker("real_server") is not None else "devstack"
 
 
 @pytest.fixture(scope="session")

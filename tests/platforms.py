@@ -124,9 +124,7 @@ class PlatformPool:
 
     def _start(self, clusters: tuple[str, ...], options: Mapping[str, Any]) -> Platform:
         directory = self.root / f"platform-{next(self._serial)}"
-        return start_platform(
-            directory, clusters=clusters, api_server="real", components="real", **options
-        )
+        return start_platform(directory, clusters=clusters, **options)
 
 
 def clear_orders(platform: Platform) -> None:

@@ -2,11 +2,11 @@
 
 Owns, as data: the order kinds' CRDs (MariaDBDatabase and MysqlDatabase, read as they are from the
 chart, `charts/tenantdb/crds/`; MysqlDatabase is served on the management cluster only), the
-ControlPlane CRD, and the CRDs of the third-party kinds tenantdb writes or reads (cert-manager,
-External Secrets Operator, mariadb-operator, Bloodraven's MysqlFailoverGroup). `install` creates
-them on a cluster (the devstack's or a real API server) and `wait_established` waits until each
-is served. It must never alter the chart's CRD: the devstack serves exactly
-what the chart ships.
+ControlPlane CRD, and the CRDs of the stand-in kinds (mariadb-operator, Bloodraven's
+MysqlFailoverGroup). cert-manager's and External Secrets Operator's CRDs are their releases' own
+(`devstack.upstream`). `install` creates them on a cluster and `wait_established` waits until
+each is served. It must never alter the chart's CRD: the devstack serves exactly what the chart
+ships.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import Any
 
 import yaml
 
-from devstack.crds import bloodraven, certmanager, controlplane, externalsecrets, mariadb
+from devstack.crds import bloodraven, controlplane, mariadb
 from devstack.kubeclient import ApiError, KubeApi
+from devstack.upstream import cert_manager_crds, eso_crds
 
 ESTABLISH_SECONDS = 30.0
 CHART_CRDS = Path(__file__).resolve().parents[2] / "charts/tenantdb/crds"
@@ -52,8 +53,8 @@ def management_crds() -> list[dict[str, Any]]:
         mariadbdatabase_crd(),
         mysqldatabase_crd(),
         *_build(controlplane.CRDS),
-        *_build(certmanager.CRDS),
-        *_build(externalsecrets.CRDS),
+        *cert_manager_crds(),
+        *eso_crds(),
         *_build(mariadb.CRDS),
         *_build(bloodraven.CRDS),
     ]
@@ -65,8 +66,7 @@ def target_crds() -> list[dict[str, Any]]:
 
 
 def install(cluster: KubeApi, crds: Iterable[dict[str, Any]]) -> None:
-    """Create CRDs on a cluster (the devstack serves them as soon as the call returns; a real
-    API server once they are Established, see `wait_established`)."""
+    """Create CRDs on a cluster (served once they are Established, see `wait_established`)."""
     for crd in crds:
         cluster.create(
             "customresourcedefinitions.apiextensions.k8s.io", crd, manager="devstack-install"
@@ -76,7 +76,7 @@ def install(cluster: KubeApi, crds: Iterable[dict[str, Any]]) -> None:
 def wait_established(
     cluster: KubeApi, crds: Iterable[dict[str, Any]], timeout: float = ESTABLISH_SECONDS
 ) -> None:
-    """Wait until every CRD is Established and its resource lists (a real API server answers
+    """Wait until every CRD is Established and its resource lists (the API server answers
     429 while a new resource's storage starts); the CRDs are waited for side by side.
 
     Raises:

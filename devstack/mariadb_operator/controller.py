@@ -185,20 +185,16 @@ def finalize_step(db: Obj, mariadb: Obj | None) -> FinalizeStep:
 class MariaDBOperator:
     """MariaDB and Database controllers over a set of clusters, backed by one real server."""
 
-    def __init__(
-        self, clusters: Mapping[str, KubeApi], server: sql.Server, *, time_scale: float = 1.0
-    ) -> None:
+    def __init__(self, clusters: Mapping[str, KubeApi], server: sql.Server) -> None:
         """Bind to clusters and the real server.
 
         Args:
             clusters: The clusters to serve, by name.
             server: Where every MariaDB CR really runs (its user is the root user; the password
                 comes from each CR's root password Secret).
-            time_scale: Simulated seconds per real second for requeueInterval.
         """
         self.clusters = dict(clusters)
         self.server = server
-        self.time_scale = time_scale
         self._lock = threading.Lock()
         self._created: dict[str, str] = {}
         self.mariadbs = Controller("mariadb-operator-mariadb", self._reconcile_mariadb)
@@ -347,7 +343,7 @@ class MariaDBOperator:
         retry = retry_after(db.get("spec") or {})
         if retry is None:
             raise RetryError(ready_status(outcome, key.name, detail)[2])
-        return retry / self.time_scale
+        return retry
 
     def _mariadb_of(self, cluster: KubeApi, db: Obj) -> Obj | None:
         spec = db.get("spec") or {}
@@ -400,7 +396,7 @@ class MariaDBOperator:
             )
         self._set_ready(cluster, key, db, "created")
         fraction = random.random()  # noqa: S311 - spread, not secrecy
-        return requeue_after(spec, fraction) / self.time_scale
+        return requeue_after(spec, fraction)
 
     def _finalize(self, cluster: KubeApi, key: Key, db: Obj) -> float | None:
         finalizers = list(meta(db).get("finalizers") or [])

@@ -83,7 +83,6 @@ class BloodravenOperator:
         cluster: KubeApi,
         groups: Mapping[tuple[str, str], MysqlGroup],
         *,
-        time_scale: float = 1.0,
         dwell: float = DEFAULT_DWELL,
         lag_timeout: float = LAG_TIMEOUT,
     ) -> None:
@@ -92,13 +91,11 @@ class BloodravenOperator:
         Args:
             cluster: The cluster the MysqlFailoverGroup objects live on.
             groups: The running group behind each served object, by (namespace, name).
-            time_scale: Simulated seconds per real second; each phase holds `dwell / time_scale`.
-            dwell: Simulated seconds each failover phase holds.
+            dwell: Seconds each failover phase holds.
             lag_timeout: Real seconds the target may take to apply the old primary's binlog.
         """
         self.cluster = cluster
         self.groups = dict(groups)
-        self.time_scale = time_scale
         self.dwell = dwell
         self.lag_timeout = lag_timeout
         self._runs: dict[Key, _Run] = {}
@@ -116,7 +113,7 @@ class BloodravenOperator:
     @property
     def phase_seconds(self) -> float:
         """Real seconds each phase holds."""
-        return self.dwell / self.time_scale
+        return self.dwell
 
     @property
     def controllers(self) -> tuple[Controller, ...]:

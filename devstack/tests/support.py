@@ -1,6 +1,6 @@
 """What the devstack's tests need alike: waiting for a condition, sessions on the real MariaDB.
 
-The stand-ins create schemas and users on a real MariaDB (root with an empty password over TCP
+The platform creates schemas and users on a real MariaDB (root with an empty password over TCP
 at 127.0.0.1:3306), as the platform they stand in for would.
 """
 
@@ -14,7 +14,7 @@ import pymysql
 import pytest
 
 MARIADB_HOST, MARIADB_PORT = "127.0.0.1", 3306
-"""The real MariaDB the stand-ins and these tests use."""
+"""The real MariaDB the platform and these tests use."""
 
 
 def wait_for(condition: Callable[[], Any], seconds: float = 10.0, what: str = "") -> Any:
@@ -40,7 +40,7 @@ def root_sql() -> pymysql.connections.Connection[Any]:
 def sql_login(
     user: str, password: str | bytes, database: str | None = None
 ) -> pymysql.connections.Connection[Any]:
-    """Log in to the real MariaDB as a user the OpenBao stand-in minted."""
+    """Log in to the real MariaDB as a user OpenBao minted."""
     return pymysql.connect(
         host=MARIADB_HOST,
         port=MARIADB_PORT,

@@ -1,6 +1,6 @@
 """End-to-end fixtures: the real platform and tenantdb's real processes on it, per test.
 
-A test marked ``real_server`` runs on the real platform: a kube-apiserver over etcd for each of
+Every test runs on the platform: a kube-apiserver over etcd for each of
 ``management`` and ``edge-1`` (``devstack.realkube``, built by ``make kube``), where tenantdb
 holds only the chart's grants and a token the real server issued, with the real OpenBao, ESO and
 cert-manager beside them (``devstack.upstream``) and the mariadb-operator stand-in. The platform
@@ -44,7 +44,7 @@ import pytest
 import redis
 
 from devstack.mysql_group import MysqlGroup
-from devstack.platform import Platform, role_env, start_platform
+from devstack.platform import Platform, role_env
 from devstack.realkube import AuditEntry
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import SECRET, KubeClient
@@ -439,21 +439,11 @@ class Stack:
         self.kube().patch(CONTROL_PLANE, "openstack", "cp", patch)
 
     def record_writes(self) -> Callable[[], list[AuditEntry]]:
-        """Start recording every cluster's writes; the function returned reads those made since.
-
-        The devstack's API servers record once asked to; a real kube-apiserver's audit log holds
-        every request from its start, so it is read from where it ends now.
-        """
+        """Start recording every cluster's writes; the function returned reads those made since
+        (from the API servers' audit logs, read from where they end now)."""
         real = self.platform.real
-        if real is not None:
-            marks = {name: c.audit_mark() for name, c in real.clusters.items()}
-            return lambda: [
-                e for name, c in real.clusters.items() for e in c.audit_writes(marks[name])
-            ]
-        devstack = [server.cluster for server in self.platform.servers.values()]
-        for cluster in devstack:
-            cluster.enable_audit()
-        return lambda: [e for c in devstack for e in c.audit_log]
+        marks = {name: c.audit_mark() for name, c in real.clusters.items()}
+        return lambda: [e for name, c in real.clusters.items() for e in c.audit_writes(marks[name])]
 
     def real_address(self, host: str, port: str) -> tuple[str, int]:
         services = json.loads((self.platform.state_dir / "services.json").read_text())
@@ -493,17 +483,16 @@ def stack(
     real_redis: redis.Redis,
     stack_env: dict[str, str],
     platform_options: dict[str, Any],
-    api_server: str,
     platforms: PlatformPool,
 ) -> Iterator[Stack]:
     """A platform with tenantdb's watcher, two workers and beat running on it.
 
     Its target clusters are ``edge-1``, or the names a test passes as the fixture's parameter.
-    On the real API servers the platform is shared with the tests before and after
-    (``tests.platforms``) unless the test is marked ``private_platform``; on the devstack's it is
-    the test's own. At teardown the stack is scanned for leaked secrets (``_scan_for_leaks``)
-    before it stops, and the API servers are asked for every request of tenantdb's
-    ServiceAccount they refused with 403 while the test ran; a finding of either fails the test.
+    The platform is shared with the tests before and after (``tests.platforms``) unless the
+    test is marked ``private_platform``. At teardown the stack is scanned for leaked secrets
+    (``_scan_for_leaks``) before it stops, and the API servers are asked for every request of
+    tenantdb's ServiceAccount they refused with 403 while the test ran; a finding of either
+    fails the test.
     """
     targets = tuple(getattr(request, "param", ("edge-1",)))
     clusters = ("management", *targets)
@@ -512,8 +501,9 @@ def stack(
     failures: list[str] = []
     try:
         options = platform_options
-        leased = lease_platform(platforms, tmp_path, clusters, options, api_server, private)
+        leased = lease_platform(platforms, clusters, options, private)
         with leased as (platform, marks):
+            recorder.watch(platform)
             logs = tmp_path / "logs"
             logs.mkdir()
             running = Stack(platform, key_prefix, logs, extra_env=stack_env, leak_recorder=recorder)
@@ -551,25 +541,14 @@ def stack(
 @contextmanager
 def lease_platform(
     platforms: PlatformPool,
-    tmp_path: Path,
     clusters: tuple[str, ...],
     options: dict[str, Any],
-    api_server: str,
     private: bool,
 ) -> Iterator[tuple[Platform, dict[str, int]]]:
-    """The platform of one stack and the audit marks it had when the test got it: from the
-    pool on the real API servers, a devstack of its own otherwise."""
-    if api_server == "real":
-        with platforms.lease(clusters, options, private=private) as lease:
-            yield lease.platform, lease.marks
-        return
-    platform = start_platform(
-        tmp_path / "devstack", clusters=clusters, api_server=api_server, **options
-    )
-    try:
-        yield platform, {}
-    finally:
-        platform.stop()
+    """The platform of one stack, from the pool, and the audit marks it had when the test got
+    it."""
+    with platforms.lease(clusters, options, private=private) as lease:
+        yield lease.platform, lease.marks
 
 
 def _scan_for_leaks(

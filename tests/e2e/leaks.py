@@ -1,23 +1,55 @@
 """The secret-leak scan of the e2e suite: no issued secret in any place tenantdb writes or serves.
 
-Collecting. A `Recorder`, started before the platform, records every secret the devstack hands
-out while it runs (so a secret that was rotated, revoked or deleted before the scan is still
-looked for), and `collect` adds what the platform holds when the scan runs. Three classes:
+Collecting. A `Recorder` is started before a test gets its platform; while it runs it records
+what the platform hands out, so that a secret rotated, revoked or deleted before the scan is
+still looked for, and `collect` adds what the platform holds when the scan runs. The sources:
 
-- passwords: every value under a password-like key (`password`, `MYSQL_ROOT_PASSWORD`, …) of
-  every Secret written to any cluster (the Secrets tenantdb delivered in the tenant namespaces,
-  the ones ESO wrote from OpenBao, the MySQL group's credential Secrets in `bloodraven`, the
-  owner Secrets of MysqlDatabase orders), every dynamic database password OpenBao generated,
-  the passwords of OpenBao's engine connections and of the MySQL group's accounts;
-- tokens: every OpenBao token (the root token, each login's token; the stand-in keeps them in
-  `OpenBaoCore._tokens` and forgets them when they end), every ServiceAccount token the
-  devstack API servers signed (`devstack.kube.auth.Tokens.issue`, which keeps none), each API
-  server's admin token, the operator token file, and token-like keys of Secrets;
-- private keys: every key the devstack CA or cert-manager's stand-in signed a certificate for
-  (`CertificateAuthority.sign`, so the tls.key of every Secret cert-manager wrote and every
-  client certificate's key), the devstack CA's key, the MySQL group's TLS keys, each API
-  server's TLS key, the `*.key` files of the platform's state directory and the tls.key of every
-  Secret.
+- Secrets, on every cluster: from the moment the platform is lent to the test
+  (`Recorder.watch`), the recorder lists and
+  then watches Secrets through each cluster's context of the platform's admin `kubeconfig`, so
+  it sees every version of every Secret any writer stores, deleted ones included: the Secrets
+  tenantdb delivers to the tenant namespaces, the ones ESO writes from OpenBao (the dynamic
+  database passwords), the ones cert-manager writes (each certificate's `tls.key`, and the
+  temporary next-private-key Secrets it deletes once a certificate is issued), the MySQL
+  group's credential Secrets in `bloodraven`, the owner Secrets of MysqlDatabase orders (a
+  rotated one's earlier versions too). `collect` lists every Secret of every cluster again. A
+  Secret's value counts when its key is password-, token- or key-like (`secret_class`).
+- OpenBao: its root token, and its raw file audit device (`audit-raw.log`, `log_raw = "true"`,
+  declared in the server's configuration before its first start, see `devstack.upstream`),
+  which holds every request and response unhashed since then: each token a response handed out
+  (`auth.client_token`: the logins of ESO and of tenantdb's worker, revoked and expired ones
+  included), each token a request presented, each password a response returned (the dynamic
+  database credentials of the `creds` reads), and what requests sent in: the engine
+  connection's root password (the MariaDB root password, often empty), the token reviewer's JWT
+  and the ServiceAccount JWT of every Kubernetes login.
+- ServiceAccount tokens: those the test process requests while recording
+  (`RemoteCluster.token_request`: the platform's start, a test's own), the tokens of every
+  kubeconfig under the platform's state directory (tenantdb's worker and watcher, on each
+  cluster), its `*.token` files (the worker's token of OpenBao's audience, OpenBao's root
+  token), and the JWTs presented to OpenBao (above).
+- private keys: each key the devstack CA signs a certificate for and each CA key generated while
+  recording (`CertificateAuthority.sign` and `generate`), the devstack CA's key, the MySQL
+  group's TLS keys, every `*.key` file under the state directory (the API servers' serving and
+  admin keys, each cluster's service-account signing key, OpenBao's listener and admin client
+  keys, the CA's key file cert-manager's onboarding reads, OpenBao's unseal key), the
+  `client-key-data` of every kubeconfig there, and key-like Secret values.
+- passwords, besides the above: the state directory's `*.password` files, the MariaDB root
+  password and the MySQL group's account passwords.
+
+What a real platform does not let the recorder see:
+
+- A ServiceAccount token a kube-apiserver issues to another process (ESO's TokenRequests for
+  `order-db-creds`, `kubectl create token` in OpenBao's onboarding) stays with that process: the
+  API server keeps no issued token, and its audit log (level Metadata) holds no request or
+  response body. Such a token is looked for once it has been presented to OpenBao (a login's
+  `jwt`, the reviewer's `token_reviewer_jwt`); one never presented there is not.
+- The key of the CA `devstack.realkube` generates for the API servers' certificates is kept
+  nowhere: it is recorded only when the platform starts while a recorder runs (a private
+  platform, or a shared one started for the test), not for a platform started earlier.
+- The keys cert-manager generates are not signed by `CertificateAuthority.sign`: they are known
+  from the Secrets alone (the watch sees the temporary ones too).
+- A Secret written and deleted before the platform was lent to the test is not seen; the places
+  scanned (the test's own Redis key prefix, logs and processes) came after it.
 
 Values shorter than `MIN_LENGTH` (8) characters, and empty ones, are ignored: an empty root
 password or a test's `pw` would match all over any text, and proves nothing.
@@ -39,6 +71,7 @@ import base64
 import bisect
 import contextlib
 import json
+import os
 import subprocess
 import threading
 import urllib.error
@@ -50,15 +83,19 @@ from types import TracebackType
 from typing import Any, ClassVar, Protocol
 
 import redis
+import yaml
 
 from devstack.ca import CertificateAuthority, Issued
-from devstack.kube.auth import Tokens
-from devstack.kube.store import Store
 from devstack.kubeclient import RemoteCluster
-from devstack.openbao.core import OpenBaoCore, Token
-from devstack.openbao.database import CredentialPlan, DatabaseMount
 from devstack.platform import Platform
 from devstack.upstream import RealOpenBao
+from tenantdb.adapters.kube import (
+    SECRET,
+    GoneError,
+    KubeClient,
+    WatchStream,
+    client_from_kubeconfig,
+)
 from tenantdb.core.served import KINDS
 
 PASSWORD = "password"
@@ -146,19 +183,18 @@ def secret_class(key: str, value: str | bytes) -> str | None:
     return None
 
 
-# -- recording what the devstack hands out ----------------------------------------------------
+# -- recording what the platform hands out ---------------------------------------------------
 
 
 class Recorder:
-    """Records every secret the devstack issues while it is started (a context manager).
+    """Records the secrets a platform hands out while it is started (a context manager).
 
-    It wraps, for the whole process, `Tokens.issue` (ServiceAccount tokens the devstack signs),
-    `RemoteCluster.token_request` (tokens any API server issued to the platform or a stand-in),
-    `OpenBaoCore._issue_token` (OpenBao tokens), `DatabaseMount.plan_credentials` (dynamic
-    database passwords), `CertificateAuthority.sign` and `generate` (private keys) and
-    `Store.put` (every Secret written to a devstack cluster) and the writes of `RemoteCluster`
-    (every Secret the platform or a stand-in wrote to any cluster, a real one included).
-    Several recorders may run at once.
+    While any recorder runs, these are wrapped for the whole process:
+    `CertificateAuthority.sign` and `generate` (the keys the devstack CA signs, the CAs
+    generated), `RemoteCluster.token_request` (the ServiceAccount tokens the test process asks
+    any API server for). `watch` starts recording a platform's Secrets once the test has it.
+    Several recorders may run at once; each watches for itself. `collect` refuses a recorder
+    that has not watched the platform it is asked about.
     """
 
     _active: ClassVar[list[Recorder]] = []
@@ -167,8 +203,12 @@ class Recorder:
 
     def __init__(self) -> None:
         self.secrets = Secrets()
-        self.secret_writes: list[tuple[int, dict[str, Any]]] = []
-        """Every Secret written while recording: (id of the cluster's store, the Secret)."""
+        """What the wrapped calls handed out."""
+        self.stored = Secrets()
+        """The secret values of every version of every Secret the watches saw."""
+        self._watches: dict[int, list[_SecretWatch]] = {}
+        self._failures: dict[int, str] = {}
+        self._lock = threading.Lock()
 
     def start(self) -> Recorder:
         with Recorder._guard:
@@ -178,11 +218,43 @@ class Recorder:
         return self
 
     def stop(self) -> None:
+        """Stop recording: unwrap (when no other recorder runs) and end every watch."""
         with Recorder._guard:
             if self in Recorder._active:
                 Recorder._active.remove(self)
             if not Recorder._active:
                 _uninstall()
+        with self._lock:
+            watches = [w for group in self._watches.values() for w in group]
+        for watch in watches:
+            watch.stop()
+
+    def watch(self, platform: Platform) -> None:
+        """Record every Secret of every cluster of the platform from now on: each cluster's
+        Secrets are listed before this returns, then watched from that list's version (once per
+        platform; a failure is kept for `collect` to report)."""
+        with self._lock:
+            if id(platform) in self._watches:
+                return
+            self._watches[id(platform)] = []
+        try:
+            for name in platform.names:
+                client = client_from_kubeconfig(str(platform.kubeconfig_path), name, name)
+                watch = _SecretWatch(name, client, self.stored)
+                with self._lock:
+                    self._watches[id(platform)].append(watch)
+                watch.start()
+        except Exception as exc:  # told by `collect`: recording must never break the platform
+            with self._lock:
+                self._failures[id(platform)] = f"{type(exc).__name__}: {exc}"
+
+    def watching(self, platform: Platform) -> str | None:
+        """Why the recorder has not recorded the platform's Secrets since it was lent to the
+        test (None: it has)."""
+        with self._lock:
+            if id(platform) not in self._watches:
+                return "the recorder never watched the platform's Secrets"
+            return self._failures.get(id(platform))
 
     def __enter__(self) -> Recorder:
         return self.start()
@@ -194,6 +266,72 @@ class Recorder:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class _SecretWatch:
+    """The Secrets of one cluster: listed, then watched from the list's version, every version
+    of every Secret added to `found` (relisted when the version is gone)."""
+
+    def __init__(self, cluster: str, client: KubeClient, found: Secrets) -> None:
+        self.cluster = cluster
+        self.client = client
+        self.found = found
+        self._version = ""
+        self._stream: WatchStream | None = None
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(
+            target=self._follow, name=f"leak-recorder-{cluster}", daemon=True
+        )
+
+    def start(self) -> None:
+        """List the Secrets now; watch them on a thread of its own from then on."""
+        self._list()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the watch and wait for its thread."""
+        self._stopping.set()
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            stream.close()
+        if self._thread.is_alive():
+            self._thread.join(10)
+        with contextlib.suppress(Exception):
+            self.client.api.rest_client.pool_manager.clear()
+
+    def _list(self) -> None:
+        items, self._version = self.client.list_with_version(SECRET)
+        for obj in items:
+            self.found.add_secret_object(self.cluster, obj)
+
+    def _follow(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._watch_once()
+            except GoneError:
+                self._version = ""
+            except Exception:  # an API server restarting or stopped: try again until told
+                self._stopping.wait(0.5)
+
+    def _watch_once(self) -> None:
+        if not self._version:
+            self._list()
+        stream = self.client.watch(SECRET, resource_version=self._version, timeout_seconds=60)
+        with self._lock:
+            self._stream = stream
+        try:
+            if self._stopping.is_set():
+                return
+            for event in stream:
+                if event.type != "BOOKMARK":
+                    self.found.add_secret_object(self.cluster, event.obj)
+                self._version = event.resource_version or self._version
+        finally:
+            with self._lock:
+                self._stream = None
+            stream.close()
 
 
 def _record(kind: str, origin: str, value: str | bytes | None) -> None:
@@ -208,7 +346,7 @@ def _wrap(owner: type, name: str, after: Callable[[Any, Any, tuple[Any, ...]], N
 
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = function(self, *args, **kwargs)
-        with contextlib.suppress(Exception):  # recording must never break the devstack
+        with contextlib.suppress(Exception):  # recording must never break the platform
             after(self, result, args)
         return result
 
@@ -217,50 +355,21 @@ def _wrap(owner: type, name: str, after: Callable[[Any, Any, tuple[Any, ...]], N
 
 
 def _install() -> None:
-    def sa_token(_: Any, result: tuple[str, int], args: tuple[Any, ...]) -> None:
-        ns, name = (*args, "?", "?")[:2]
-        _record(TOKEN, f"ServiceAccount token of {ns}/{name}", result[0])
-
-    def bao_token(_: Any, result: Token, __: tuple[Any, ...]) -> None:
-        _record(TOKEN, f"OpenBao token ({result.display_name}, {result.path})", result.id)
-
-    def db_password(_: Any, result: CredentialPlan, __: tuple[Any, ...]) -> None:
-        _record(PASSWORD, f"OpenBao dynamic credential of role {result.role.name}", result.password)
-
     def signed_key(_: Any, result: Issued, __: tuple[Any, ...]) -> None:
         _record(PRIVATE_KEY, "a key the devstack CA signed a certificate for", result.key_pem)
 
     def ca_key(_: Any, result: CertificateAuthority, __: tuple[Any, ...]) -> None:
-        _record(PRIVATE_KEY, "a devstack CA's key", result.key_pem)
+        _record(PRIVATE_KEY, "a CA's key generated while recording", result.key_pem)
 
-    def stored(store: Store, result: dict[str, Any], args: tuple[Any, ...]) -> None:
-        if args and args[0] == "/secrets":
-            copy = {k: dict(v) if isinstance(v, dict) else v for k, v in result.items()}
-            for recorder in list(Recorder._active):
-                recorder.secret_writes.append((id(store), copy))
-
-    _wrap(Tokens, "issue", sa_token)
-    _wrap(RemoteCluster, "token_request", _requested_token)
-    for method in ("create", "apply", "patch"):
-        _wrap(RemoteCluster, method, _remote_write)
-    _wrap(OpenBaoCore, "_issue_token", bao_token)
-    _wrap(DatabaseMount, "plan_credentials", db_password)
     _wrap(CertificateAuthority, "sign", signed_key)
     _wrap(CertificateAuthority, "generate", ca_key)
-    _wrap(Store, "put", stored)
+    _wrap(RemoteCluster, "token_request", _requested_token)
 
 
 def _requested_token(client: RemoteCluster, result: dict[str, Any], args: tuple[Any, ...]) -> None:
     ns, name = (*args, "?", "?")[:2]
     where = f"ServiceAccount token of {ns}/{name} on {client.name}"
     _record(TOKEN, where, (result.get("status") or {}).get("token"))
-
-
-def _remote_write(client: RemoteCluster, result: dict[str, Any], args: tuple[Any, ...]) -> None:
-    if args and args[0] == "secrets":
-        copy = {k: dict(v) if isinstance(v, dict) else v for k, v in result.items()}
-        for recorder in list(Recorder._active):
-            recorder.secret_writes.append((id(client), copy))
 
 
 def _uninstall() -> None:
@@ -273,74 +382,107 @@ def _uninstall() -> None:
 
 
 def collect(platform: Platform, recorder: Recorder | None = None) -> Secrets:
-    """Every secret the platform issued or holds (see the module), while it still runs."""
+    """Every secret the platform issued or holds (see the module), while it still runs.
+
+    Raises:
+        RuntimeError: The recorder has not watched the platform's Secrets since the test got
+            it, so a Secret deleted meanwhile would not be looked for.
+    """
     found = Secrets()
+    if isinstance(platform.openbao, RealOpenBao):
+        openbao_secrets(platform.openbao.root_token, platform.openbao.audit_events(raw=True), found)
     if recorder is not None:
+        missing = recorder.watching(platform)
+        if missing is not None:
+            raise RuntimeError(f"the secret-leak scan cannot trust its record: {missing}")
         found.update(recorder.secrets)
-        names = {id(server.cluster.store): name for name, server in platform.servers.items()}
-        names |= {id(e.client): name for name, e in platform.endpoints.items()}
-        for store, obj in list(recorder.secret_writes):
-            found.add_secret_object(names.get(store, "another platform's cluster"), obj)
-    _collect_api_servers(platform, found)
     if platform.ca is not None:
         found.add(PRIVATE_KEY, "the devstack CA's key", platform.ca.key_pem)
-    _collect_openbao(platform, found)
     _collect_mysql_group(platform, found)
-    if platform.operator_token_file.exists():
-        found.add(TOKEN, "the operator token file", platform.operator_token_file.read_text())
-    for path in sorted(platform.state_dir.glob("*.key")):
-        found.add(PRIVATE_KEY, f"state file {path.name}", path.read_bytes())
-    return found
-
-
-def _collect_api_servers(platform: Platform, found: Secrets) -> None:
-    """The API servers' own credentials and keys, and every Secret they hold now."""
-    for name, server in platform.servers.items():
-        found.add(TOKEN, f"admin token of cluster {name}", server.cluster.admin_token)
-        if server.tls is not None:
-            found.add(PRIVATE_KEY, f"TLS key of API server {name}", server.tls.key_pem)
-    if platform.real is not None:
-        pki = platform.real.pki
-        found.add(PRIVATE_KEY, "the real API servers' serving key", pki.serving_key.read_bytes())
-        found.add(PRIVATE_KEY, "the real API servers' admin key", pki.admin_key.read_bytes())
-        for name, real in platform.real.clusters.items():
-            key = real.service_account_key.read_bytes()
-            found.add(PRIVATE_KEY, f"service-account signing key of {name}", key)
+    found.add(PASSWORD, "the MariaDB root password", platform.mariadb.password)
+    state_files(platform.state_dir, found)
+    if recorder is not None:
+        found.update(recorder.stored)
     for name, endpoint in platform.endpoints.items():
         for obj in endpoint.client.list("secrets"):
             found.add_secret_object(name, obj)
+    return found
 
 
-def _collect_real_openbao(openbao: RealOpenBao, found: Secrets) -> None:
-    """Every token and password a real OpenBao handed out, from its raw audit device."""
-    found.add(TOKEN, "OpenBao root token", openbao.root_token)
-    for event in openbao.audit_events(raw=True):
-        if event.get("type") != "response":
+_OPENBAO_FIELDS = {
+    "password": PASSWORD,
+    "jwt": TOKEN,
+    "token_reviewer_jwt": TOKEN,
+    "token": TOKEN,
+    "client_token": TOKEN,
+    "private_key": PRIVATE_KEY,
+}
+"""The fields of OpenBao requests' and responses' data that hold a secret."""
+
+
+def openbao_secrets(root_token: str, events: Iterable[Mapping[str, Any]], found: Secrets) -> None:
+    """OpenBao's root token and what its raw audit device's events show (see the module)."""
+    found.add(TOKEN, "OpenBao root token", root_token)
+    for event in events:
+        request = event.get("request") or {}
+        path = str(request.get("path", ""))
+        if event.get("type") == "response":
+            answer = event.get("response") or {}
+            auth = answer.get("auth") or {}
+            found.add(TOKEN, f"OpenBao token ({path})", auth.get("client_token"))
+            wrap = answer.get("wrap_info") or {}
+            found.add(TOKEN, f"OpenBao wrapping token ({path})", wrap.get("token"))
+            _openbao_fields(found, answer.get("data"), f"returned by {path}")
+        else:
+            found.add(TOKEN, f"OpenBao token presented to {path}", request.get("client_token"))
+            _openbao_fields(found, request.get("data"), f"sent to {path}")
+
+
+def _openbao_fields(found: Secrets, data: Any, where: str) -> None:
+    if not isinstance(data, Mapping):
+        return
+    for key, value in data.items():
+        kind = _OPENBAO_FIELDS.get(str(key))
+        if kind is None or not isinstance(value, str):
             continue
-        path = (event.get("request") or {}).get("path", "")
-        answer = event.get("response") or {}
-        token = (answer.get("auth") or {}).get("client_token")
-        if token:
-            found.add(TOKEN, f"OpenBao token ({path})", token)
-        password = (answer.get("data") or {}).get("password")
-        if isinstance(password, str):
-            found.add(PASSWORD, f"OpenBao dynamic credential ({path})", password)
+        if kind == PASSWORD and "/creds/" in where:
+            origin = f"OpenBao dynamic credential {where}"
+        elif str(key).endswith("jwt"):
+            origin = f"ServiceAccount token {where} ({key})"
+        else:
+            origin = f"OpenBao {key} {where}"
+        found.add(kind, origin, value)
 
 
-def _collect_openbao(platform: Platform, found: Secrets) -> None:
-    """The tokens OpenBao holds and its engine connections' passwords."""
-    if platform.openbao is None:
-        return
-    if isinstance(platform.openbao, RealOpenBao):
-        _collect_real_openbao(platform.openbao, found)
-        return
-    core = platform.openbao.core
-    found.add(TOKEN, "OpenBao root token", core.root_token)
-    for token in list(core._tokens.values()):
-        found.add(TOKEN, f"OpenBao token ({token.display_name}, {token.path})", token.id)
-    for mount_path, mount in list(core._db_mounts.items()):
-        for conn_name, connection in list(mount.connections.items()):
-            found.add(PASSWORD, f"OpenBao {mount_path} connection {conn_name}", connection.password)
+_STATE_FILES = {".key": PRIVATE_KEY, ".token": TOKEN, ".password": PASSWORD}
+"""The secret files of a platform's state directory, by the end of their names."""
+
+
+def state_files(directory: Path, found: Secrets) -> None:
+    """The secret files under a platform's state directory (`*.key`, `*.token`, `*.password`)
+    and the tokens and client keys of every kubeconfig there."""
+    for root, _, names in os.walk(directory):
+        for name in sorted(names):
+            path = Path(root, name)
+            where = path.relative_to(directory)
+            try:
+                if name.endswith("kubeconfig"):
+                    _kubeconfig_secrets(path.read_text(), str(where), found)
+                elif path.suffix in _STATE_FILES:
+                    found.add(_STATE_FILES[path.suffix], f"state file {where}", path.read_bytes())
+            except (OSError, ValueError, yaml.YAMLError):
+                continue  # a file going away, or one that is no kubeconfig
+
+
+def _kubeconfig_secrets(text: str, where: str, found: Secrets) -> None:
+    config = yaml.safe_load(text) or {}
+    for entry in config.get("users") or []:
+        user = entry.get("user") or {}
+        name = entry.get("name", "?")
+        found.add(TOKEN, f"ServiceAccount token of {name} in {where}", user.get("token"))
+        key = user.get("client-key-data")
+        if key:
+            found.add(PRIVATE_KEY, f"client key of {name} in {where}", base64.b64decode(key))
 
 
 def _collect_mysql_group(platform: Platform, found: Secrets) -> None:

@@ -15,27 +15,20 @@ from tests.support import wait_for
 
 def kube_requests(stack: Stack) -> Counter[str]:
     """tenantdb's requests to every cluster so far, watches apart, by verb and resource
-    (`get secrets`, `patch mariadbdatabases.c5c3.io/status`): on the real API servers from
-    their audit logs since the test got the platform, on the devstack's from its counters."""
+    (`get secrets`, `patch mariadbdatabases.c5c3.io/status`), from the API servers' audit logs
+    since the test got the platform."""
     out: Counter[str] = Counter()
-    real = stack.platform.real
-    if real is not None:
-        users = set(stack.platform.operator_users)
-        for name, cluster in real.clusters.items():
-            for event in cluster.audit_events(stack.audit_marks.get(name, 0)):
-                if event.get("stage") != "ResponseComplete" or event.get("verb") == "watch":
-                    continue
-                if (event.get("user") or {}).get("username") not in users:
-                    continue
-                ref = event.get("objectRef") or {}
-                group = f".{ref['apiGroup']}" if ref.get("apiGroup") else ""
-                sub = f"/{ref['subresource']}" if ref.get("subresource") else ""
-                out[f"{event['verb']} {ref.get('resource', '')}{group}{sub}"] += 1
-        return out
-    for server in stack.platform.servers.values():
-        for row in server.cluster.requests.snapshot()["requests"]:
-            if row["client"] == "tenantdb" and row["verb"] != "watch":
-                out[f"{row['verb']} {row['resource']}"] += row["count"]
+    users = set(stack.platform.operator_users)
+    for name, cluster in stack.platform.real.clusters.items():
+        for event in cluster.audit_events(stack.audit_marks.get(name, 0)):
+            if event.get("stage") != "ResponseComplete" or event.get("verb") == "watch":
+                continue
+            if (event.get("user") or {}).get("username") not in users:
+                continue
+            ref = event.get("objectRef") or {}
+            group = f".{ref['apiGroup']}" if ref.get("apiGroup") else ""
+            sub = f"/{ref['subresource']}" if ref.get("subresource") else ""
+            out[f"{event['verb']} {ref.get('resource', '')}{group}{sub}"] += 1
     return out
 
 

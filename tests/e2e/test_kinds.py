@@ -26,7 +26,6 @@ from tests.support import wait_for
 # The Widget CRD and its grants are installed: a platform of its own.
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.real_server,
     pytest.mark.private_platform,
     pytest.mark.usefixtures("widget_grants"),
 ]

@@ -4,14 +4,18 @@ Every e2e test's stack is scanned at teardown (``tests.e2e.conftest``); this tes
 as hard to pass as the stack allows: every tenantdb process logs at DEBUG
 (``TENANTDB_LOG_LEVEL=DEBUG``), Flower runs on the stack's broker, and the lifecycle covers
 delivery, a forced credential refresh and a deletion of a MariaDBDatabase and a MysqlDatabase
-order with an owner rotation. Flower's API answers are scanned with everything else. The first
-tests show the scanner finds a planted secret.
+order with an owner rotation. Flower's API answers are scanned with everything else, and the
+secrets the scan looks for must come from each of the platform's real sources (the watch of every
+Secret, a Secret rotated or deleted before the scan included, OpenBao's raw audit device, the state
+directory). The first tests show the scanner finds a planted secret, and read OpenBao's audit
+events and a state directory as the platform writes them.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import secrets
 import time
 import urllib.error
 import urllib.request
@@ -96,6 +100,97 @@ def test_the_scanner_decodes_celery_messages_and_finds_base64_at_any_alignment(
     )
 
 
+def _audit(kind: str, path: str, **parts: Any) -> dict[str, Any]:
+    """One event of OpenBao's raw audit device, as `log_raw` writes it."""
+    request = {"path": path, **parts.pop("request", {})}
+    return {"type": kind, "request": request, **parts}
+
+
+def test_openbao_secrets_come_from_the_raw_audit_device() -> None:
+    jwt = "eyJhbGciOiJSUzI1NiJ9.service-account.jwt"
+    events = [
+        _audit(
+            "request",
+            "database/mariadb/config/keystone-openstack",
+            request={"client_token": "root-token-0123456789", "data": {"password": ""}},
+        ),
+        _audit(
+            "request",
+            "auth/kubernetes/management/login",
+            request={"data": {"jwt": jwt, "role": "order-db"}},
+        ),
+        _audit(
+            "response",
+            "auth/kubernetes/management/login",
+            response={"auth": {"client_token": "s.login-token-0123", "accessor": "accessor-123"}},
+        ),
+        _audit(
+            "response",
+            "database/mariadb/creds/order.openstack.x",
+            response={"data": {"username": "v-order-openstack-x", "password": "dyn-Pass-0123"}},
+        ),
+        _audit(
+            "request",
+            "auth/kubernetes/management/config",
+            request={"data": {"token_reviewer_jwt": "reviewer.jwt.0123", "kubernetes_host": "h"}},
+        ),
+    ]
+    found = leaks.Secrets()
+    leaks.openbao_secrets("root-token-0123456789", events, found)
+    by_value = {s.value: s for s in found}
+    assert set(by_value) == {
+        "root-token-0123456789",
+        jwt,
+        "s.login-token-0123",
+        "dyn-Pass-0123",
+        "reviewer.jwt.0123",
+    }, "neither an accessor, a user name, a host nor an empty password"
+    assert by_value["root-token-0123456789"].origin == "OpenBao root token"
+    assert by_value[jwt].kind == leaks.TOKEN
+    assert by_value[jwt].origin.startswith("ServiceAccount token sent to auth/kubernetes/")
+    login = by_value["s.login-token-0123"]
+    assert (login.kind, login.origin) == (
+        leaks.TOKEN,
+        "OpenBao token (auth/kubernetes/management/login)",
+    )
+    credential = by_value["dyn-Pass-0123"]
+    assert credential.kind == leaks.PASSWORD
+    assert "dynamic credential" in credential.origin
+
+
+def test_state_files_give_keys_tokens_passwords_and_kubeconfig_credentials(tmp_path: Path) -> None:
+    (tmp_path / "kube" / "pki").mkdir(parents=True)
+    (tmp_path / "kube" / "pki" / "admin.key").write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n")
+    (tmp_path / "kube" / "pki" / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\nBBBB\n")
+    (tmp_path / "c5c3-operator.token").write_text("operator-token-0123\n")
+    (tmp_path / "mariadb-root.password").write_text("root-password-0123")
+    (tmp_path / "services.json").write_text('{"password": "not-a-state-secret"}')
+    config = {
+        "users": [
+            {"name": "edge-1-tenantdb-worker", "user": {"token": "worker-token-0123"}},
+            {
+                "name": "admin",
+                "user": {"client-key-data": base64.b64encode(b"client-key-0123").decode()},
+            },
+        ]
+    }
+    (tmp_path / "tenantdb.kubeconfig").write_text(json.dumps(config))
+    found = leaks.Secrets()
+    leaks.state_files(tmp_path, found)
+    assert {(s.kind, s.value) for s in found} == {
+        (leaks.PRIVATE_KEY, "-----BEGIN PRIVATE KEY-----\nAAAA"),
+        (leaks.TOKEN, "operator-token-0123"),
+        (leaks.PASSWORD, "root-password-0123"),
+        (leaks.TOKEN, "worker-token-0123"),
+        (leaks.PRIVATE_KEY, "client-key-0123"),
+    }
+    origins = {s.value: s.origin for s in found}
+    assert origins["worker-token-0123"] == (
+        "ServiceAccount token of edge-1-tenantdb-worker in tenantdb.kubeconfig"
+    )
+    assert origins["-----BEGIN PRIVATE KEY-----\nAAAA"] == "state file kube/pki/admin.key"
+
+
 # -- the lifecycle at DEBUG, with Flower ----------------------------------------------------
 
 
@@ -175,7 +270,6 @@ def _mysql_lifecycle(tenants: Tenants) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.real_server
 @pytest.mark.private_platform  # with a failover group of its own
 def test_a_full_lifecycle_at_debug_with_flower_leaks_no_secret(
     stack: Stack, mysql_group: MysqlGroup, real_redis: redis.Redis
@@ -191,14 +285,29 @@ def test_a_full_lifecycle_at_debug_with_flower_leaks_no_secret(
     finally:
         tenants.close()
         mysql_group.drop_tenant_objects()
-    found = leaks.collect(stack.platform, stack.leak_recorder)
+    recorder = stack.leak_recorder
+    assert recorder is not None
+    assert recorder.watching(stack.platform) is None
+    deleted = _deleted_secret(stack, recorder)
+    found = leaks.collect(stack.platform, recorder)
     counts = found.counts()
     assert all(counts[kind] > 0 for kind in leaks.CLASSES), counts
+    by_value = {secret.value: secret for secret in found}
     origins = {secret.origin for secret in found}
-    assert any("dynamic credential" in o for o in origins), origins
+    # OpenBao's raw audit device: the dynamic passwords, the login tokens of ESO and tenantdb,
+    # and the ServiceAccount tokens they logged in with.
+    assert any(o.startswith("OpenBao dynamic credential returned by") for o in origins), origins
+    assert any(o.startswith("OpenBao token (auth/kubernetes/") for o in origins), origins
     assert any(o.startswith("ServiceAccount token") for o in origins), origins
-    assert any(o.startswith("OpenBao token") for o in origins), origins
-    assert any("leak-owner" in o for o in origins), origins
+    # The watch: the owner's password before its rotation, a Secret deleted before the scan, and
+    # the keys cert-manager generated, which only its Secrets hold.
+    assert "leak-owner" in by_value["first-pw"].origin
+    assert by_value[deleted].origin.startswith("Secret tenant-a/leak-deleted-")
+    assert any(s.kind == leaks.PRIVATE_KEY and s.origin.startswith("Secret ") for s in found), (
+        origins
+    )
+    # The state directory: a service-account signing key, which no CA signed.
+    assert "state file kube/management/service-account.key" in origins, origins
     # The logs really are at DEBUG, and every place the scan claims was there to scan.
     for name in ("watcher", "worker-1"):
         assert '"level": "debug"' in (stack.logs / f"{name}.log").read_text(), name
@@ -207,3 +316,22 @@ def test_a_full_lifecycle_at_debug_with_flower_leaks_no_secret(
     assert len(answers) > 5
     leaked = _scan_for_leaks(stack, real_redis, answers)
     assert leaked is None, leaked
+
+
+def _deleted_secret(stack: Stack, recorder: leaks.Recorder) -> str:
+    """Write a Secret and delete it again; return its password once the recorder has it."""
+    cluster = stack.platform.cluster()
+    name = stack.name("leak-deleted")
+    password = secrets.token_urlsafe(16)
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": "tenant-a"},
+        "stringData": {"password": password},
+    }
+    cluster.create("secrets", body, "tenant-a")
+    cluster.delete("secrets", name, "tenant-a")
+    wait_for(
+        lambda: any(s.value == password for s in recorder.stored), 10, "the recorder to see it"
+    )
+    return password

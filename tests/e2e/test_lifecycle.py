@@ -26,7 +26,7 @@ from tests.e2e.conftest import (
 )
 from tests.support import sql_login, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server]
+pytestmark = [pytest.mark.slow]
 
 KEYS = ["host", "port", "database", "username", "password"]
 

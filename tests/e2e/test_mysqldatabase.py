@@ -28,7 +28,7 @@ from tests.e2e.mysql_tenants import (
 from tests.support import wait_for
 
 # The failover group is moved, stopped and failed over: a platform of its own.
-pytestmark = [pytest.mark.slow, pytest.mark.real_server, pytest.mark.private_platform]
+pytestmark = [pytest.mark.slow, pytest.mark.private_platform]
 
 __all__ = ["platform_options", "tenants"]
 

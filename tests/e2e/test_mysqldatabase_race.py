@@ -16,7 +16,7 @@ from tests.e2e.conftest import at_once, wait_settled
 from tests.e2e.mysql_tenants import Tenants, platform_options, tenants
 
 # The failover group is moved, stopped and failed over: a platform of its own.
-pytestmark = [pytest.mark.slow, pytest.mark.real_server, pytest.mark.private_platform]
+pytestmark = [pytest.mark.slow, pytest.mark.private_platform]
 
 __all__ = ["platform_options", "tenants"]
 

@@ -21,7 +21,7 @@ from tests.e2e.conftest import Stack
 from tests.support import wait_for
 
 # The test reads OpenBao's whole audit log: a platform of its own.
-pytestmark = [pytest.mark.slow, pytest.mark.real_server, pytest.mark.private_platform]
+pytestmark = [pytest.mark.slow, pytest.mark.private_platform]
 
 LOGIN = "auth/kubernetes/management/login"
 REVOKE_SELF = "auth/token/revoke-self"

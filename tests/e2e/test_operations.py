@@ -17,7 +17,7 @@ from tenantdb.core.keys import OrderKey
 from tests.e2e.conftest import Stack, free_port, order_quiet
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server]
+pytestmark = [pytest.mark.slow]
 
 WORKERS = ("worker-1", "worker-2")
 

@@ -19,7 +19,7 @@ from tests.e2e.conftest import Stack, order_quiet
 from tests.e2e.quiet import kube_requests, refresh, touched, until_quiet
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server]
+pytestmark = [pytest.mark.slow]
 
 
 def _delete_role(stack: Stack, role: str) -> None:

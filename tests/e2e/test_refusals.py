@@ -32,7 +32,7 @@ from tenantdb.core.mariadbdatabase.passes import WARNING_REASONS
 from tests.e2e.conftest import Stack
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server]
+pytestmark = [pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 ORDER_CRD = REPO / "charts/tenantdb/crds/mariadbdatabases.c5c3.io.yaml"

@@ -18,7 +18,7 @@ from tenantdb.core.mariadbdatabase.provision import compute_database_slot
 from tests.e2e.conftest import Stack, at_once, schema_exists, wait_settled
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server]
+pytestmark = [pytest.mark.slow]
 
 ORDERS_PER_SCHEMA = 3
 

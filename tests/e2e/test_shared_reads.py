@@ -18,7 +18,7 @@ from tests.e2e.conftest import Stack, order_quiet
 from tests.e2e.quiet import kube_requests
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server]
+pytestmark = [pytest.mark.slow]
 
 SHARED_READS = (
     "get controlplanes.c5c3.io",

@@ -52,7 +52,6 @@ import redis
 import yaml
 from redis.sentinel import Sentinel
 
-from devstack.kube.cluster import Cluster
 from devstack.platform import Platform
 from devstack.realkube import AuditEntry
 from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
@@ -350,7 +349,6 @@ class Faults:
     stack: Stack
     redis_server: RedisServer
     client: redis.Redis
-    clusters: list[Cluster]
     live: list[str] = field(default_factory=list)
     """Orders that must end Ready."""
     deleted: list[str] = field(default_factory=list)
@@ -581,21 +579,14 @@ class Faults:
         return out
 
     def writes(self) -> list[AuditEntry]:
-        """Every write the clusters recorded: the devstack's write audit, or the real API
-        servers' audit logs."""
-        real = self.stack.platform.real
-        if real is not None:
-            marks = self.stack.audit_marks
-            return [e for n, c in real.clusters.items() for e in c.audit_writes(marks.get(n, 0))]
-        return [e for c in self.clusters for e in c.audit_log]
+        """Every write the API servers' audit logs recorded since the test began."""
+        real, marks = self.stack.platform.real, self.stack.audit_marks
+        return [e for n, c in real.clusters.items() for e in c.audit_writes(marks.get(n, 0))]
 
     def reads(self) -> list[AuditEntry]:
         """Every get and list the clusters recorded, as `writes` records the writes."""
-        real = self.stack.platform.real
-        if real is not None:
-            marks = self.stack.audit_marks
-            return [e for n, c in real.clusters.items() for e in c.audit_reads(marks.get(n, 0))]
-        return [e for c in self.clusters for e in c.read_log]
+        real, marks = self.stack.platform.real, self.stack.audit_marks
+        return [e for n, c in real.clusters.items() for e in c.audit_reads(marks.get(n, 0))]
 
     def writers(self) -> Writers:
         """tenantdb's writes by order and pass, each pass from its first request."""
@@ -615,8 +606,6 @@ class Faults:
         lost = self.lost()
         writers = self.writers()
         overlaps = concurrent_writers(writers.spans)
-        if self.stack.platform.real is not None:
-            scenario += " (real API server)"
         figures = Figures(
             scenario=scenario,
             converge_seconds=converged if not left else float("nan"),
@@ -649,7 +638,6 @@ def faults(
     request: pytest.FixtureRequest,
     tmp_path: Path,
     key_prefix: str,
-    api_server: str,
     platforms: PlatformPool,
 ) -> Iterator[Faults]:
     """A platform, a Redis of the test's own and tenantdb's processes on them.
@@ -666,7 +654,7 @@ def faults(
     options: dict[str, Any] = dict(getattr(request, "param", {}))
     private = request.node.get_closest_marker("private_platform") is not None
     clusters = ("management", "edge-1")
-    leased = lease_platform(platforms, tmp_path, clusters, {}, api_server, private)
+    leased = lease_platform(platforms, clusters, {}, private)
     with leased as (platform, marks):
         yield from _faults(platform, marks, options, tmp_path, key_prefix)
 
@@ -693,9 +681,6 @@ def _faults(
         client: redis.Redis = watching.master_for(SentinelServer.MASTER_NAME, socket_timeout=5)  # type: ignore[no-untyped-call, unused-ignore]
     else:
         client = redis.Redis.from_url(server.url, socket_timeout=5)
-    clusters = [s.cluster for s in platform.servers.values()]
-    for cluster in clusters:
-        cluster.enable_audit()
     logs = tmp_path / "logs"
     logs.mkdir()
     # A message lost with its publisher blocks its key for one pending TTL (300 s by default):
@@ -708,7 +693,6 @@ def _faults(
         stack,
         server,
         client,
-        clusters,
         proxy=proxy,
         proxied=frozenset(options.get("proxied", ())),
         replica=replica,

@@ -11,7 +11,7 @@ import pytest
 from tests.faults.conftest import Faults, poll_fast
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server]
+pytestmark = [pytest.mark.slow]
 
 ORDERS = 8
 ATTEMPTS = 4

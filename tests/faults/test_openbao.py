@@ -13,7 +13,7 @@ from tests.faults.conftest import NAMESPACE, Faults
 from tests.support import wait_for
 
 # OpenBao is suspended: a platform of its own.
-pytestmark = [pytest.mark.slow, pytest.mark.real_server, pytest.mark.private_platform]
+pytestmark = [pytest.mark.slow, pytest.mark.private_platform]
 
 TEARDOWN = "tenantdb.mariadbdatabase.teardown.openbao"
 

@@ -11,7 +11,7 @@ import redis
 from tests.faults.conftest import Faults
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server]
+pytestmark = [pytest.mark.slow]
 
 ORDERS = 10
 

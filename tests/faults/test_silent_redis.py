@@ -16,7 +16,7 @@ import pytest
 from tests.faults.conftest import Faults, hold
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server]
+pytestmark = [pytest.mark.slow]
 
 ORDERS = 8
 SILENT_SECONDS = 15.0

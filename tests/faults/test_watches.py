@@ -11,7 +11,7 @@ from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
 from tests.faults.conftest import NAMESPACE, Faults
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_server]
+pytestmark = [pytest.mark.slow]
 
 EDITS = 24
 

@@ -21,7 +21,6 @@ pytestmark = pytest.mark.slow
 KILLS = 20
 
 
-@pytest.mark.real_server
 @pytest.mark.timeout(300)
 def test_a_worker_killed_mid_chain_twenty_times_loses_no_order(faults: Faults) -> None:
     mid_step = 0
@@ -48,7 +47,6 @@ def test_a_worker_killed_mid_chain_twenty_times_loses_no_order(faults: Faults) -
     assert faults.alive() == dict.fromkeys(faults.stack.procs, True)
 
 
-@pytest.mark.real_server
 @pytest.mark.timeout(180)
 def test_a_lease_running_out_under_a_frozen_step_never_lets_it_write_again(
     faults: Faults,
@@ -107,7 +105,6 @@ def test_a_lease_running_out_under_a_frozen_step_never_lets_it_write_again(
     )
 
 
-@pytest.mark.real_server
 @pytest.mark.parametrize("faults", [{"queues": "reconcile,provision,teardown"}], indirect=True)
 @pytest.mark.timeout(120)
 def test_a_step_delivered_twice_runs_once(faults: Faults) -> None:
@@ -149,7 +146,6 @@ def test_a_step_delivered_twice_runs_once(faults: Faults) -> None:
     assert span is not None, "the delivering pass wrote"
 
 
-@pytest.mark.real_server
 @pytest.mark.parametrize("faults", [{"queues": "reconcile,provision,teardown"}], indirect=True)
 @pytest.mark.timeout(120)
 def test_a_step_message_lost_on_its_way_to_a_worker_is_replaced_within_a_lease(
@@ -184,7 +180,6 @@ BACKLOG = 8
 _ORPHANED = re.compile(r"beat enqueued \d+ due, \d+ refreshes, (\d+) orphaned")
 
 
-@pytest.mark.real_server
 @pytest.mark.parametrize("faults", [{"queues": "reconcile,provision,teardown"}], indirect=True)
 @pytest.mark.timeout(180)
 def test_a_delivery_backlog_longer_than_a_lease_is_waited_out_not_taken_for_lost(

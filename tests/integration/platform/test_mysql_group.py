@@ -38,8 +38,6 @@ def platform(
         tmp_path_factory.mktemp("mysql-group"),
         ("management",),
         mysql_group=mysql_servers,
-        api_server="real",
-        components="real",
     )
     yield running
     running.stop()

@@ -117,18 +117,11 @@ def test_operator_logs_in_and_writes_an_order_role(
 def test_a_role_outside_the_connections_allowed_roles(
     platform: Platform, operator: hvac.Client, root: hvac.Client
 ) -> None:
-    """Real OpenBao accepts the role write and refuses only its credentials: an order of a
+    """OpenBao accepts the role write and refuses only its credentials: an order of a
     ControlPlane whose connection was never onboarded waits for credentials, its ExternalSecret
-    failing, rather than failing its role write. The stand-in refuses the write, as the
-    reference deployment's contract describes."""
+    failing, rather than failing its role write."""
     stranger = f"order.elsewhere.p{suffix()}"
     try:
-        if platform.components == "stand-in":
-            with pytest.raises(hvac.exceptions.InvalidRequest, match="not an allowed role"):
-                operator.secrets.database.create_role(
-                    stranger, mount_point=ROLE_MOUNT, **order_role_body("p_db")
-                )
-            return
         operator.secrets.database.create_role(
             stranger, mount_point=ROLE_MOUNT, **order_role_body("p_db")
         )
@@ -207,10 +200,6 @@ def devstack_up(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], float, 
             str(state),
             "--clusters",
             "management,edge-1",
-            "--api-server",
-            "real",
-            "--components",
-            "real",
         ],
         stdout=subprocess.PIPE,
         text=True,
