@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 TEST_PROCESSES ?= 2
+# The report `make bench` compares its headline figures with (same profile only).
+BENCH_BASELINE ?= bench/results/baseline.json
 
 .DEFAULT_GOAL := help
 
@@ -78,7 +80,7 @@ demo: $(STAMP) kube ## Run the whole stack on the real platform with example ord
 
 .PHONY: bench
 bench: $(STAMP) kube ## Measure what an order costs on the platform (~40 min); writes docs/benchmarks.md
-	$(BIN)/python -m bench --profile full --doc docs/benchmarks.md
+	$(BIN)/python -m bench --profile full --baseline $(BENCH_BASELINE) --doc docs/benchmarks.md
 
 .PHONY: bench-fleet
 bench-fleet: $(STAMP) kube ## Build a fleet of 10,000 Ready orders through tenantdb and measure it (~40 min); writes docs/benchmarks-fleet.md

@@ -17,6 +17,7 @@ MariaDB on localhost, as the tests do.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -511,6 +512,8 @@ def _baseline(path: Path | None, profile: str) -> Figures | None:
     if path is None or not path.exists():
         return None
     loaded: Figures = json.loads(path.read_text())
+    with contextlib.suppress(ValueError):
+        loaded["source"] = str(path.resolve().relative_to(REPO))
     return loaded if loaded.get("profile") == profile else None
 
 

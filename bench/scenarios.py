@@ -39,7 +39,14 @@ def _per_order(delta: Delta, orders: int) -> Figures:
         "sql_requests": delta.sql_requests / orders,
         "tenantdb_cpu_s": delta.tenantdb_cpu / orders,
         "devstack_cpu_s": delta.devstack_cpu / orders,
+        "platform_cpu_s": _components(delta, orders),
     }
+
+
+def _components(delta: Delta, per: float) -> dict[str, float]:
+    """The platform's CPU seconds by part, divided by ``per``, the dearest first."""
+    parts = sorted(delta.components.items(), key=lambda item: -item[1])
+    return {name: round(seconds / per, 4) for name, seconds in parts if seconds > 0}
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -121,6 +128,7 @@ def _converged_figures(delta: Delta) -> Figures:
         "caused_another_pass": delta.passes > 1,
         "tenantdb_cpu_s": delta.tenantdb_cpu,
         "devstack_cpu_s": delta.devstack_cpu,
+        "platform_cpu_s": _components(delta, 1),
     }
 
 

@@ -530,6 +530,9 @@ def stack(
                     if leaked:
                         failures.append(leaked)
                 finally:
+                    # The recorder's watches end before the platform is cleared or stops: an
+                    # API server with a watch open waits for it before it exits.
+                    recorder.stop()
                     running.stop()
                     _drop_leftovers(before, running.suffix)
     finally:

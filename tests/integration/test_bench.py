@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 NEW_ORDER = (
     "ready_p50_s", "ready_p95_s", "passes", "entry_tasks", "busy_messages", "celery_tasks",
-    "kube_requests", "openbao_requests", "tenantdb_cpu_s", "devstack_cpu_s",
+    "kube_requests", "openbao_requests", "tenantdb_cpu_s", "devstack_cpu_s", "platform_cpu_s",
 )  # fmt: skip
 CONVERGED = (
     "kube_requests", "kube_by_request", "openbao_requests", "openbao_by_request",
@@ -62,6 +62,8 @@ def test_tiny_bench_produces_every_figure(tmp_path: Path) -> None:
     assert _median(new["openbao_requests"]) > 0
     assert _median(new["tenantdb_cpu_s"]) > 0
     assert _median(new["devstack_cpu_s"]) > 0
+    # The platform's CPU by part: the API servers and OpenBao served the new order.
+    assert {"kube-apiserver", "OpenBao"} <= set(new["platform_cpu_s"]), new["platform_cpu_s"]
     for name in ("converged_forced", "converged_refresh"):
         converged = report["warm"][name]
         assert set(converged) >= set(CONVERGED), name
