@@ -75,7 +75,7 @@ test: services kube lint ## Start the services, build the real kube-apiserver, l
 	$(BIN)/pytest -n $(TEST_PROCESSES) --dist loadgroup $(PYTEST_ARGS)
 
 .PHONY: demo
-demo: $(STAMP) kube ## Run the whole stack on the real platform with example orders (Ctrl-C stops it)
+demo: services $(STAMP) kube ## Start Redis and MariaDB, build the platform, run the whole stack with example orders (Ctrl-C stops it)
 	$(BIN)/tenantdb demo
 
 .PHONY: bench
