@@ -44,6 +44,7 @@ from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import SECRET, KindNotServedError, KubeError, Resource
 from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
 from tenantdb.adapters.mysqldatabase import MYSQL_DATABASE
+from tenantdb.adapters.redisclient import build_redis
 from tenantdb.core.kinds import KindIdentity
 from tenantdb.core.mariadbdatabase.naming import IDENTITY as MARIADB
 from tenantdb.core.mysqldatabase.naming import IDENTITY as MYSQL
@@ -195,9 +196,23 @@ def _wait_for_line(path: Path, text: str, proc: subprocess.Popen[bytes], seconds
         time.sleep(0.2)
 
 
+def forget_earlier_runs() -> None:
+    """Drop what an earlier demo left under the demo's Redis key prefix. Every run starts a new
+    platform, so the last run's state would only stand in the way: its claim on `workflow_db`,
+    held by a Database CR of clusters that are gone, would refuse the new order with
+    DatabaseCollision."""
+    client = build_redis(Settings())
+    try:
+        for key in client.scan_iter(match=f"{KEY_PREFIX}*", count=1000):
+            client.delete(key)
+    finally:
+        client.close()
+
+
 @contextmanager
 def running_stack(state: Path) -> Iterator[tuple[dict[str, str], Processes]]:
     """Start the devstack and tenantdb's processes; yield the environment they run with."""
+    forget_earlier_runs()
     state.mkdir(parents=True, exist_ok=True)
     logs = state / "logs"
     logs.mkdir(exist_ok=True)

@@ -96,6 +96,10 @@ def _interrupt(demo: subprocess.Popen[Any]) -> None:
 def test_demo_until_ready_exits_0_once_the_orders_settle(
     tmp_path: Path, demo_cleanup: None
 ) -> None:
+    # What an earlier demo left under the demo's prefix (its claims on the demo's databases
+    # among it) goes before the new run starts: left there, it would refuse the orders.
+    stale = redis.Redis.from_url(REDIS_URL)
+    stale.set(f"{KEY_PREFIX}schema:left-by-an-earlier-demo", "x")
     demo = subprocess.Popen(
         [sys.executable, "-m", "tenantdb.cli", "demo", "--until-ready", "--timeout", "180",
          "--state-dir", str(tmp_path / "demo")],
@@ -106,6 +110,8 @@ def test_demo_until_ready_exits_0_once_the_orders_settle(
     finally:
         _interrupt(demo)
     assert demo.returncode == 0, out[-2000:] + err[-2000:]
+    assert not stale.exists(f"{KEY_PREFIX}schema:left-by-an-earlier-demo")
+    stale.close()
     table = out
     assert "workflow-db  MariaDBDatabase  management  True" in table
     assert "edge-db      MariaDBDatabase  edge-1      True" in table
