@@ -61,6 +61,7 @@ import base64
 import json
 import logging
 import os
+import secrets
 import shlex
 import time
 from collections.abc import Mapping, Sequence
@@ -361,13 +362,16 @@ class Platform:
 def role_env(env: Mapping[str, str], role: str) -> dict[str, str]:
     """The settings of one tenantdb process (`watcher`, `worker`, `beat`, `flower`) from the
     platform's env, each with the cluster access the chart gives that role: the watcher its own
-    kubeconfig, beat and Flower none (they talk to Redis only), everything else the worker's."""
+    kubeconfig, beat and Flower none (they talk to Redis only), everything else the worker's; and
+    the note keys to the workers only."""
     out = {k: v for k, v in env.items() if k != "DEVSTACK_WATCHER_KUBECONFIG"}
     if role == "watcher" and env.get("DEVSTACK_WATCHER_KUBECONFIG"):
         out["TENANTDB_KUBECONFIG"] = env["DEVSTACK_WATCHER_KUBECONFIG"]
     elif role in ("beat", "flower"):
         for name in ("TENANTDB_KUBECONFIG", "TENANTDB_SERVICE_ACCOUNT_TOKEN_FILE"):
             out.pop(name, None)
+    if role != "worker":
+        out.pop("TENANTDB_NOTE_KEYS_FILE", None)
     return out
 
 
@@ -1007,9 +1011,19 @@ def _grant_tenantdb(platform: Platform) -> None:
 # ------------------------------------------------------------ state files
 
 
+def _note_keys(directory: Path) -> Path:
+    """The workers' note key file (one random key), made once per state directory."""
+    path = directory / "notes.key"
+    if not path.exists():
+        _write_private(path, secrets.token_hex(32) + "\n")
+    return path
+
+
 def _write_env(platform: Platform) -> None:
     directory = platform.state_dir
     env = {
+        # The workers seal the notes they leave in Redis with it; the other roles never hold it.
+        "TENANTDB_NOTE_KEYS_FILE": str(_note_keys(directory)),
         "TENANTDB_KUBECONFIG": str(
             platform.tenantdb_kubeconfig_path
             if platform.tenantdb_kubeconfig_path.exists()

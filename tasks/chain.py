@@ -20,7 +20,8 @@ The entry hands its pass over as a ``Handoff``: the steps' task names and the pa
 observation and plan the steps read instead of observing again. ``compose`` leaves the note in
 Redis under the pass's token and chains the steps; a step reads the note back (``note_value``)
 and may replace it for the steps after it. A note is JSON, never holds a credential, and is
-refused past ``NOTE_LIMIT_BYTES``.
+refused past ``NOTE_LIMIT_BYTES``. It is sealed with the workers' note key (``tenantdb.core.seal``):
+a step whose note does not open runs nothing and its pass is planned afresh.
 
 Step arguments are the order key, the pass's public name (``Lease.name``), the event count and
 the step's position; results name the order and a reason only. The lease token stays in Redis:

@@ -29,6 +29,7 @@ from tenantdb.adapters.clusters import (
     load_cluster_config,
 )
 from tenantdb.adapters.errors import SafeError
+from tenantdb.adapters.notekeys import read_note_keys
 from tenantdb.adapters.readiness import ReadyBook
 from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import Lease, Release, Spacing, WorkQueue
@@ -70,6 +71,7 @@ def workqueue() -> WorkQueue:
         )
         if settings.busy_pass_spacing_seconds > 0
         else None,
+        seal_keys=read_note_keys(settings.note_keys_file),
     )
 
 

@@ -55,7 +55,7 @@ from tasks.runtime import AnyTask, PerRegistry, note_ready, workqueue
 from tenantdb.adapters.clusters import ClusterUnavailableError
 from tenantdb.adapters.metrics import PASSES
 from tenantdb.adapters.orders import OrderStore
-from tenantdb.adapters.workqueue import Lease, WorkQueue
+from tenantdb.adapters.workqueue import Lease, NoteRefusedError, WorkQueue
 from tenantdb.core.actions import LogEvent, LogLevel
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.kinds import KindIdentity, register_identity
@@ -393,6 +393,10 @@ def note_order(raw: Mapping[str, Any]) -> dict[str, Any]:
 NOTE_GONE = StepResult("NoteGone", done=True, completed=False, again=True)
 """A step whose pass left no note (it expired): a new pass observes afresh."""
 
+NOTE_REFUSED = StepResult("NoteRefused", done=True, completed=False, again=True)
+"""A step whose pass's note in Redis no worker sealed (forged, tampered with, or past its
+seal's time): it runs nothing, and a new pass plans afresh."""
+
 DELETED_MEANWHILE = StepResult("DeletedMeanwhile", done=True, completed=False, again=True)
 """A retried step of a live order's chain whose order is being deleted: the teardown goes first."""
 
@@ -575,7 +579,10 @@ def run_body(
         step_ctx.step,
         step_ctx.attempt,
     )
-    note = runtime.load_note(ctx.lease, step.note_type)
+    try:
+        note = runtime.load_note(ctx.lease, step.note_type)
+    except NoteRefusedError:
+        return NOTE_REFUSED
     if note is None:
         return NOTE_GONE
     if ctx.attempt > 0 and not teardown and _deleted_meanwhile(ctx, spec.identity.finalizer):

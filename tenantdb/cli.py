@@ -266,7 +266,19 @@ WORKER_DEFAULTS = ("--without-gossip", "--without-mingle")
 
 
 def _worker(celery_args: list[str]) -> int:
+    from tenantdb.adapters.notekeys import read_note_keys
+    from tenantdb.core.seal import SealKeyError
+
     settings = _settings()
+    try:
+        keys = read_note_keys(settings.note_keys_file)
+    except SealKeyError as exc:
+        raise _UsageError(str(exc)) from None
+    if keys is None:
+        raise _UsageError(
+            "TENANTDB_NOTE_KEYS_FILE is not set: a worker seals the notes it leaves in Redis"
+            " with the keys in that file (a mounted Secret; see docs/operations.md)"
+        )
     extra = celery_args[1:] if celery_args[:1] == ["--"] else celery_args
     if settings.metrics_port:
         # Prefork children write their samples here; the parent serves them all.

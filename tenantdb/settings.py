@@ -220,6 +220,15 @@ class Settings(BaseSettings):
             " 0 logs in and revokes once per pass."
         ),
     )
+    note_keys_file: str = Field(
+        default="",
+        description=(
+            "A file of note keys, one a line, e.g. a mounted Secret (workers only): the first"
+            " seals the notes a pass leaves its chain steps in Redis, every one opens them. A"
+            " worker does not start without it. Rotate by adding the new key second, then moving"
+            " it first, then dropping the old one, a rollout each."
+        ),
+    )
     address_map_file: str = Field(
         default="",
         description=(

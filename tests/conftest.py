@@ -3,8 +3,10 @@ platforms shared between tests."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +16,20 @@ from tenantdb.adapters.groupguard import GroupGuard
 from tests.platforms import PlatformPool
 
 REDIS_URL = os.environ.get("TENANTDB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def _note_keys_file() -> str:
+    # A worker seals the notes it leaves in Redis with these keys; every worker this pytest
+    # process runs (eager, in-process or a subprocess) shares one file, as a deployment's
+    # workers share one Secret. A stack on a platform gets the platform's own.
+    fd, path = tempfile.mkstemp(prefix="tenantdb-note-keys-")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_hex(32) + "\n")
+    atexit.register(os.unlink, path)
+    return path
+
+
+os.environ.setdefault("TENANTDB_NOTE_KEYS_FILE", _note_keys_file())
 
 
 @pytest.fixture(scope="session")

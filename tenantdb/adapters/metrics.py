@@ -84,6 +84,12 @@ DUPLICATE_STEPS = Counter(
     "Copies of a chain step that found the pass's fence moved on and ended without writing.",
     ["task"],
 )
+NOTES_REFUSED = Counter(
+    "tenantdb_notes_refused",
+    "Notes read back from Redis whose seal did not open or had ended (pass: a chain step's"
+    " note, the pass is planned afresh; quiet: a quiet basis, the refresh reads in full).",
+    ["note", "reason"],
+)
 LOCK_BUSY = Counter(
     "tenantdb_lock_busy",
     "Messages that found their order's lease held by another pass (the order is marked dirty).",

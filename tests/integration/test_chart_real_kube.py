@@ -25,6 +25,7 @@ and say so.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -410,9 +411,34 @@ def test_helm_renders_what_the_chart_tests_render(
 ) -> None:
     ours = render_chart(VALUES[cluster], release=RELEASE, namespace=NAMESPACE)
     assert sorted(map(_ident, installed[cluster].manifest)) == sorted(map(_ident, ours))
-    by_ident = {_ident(obj): obj for obj in ours}
+    by_ident = {_ident(obj): _unkeyed(obj) for obj in ours}
     for obj in installed[cluster].manifest:
-        assert obj == by_ident[_ident(obj)], _ident(obj)
+        assert _unkeyed(obj) == by_ident[_ident(obj)], _ident(obj)
+
+
+NOTE_KEYS = f"Secret/{RELEASE}-tenantdb-note-keys"
+
+
+def _unkeyed(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object with the note keys' random value replaced by its length."""
+    if _ident(obj) != NOTE_KEYS:
+        return obj
+    data = {k: len(base64.b64decode(v)) for k, v in obj["data"].items()}
+    return {**obj, "data": data}
+
+
+def test_the_note_keys_the_chart_made_are_kept_on_an_upgrade(
+    installed: dict[str, Installed],
+) -> None:
+    cluster = installed[MANAGEMENT]
+    name = NOTE_KEYS.rsplit("/", 1)[1]
+    made = _kubectl_json(cluster, "get", "secret", name, "--namespace", NAMESPACE)["data"]["keys"]
+    assert len(base64.b64decode(made)) == 64
+    _helm(
+        cluster, "upgrade", RELEASE, str(CHART_DIR), "--values", str(cluster.home / "values.yaml")
+    )
+    kept = _kubectl_json(cluster, "get", "secret", name, "--namespace", NAMESPACE)["data"]["keys"]
+    assert kept == made  # a new key would refuse every note of the passes in flight
 
 
 def test_target_token_secret_is_filled_in(installed: dict[str, Installed]) -> None:

@@ -10,15 +10,17 @@ from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.quiet import QuietBasis, QuietVerdict, decide_quiet
 from tenantdb.core.schedule import Timetable
+from tenantdb.core.seal import SealKeys
 from workers.beat import sweep_once
 
 KEY = OrderKey.parse("probe/tenant-a/order-1")
 OTHER = OrderKey.parse("probe/tenant-a/order-2")
 DAY = 86_400.0
+NOTE_KEYS = SealKeys.parse("k" * 32)
 
 
 def _queue(client: redis.Redis, prefix: str, published: list[OrderKey]) -> WorkQueue:
-    return WorkQueue(client, published.append, prefix=prefix)
+    return WorkQueue(client, published.append, prefix=prefix, seal_keys=NOTE_KEYS)
 
 
 def test_every_enqueue_touches_the_order_but_its_refresh(

@@ -39,6 +39,7 @@ from tenantdb.core.mysqldatabase.gates import OwnerSecret
 from tenantdb.core.mysqldatabase.naming import IDENTITY
 from tenantdb.core.mysqldatabase.sql import Dialect, Statement
 from tenantdb.core.quiet import QuietBasis, QuietLook
+from tenantdb.core.seal import SealKeys
 
 NAMESPACE = "bloodraven"
 ORDER = "tenant-acme"
@@ -388,7 +389,12 @@ class WorldRuntime:
 def make_runtime(world: World) -> WorldRuntime:
     """A runtime over the world, its queue on a fakeredis server of its own."""
     published: list[OrderKey] = []
-    queue = WorkQueue(fakeredis.FakeRedis(), published.append, prefix="tenantdb-test:")
+    queue = WorkQueue(
+        fakeredis.FakeRedis(),
+        published.append,
+        prefix="tenantdb-test:",
+        seal_keys=SealKeys.parse("k" * 32),
+    )
     return WorldRuntime(WorldIO(world), queue, published)
 
 

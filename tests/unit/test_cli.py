@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tenantdb.cli import EXIT_USAGE, main
@@ -151,3 +153,40 @@ def test_demo_and_devstack_hand_over_to_their_programs_in_the_checkout(
     assert args == [sys.executable, *handed]
     checkout = str(Path(__file__).resolve().parents[2])
     assert env["PYTHONPATH"].split(os.pathsep)[0] == checkout
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [
+        pytest.param(None, "TENANTDB_NOTE_KEYS_FILE is not set", id="unset"),
+        pytest.param("", "holds no key", id="empty"),
+        pytest.param("# only a comment\n", "holds no key", id="comment-only"),
+        pytest.param("short-key\n", "note key 1 is 9 bytes; a key is at least 32", id="short"),
+    ],
+)
+def test_a_worker_refuses_to_start_without_usable_note_keys(
+    content: str | None,
+    complaint: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tenantdb.settings import load_settings
+
+    path = tmp_path / "keys"
+    if content is None:
+        monkeypatch.delenv("TENANTDB_NOTE_KEYS_FILE", raising=False)
+    else:
+        path.write_text(content)
+        monkeypatch.setenv("TENANTDB_NOTE_KEYS_FILE", str(path))
+    load_settings.cache_clear()
+    try:
+        assert main(["worker"]) == EXIT_USAGE
+    finally:
+        load_settings.cache_clear()
+    err = capsys.readouterr().err
+    assert err.startswith("tenantdb: ")
+    assert complaint in err
+    assert err.count("\n") == 1
+    if content:
+        assert content.strip() not in err.replace(str(path), "")

@@ -95,7 +95,7 @@ from tenantdb.adapters.workqueue.leasing import (
     pass_name,
     ready_fence,
 )
-from tenantdb.adapters.workqueue.notes import Notes
+from tenantdb.adapters.workqueue.notes import NoteKeysMissingError, NoteRefusedError, Notes
 from tenantdb.adapters.workqueue.queueing import Queueing
 from tenantdb.adapters.workqueue.quiet import Quieting
 from tenantdb.adapters.workqueue.timetables import Claimed, Timetables
@@ -112,6 +112,8 @@ __all__ = [
     "Heartbeat",
     "Lease",
     "LeaseLostError",
+    "NoteKeysMissingError",
+    "NoteRefusedError",
     "Publish",
     "PublishLater",
     "Release",

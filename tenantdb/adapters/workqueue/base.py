@@ -16,6 +16,7 @@ import redis
 from tenantdb.adapters.workqueue.keys import WorkQueueKeys
 from tenantdb.adapters.workqueue.scripts import source
 from tenantdb.core.keys import OrderKey
+from tenantdb.core.seal import SealKeys
 
 Publish = Callable[[OrderKey], None]
 PublishLater = Callable[[OrderKey, float], None]
@@ -67,6 +68,7 @@ class QueueBase:
         lock_ttl: float = 30.0,
         pending_ttl: int = 300,
         spacing: Spacing | None = None,
+        seal_keys: SealKeys | None = None,
     ) -> None:
         """Bind the primitives to a Redis client and a publisher.
 
@@ -80,6 +82,8 @@ class QueueBase:
             pending_ttl: life of a pending mark in seconds.
             spacing: how a busy key's passes are spaced (``Spacing``); without it each pass that
                 ends with new events is followed by the next at once.
+            seal_keys: the keys that seal and open the notes a pass leaves (workers only);
+                without them a note cannot be left and none read back is trusted.
         """
         self.redis = client
         self.publish = publish
@@ -88,6 +92,7 @@ class QueueBase:
         self.lock_ttl_ms = max(1, int(lock_ttl * 1000))
         self.pending_ttl = pending_ttl
         self.spacing = spacing
+        self.seal_keys = seal_keys
         self.writer = uuid.uuid4().hex[:16]
         """Names this process's count of enqueues (``rolled_back``)."""
         self._writes_seen = 0

@@ -213,6 +213,7 @@ def test_defaults_render_the_management_install(default_objects: list[Manifest])
         "Deployment",
         "NetworkPolicy",
         "PodDisruptionBudget",
+        "Secret",
         "Service",
         "ServiceAccount",
         "ValidatingAdmissionPolicy",
@@ -223,6 +224,17 @@ def test_defaults_render_the_management_install(default_objects: list[Manifest])
     assert sorted(d["metadata"]["name"] for d in by_kind(default_objects, "Deployment")) == [
         f"{FULL}-{role}" for role in ("beat", "watcher", "worker")
     ]
+    # The one Secret is the workers' note keys, mounted by the workers only.
+    assert [s["metadata"]["name"] for s in by_kind(default_objects, "Secret")] == [
+        f"{FULL}-note-keys"
+    ]
+    mounting = {
+        d["metadata"]["name"]
+        for d in by_kind(default_objects, "Deployment")
+        for v in d["spec"]["template"]["spec"]["volumes"]
+        if (v.get("secret") or {}).get("secretName") == f"{FULL}-note-keys"
+    }
+    assert mounting == {f"{FULL}-worker"}
 
 
 def test_each_role_runs_a_tenantdb_command(all_on: list[Manifest]) -> None:
