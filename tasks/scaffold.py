@@ -34,7 +34,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from celery import shared_task
 from pydantic import ValidationError
@@ -53,7 +53,7 @@ from tasks.chain import (
 from tasks.reconcile import PassContext, PassOutcome, register_pass
 from tasks.runtime import AnyTask, PerRegistry, note_ready, workqueue
 from tenantdb.adapters.clusters import ClusterUnavailableError
-from tenantdb.adapters.metrics import PASSES
+from tenantdb.adapters.metrics import NOTES_REFUSED, PASSES
 from tenantdb.adapters.orders import OrderStore
 from tenantdb.adapters.workqueue import Lease, NoteRefusedError, WorkQueue
 from tenantdb.core.actions import LogEvent, LogLevel
@@ -239,6 +239,21 @@ class Step:
     body: Callable[[KindStep[Any], Any], StepResult]
     note_type: type[Any]
     doc: str = ""
+
+
+@runtime_checkable
+class CheckedNote(Protocol):
+    """A note type every kind's steps read: it says why a step must not act on it.
+
+    Checked again before each step's body runs, although the note is sealed: whether the note
+    is of the order the step serves and plans nothing beyond that order (its identifiers
+    valid, no reserved account, writes on its own children only). A note it refuses runs
+    nothing, and the order is planned afresh.
+    """
+
+    def refusal(self, key: OrderKey) -> str | None:
+        """Why a step serving ``key`` must not act on this note; None when it may."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -585,6 +600,15 @@ def run_body(
         return NOTE_REFUSED
     if note is None:
         return NOTE_GONE
+    problem = note.refusal(ctx.key) if isinstance(note, CheckedNote) else "not a checked note"
+    if problem is not None:
+        NOTES_REFUSED.labels(note="pass", reason="Mismatch").inc()
+        log.warning(
+            "a pass note in Redis was refused (Mismatch): %s; it is not used",
+            problem,
+            extra={"order": str(ctx.key)},
+        )
+        return NOTE_REFUSED
     if ctx.attempt > 0 and not teardown and _deleted_meanwhile(ctx, spec.identity.finalizer):
         return DELETED_MEANWHILE
     return step.body(ctx, note)
@@ -610,7 +634,8 @@ def declare_kind(
     """Serve the kind: register its identity, a task per step and its entry.
 
     Raises:
-        ValueError: two steps of a chain kind share a name, or two tasks would.
+        ValueError: two steps of a chain kind share a name, or two tasks would, or a step's
+            note type is no ``CheckedNote``.
     """
     names = [spec.task_name(step) for step in (*spec.steps, *spec.teardown_steps)]
     for steps in (spec.steps, spec.teardown_steps):
@@ -618,6 +643,12 @@ def declare_kind(
             raise ValueError(f"{spec.identity.kind}: step names repeat: {names}")
     if len(set(names)) != len(names):
         raise ValueError(f"{spec.identity.kind}: task names repeat: {names}")
+    for step in (*spec.steps, *spec.teardown_steps):
+        if not callable(getattr(step.note_type, "refusal", None)):
+            raise ValueError(
+                f"{spec.identity.kind}: the note of step {step.name} does not say what it"
+                " refuses (CheckedNote)"
+            )
     register_identity(spec.identity)
     declared = replace(
         spec,

@@ -17,6 +17,7 @@ from tasks.runtime import cluster_registry
 from tasks.scaffold import Admission, KindPass, KindSpec, KindStep, Plan, Step, declare_kind
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import CONFIG_MAP
+from tenantdb.core.keys import OrderKey
 from tenantdb.core.kinds import KindIdentity
 from tenantdb.core.pass_path import Verdict
 from tenantdb.core.tasknames import Queue
@@ -43,6 +44,12 @@ class Note:
     finalizers: tuple[str, ...]
     raw: dict[str, Any]
     message: str
+
+    def refusal(self, key: OrderKey) -> str | None:
+        """A note of another Widget is refused: the steps write only this order's ConfigMap."""
+        if (self.namespace, self.name) != (key.namespace, key.name):
+            return f"the note is of Widget {self.namespace}/{self.name}"
+        return None
 
 
 def _config_map(order: dict[str, Any], message: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pydantic import TypeAdapter
 
 import tasks.mariadbdatabase as kind
 import tasks.scaffold as scaffold
-from tasks.chain import RetryStepError
+from tasks.chain import RetryStepError, StepContext, note_text
 from tasks.reconcile import PassContext
 from tenantdb.adapters.mariadbdatabase import (
     ActionError,
@@ -414,6 +414,8 @@ class WorldRuntime:
 
     io: WorldIO
     book: QuietBook = field(default_factory=QuietBook)
+    note: str | None = None
+    """The pass's note as Redis would hold it (JSON)."""
 
     @property
     def orders(self) -> WorldOrders:
@@ -431,9 +433,10 @@ class WorldRuntime:
 
     def save_note(self, lease: Lease, note: object) -> None:
         self.io.notes.saved.append(note)
+        self.note = note_text(note)
 
     def load_note(self, lease: Lease, note_type: type[Any]) -> Any:
-        raise AssertionError("the run hands each step its note itself")
+        return None if self.note is None else TypeAdapter(note_type).validate_json(self.note)
 
     @property
     def full_refresh_seconds(self) -> float:
@@ -451,9 +454,14 @@ class WorldRuntime:
         self.book.forgotten += 1
 
 
-def run_pass(world: World, book: QuietBook | None = None) -> PassRun:
+def run_pass(
+    world: World,
+    book: QuietBook | None = None,
+    before_steps: Callable[[WorldRuntime], None] | None = None,
+) -> PassRun:
     """Run the entry of one pass over the world's order, then its chain's steps in order;
-    ``book`` carries what Redis keeps for quiet refreshes from one pass to the next."""
+    ``book`` carries what Redis keeps for quiet refreshes from one pass to the next, and
+    ``before_steps`` may change what the entry left (its note) before the steps run."""
     key = IDENTITY.key(world.order.metadata.namespace, world.order.metadata.name, world.cluster)
     io = WorldIO(world)
     runtime = WorldRuntime(io, QuietBook() if book is None else book)
@@ -466,13 +474,15 @@ def run_pass(world: World, book: QuietBook | None = None) -> PassRun:
     declared = kind.SPEC.teardown_steps if deleting else kind.SPEC.steps
     steps = {kind.SPEC.task_name(step): step for step in declared}
     run = replace(run, steps=tuple(steps[name].name for name in handoff.steps))
+    runtime.note = handoff.note  # the note travels as JSON, as it does through Redis
+    if before_steps is not None:
+        before_steps(runtime)
     for position, name in enumerate(handoff.steps, start=1):
-        step = steps[name]
-        # The note travels as JSON, as it does through Redis.
-        note = TypeAdapter(step.note_type).validate_json(handoff.note or "null")
-        ctx = scaffold.KindStep(key, Lease(key, "token", 1), _Guard(), io, runtime, position)
+        ctx = StepContext(key, Lease(key, "token", 1), _Guard(), position)
         try:
-            result = step.body(ctx, note)
+            result = scaffold.run_body(
+                kind.SPEC, steps[name], ctx, teardown=deleting, io=io, runtime=runtime
+            )
         except RetryStepError as failure:
             return replace(run, reason=failure.reason)
         if result.done:

@@ -7,6 +7,8 @@ and when the order comes back. The slow twins of these cases are the e2e tests o
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -84,6 +86,61 @@ def test_a_new_order_gets_its_database_owner_and_grant_and_a_ready_status() -> N
     assert len(session.queries) == 1  # one look before the batch
     assert session.bound == [{OWNER_PASSWORD: PASSWORD}]
     assert PASSWORD not in str(run.io.statuses) + str(run.io.events) + str(run.entry)
+
+
+def _refused(reason: str) -> float:
+    labels = {"note": "pass", "reason": reason}
+    return REGISTRY.get_sample_value("tenantdb_notes_refused_total", labels) or 0.0
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(note: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        for name in parents:
+            note = note.setdefault(name, {})
+        note[last] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        pytest.param(_set("spec.owner_username", "root"), id="owner-is-root"),
+        pytest.param(_set("order.status.ownerUser", "replicator"), id="record-names-reserved"),
+        pytest.param(_set("order.status.pendingOwnerUser", "x'@'%"), id="record-malformed"),
+        pytest.param(_set("reserved", []), id="no-reserved-accounts"),
+        pytest.param(_set("spec.database_name", "mysql"), id="system-schema"),
+        pytest.param(_set("spec.database_name", "other_db"), id="another-schema"),
+        pytest.param(
+            _set("spec.grants", [{"username": "attacker", "privileges": ["ALL PRIVILEGES"]}]),
+            id="grantee-not-ordered",
+        ),
+        pytest.param(_set("spec.owner_privileges", ["GRANT OPTION"]), id="privilege-not-allowed"),
+        pytest.param(_set("order.metadata.name", "other-order"), id="another-order"),
+    ],
+)
+def test_an_apply_note_that_says_more_than_the_order_sends_nothing(
+    tamper: Callable[[dict[str, Any]], None],
+) -> None:
+    # The note is sealed; should one be rewritten all the same (a leaked key), the apply step
+    # checks it again against the order it serves before a statement is sent.
+    world = World()
+    runtime = make_runtime(world)
+
+    def rewrite(_: World) -> None:
+        assert runtime.note is not None
+        note = json.loads(runtime.note)
+        tamper(note)
+        runtime.note = json.dumps(note)
+
+    before = _refused("Mismatch")
+    run = run_pass(world, runtime=runtime, before_steps=rewrite)
+    assert run.steps == ("apply",)
+    assert run.reason == "NoteRefused"
+    assert run.result.again  # the order is planned afresh
+    assert run.io.sessions == []  # not even a connection
+    assert _refused("Mismatch") == before + 1
 
 
 def test_an_order_without_the_finalizer_gets_it_before_anything_else() -> None:
@@ -403,6 +460,38 @@ def test_a_deleted_order_drops_its_database_and_owner_then_releases() -> None:
     sent = [s.template for s in run.io.sent]
     assert any(t.startswith("DROP DATABASE") for t in sent)
     assert any(t.startswith("DROP USER") for t in sent)
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        pytest.param(_set("plan.drop_users", ["root"]), id="drop-root"),
+        pytest.param(_set("plan.revoke", ["mysql.sys"]), id="revoke-built-in"),
+        pytest.param(_set("plan.drop_users", ["x'@'%"]), id="malformed-user"),
+        pytest.param(_set("plan.database", "mysql"), id="drop-system-schema"),
+        pytest.param(_set("plan.database", "other_db"), id="drop-another-schema"),
+        pytest.param(_set("order.metadata.name", "other-order"), id="another-order"),
+    ],
+)
+def test_a_drop_note_that_says_more_than_the_order_drops_nothing(
+    tamper: Callable[[dict[str, Any]], None],
+) -> None:
+    world = World(order=_deleting())
+    runtime = make_runtime(world)
+
+    def rewrite(_: World) -> None:
+        assert runtime.note is not None
+        note = json.loads(runtime.note)
+        tamper(note)
+        runtime.note = json.dumps(note)
+
+    before = _refused("Mismatch")
+    run = run_pass(world, runtime=runtime, before_steps=rewrite)
+    assert run.steps == ("drop",)
+    assert run.reason == "NoteRefused"
+    assert run.io.sessions == []
+    assert run.io.finalizers == []  # the finalizer stays until a pass drops for real
+    assert _refused("Mismatch") == before + 1
 
 
 def test_a_retained_order_releases_at_once_without_a_connection() -> None:

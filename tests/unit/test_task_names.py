@@ -52,12 +52,11 @@ def _noop(*_: object) -> None:
     raise AssertionError("never called")
 
 
-def test_two_steps_of_one_chain_may_not_share_a_name() -> None:
+def _spec(kind: str, steps: tuple[Step, ...]) -> KindSpec[Any, Any, Any, Any, Any]:
     identity = KindIdentity(
-        "twice.example.test", "v1", "Twice", "twices", "f/t", "l/n", "l/ns", "l/c"
+        f"{kind.lower()}s.example.test", "v1", kind, f"{kind.lower()}s", "f/t", "l/n", "l/ns", "l/c"
     )
-    step = Step("same", Queue.PROVISION, _noop, dict)  # type: ignore[arg-type]
-    spec: KindSpec[Any, Any, Any, Any, Any] = KindSpec(
+    return KindSpec(
         identity,
         dict,
         dict,
@@ -67,7 +66,17 @@ def test_two_steps_of_one_chain_may_not_share_a_name() -> None:
         _noop,  # type: ignore[arg-type]
         _noop,  # type: ignore[arg-type]
         _noop,  # type: ignore[arg-type]
-        (step, step),
+        steps,
     )
+
+
+def test_two_steps_of_one_chain_may_not_share_a_name() -> None:
+    step = Step("same", Queue.PROVISION, _noop, dict)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="step names repeat"):
-        declare_kind(spec)
+        declare_kind(_spec("Twice", (step, step)))
+
+
+def test_a_step_whose_note_says_nothing_of_what_it_refuses_is_not_declared() -> None:
+    step = Step("build", Queue.PROVISION, _noop, dict)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="the note of step build does not say what it refuses"):
+        declare_kind(_spec("Unchecked", (step,)))

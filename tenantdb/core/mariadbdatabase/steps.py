@@ -14,7 +14,13 @@ from enum import IntEnum
 from typing import Any
 
 from tenantdb.core.actions import ApplyObject, DeleteObject, LogEvent, PatchObject
-from tenantdb.core.mariadbdatabase.actions import Action, EnsureRole, RemoveRole
+from tenantdb.core.keys import OrderKey
+from tenantdb.core.mariadbdatabase.actions import (
+    Action,
+    ClientCertificateRef,
+    EnsureRole,
+    RemoveRole,
+)
 from tenantdb.core.mariadbdatabase.delivery import (
     DeliveryObservation,
     DeliveryResult,
@@ -27,7 +33,13 @@ from tenantdb.core.mariadbdatabase.gates import (
     plan_admission,
 )
 from tenantdb.core.mariadbdatabase.models import ControlPlane, MariaDBDatabase
+from tenantdb.core.mariadbdatabase.naming import (
+    CLIENT_CERTIFICATE,
+    MANAGEMENT_CLUSTER,
+    SHARED_SERVICE_ACCOUNT,
+)
 from tenantdb.core.mariadbdatabase.provision import ProvisionPlan
+from tenantdb.core.mariadbdatabase.scope import OrderScope, compute_order_scope
 from tenantdb.core.mariadbdatabase.teardown import (
     CERTIFICATE_GONE_LOG,
     CHILD_LOG,
@@ -215,6 +227,10 @@ class PassNote:
         """The ControlPlane as the entry read it."""
         return ControlPlane.model_validate(self.control_plane)
 
+    def refusal(self, key: OrderKey) -> str | None:
+        """Why a step serving ``key`` must not act on this note (``check_pass_note``)."""
+        return check_pass_note(key, self)
+
     def admission(self, cluster: str) -> AdmissionDecision:
         """The gates' decision over the order and ControlPlane as the entry read them, which
         every record of the pass composes from."""
@@ -238,6 +254,10 @@ class TeardownNote:
     plan: TeardownPlan
     steps: tuple[str, ...]
     failures: tuple[tuple[int, str], ...] = ()
+
+    def refusal(self, key: OrderKey) -> str | None:
+        """Why a step serving ``key`` must not act on this note (``check_teardown_note``)."""
+        return check_teardown_note(key, self)
 
 
 def plan_teardown_steps(actions: tuple[Action, ...]) -> tuple[str, ...]:
@@ -324,3 +344,99 @@ TEARDOWN_CHAIN = (
     ),
 )
 """The steps a deleting order's chain may hold, in order."""
+
+
+# -- what a step checks of its note before it writes ---------------------------------------------
+
+
+def _note_order(key: OrderKey, order: dict[str, Any]) -> MariaDBDatabase | str:
+    """The note's order, or why it is not the order ``key`` names."""
+    try:
+        parsed = MariaDBDatabase.model_validate(order)
+    except ValueError:
+        return "the note's order does not parse"
+    meta = parsed.metadata
+    if (meta.namespace, meta.name) != (key.namespace, key.name):
+        return f"the note is of order {meta.namespace}/{meta.name}"
+    return parsed
+
+
+def _foreign(action: Action, scope: OrderScope, namespace: str, *, teardown: bool) -> str:
+    """Why ``action`` reaches past the order's own children ("" when it does not).
+
+    An order's children are the shared ServiceAccount and client Certificate of its ControlPlane
+    namespace, its Database CR (in Keystone's namespace), its generator and ExternalSecret, the
+    Secret delivered beside it, and its OpenBao role.
+    """
+    names = scope.names
+    if isinstance(action, EnsureRole | RemoveRole):
+        own = ClientCertificateRef(scope.cp_namespace, CLIENT_CERTIFICATE)
+        if action.role_name != names.role or action.client_certificate != own:
+            return f"OpenBao role {action.role_name}"
+        if isinstance(action, RemoveRole) and action.creds_path != names.creds_path:
+            return f"OpenBao path {action.creds_path}"
+        return ""
+    ref = action.ref
+    management = ref.cluster == MANAGEMENT_CLUSTER
+    prefixed = ref.name.startswith(names.prefix)
+    if ref.kind == "ServiceAccount":
+        own_ref = management and (ref.namespace, ref.name) == (
+            scope.cp_namespace,
+            SHARED_SERVICE_ACCOUNT,
+        )
+    elif ref.kind == "Certificate":
+        own_ref = management and (ref.namespace, ref.name) == (
+            scope.cp_namespace,
+            CLIENT_CERTIFICATE,
+        )
+    elif ref.kind in ("ExternalSecret", "VaultDynamicSecret"):
+        own_ref = management and ref.namespace == scope.cp_namespace and prefixed
+    elif ref.kind == "Database":
+        own_ref = prefixed and (
+            teardown
+            or (ref.cluster, ref.namespace) == (scope.keystone_cluster, scope.keystone_namespace)
+        )
+    elif ref.kind == "Secret":
+        own_ref = (ref.cluster, ref.namespace, ref.name) == (
+            scope.cluster,
+            namespace,
+            names.delivered_secret,
+        )
+    else:
+        own_ref = False
+    return "" if own_ref else str(ref)
+
+
+def check_pass_note(key: OrderKey, note: PassNote) -> str | None:
+    """Why a provision or delivery step must not act on ``note`` (None: it may).
+
+    The note must be of the order the step serves, and every write it plans must be on that
+    order's own children; a note that fails either is someone else's plan.
+    """
+    try:
+        cp = note.cp()
+    except ValueError:
+        return "the note's ControlPlane does not parse"
+    return _check_note(key, note.order, cp, note.plan.actions)
+
+
+def check_teardown_note(key: OrderKey, note: TeardownNote) -> str | None:
+    """Why a teardown step must not act on ``note`` (None: it may): as ``check_pass_note``.
+
+    A teardown may find the Database CR where the ControlPlane placed Keystone, which the note
+    does not carry, so a Database under the order's prefix is the order's wherever it is."""
+    return _check_note(key, note.order, None, note.plan.actions)
+
+
+def _check_note(
+    key: OrderKey, raw: dict[str, Any], cp: ControlPlane | None, actions: tuple[Action, ...]
+) -> str | None:
+    order = _note_order(key, raw)
+    if isinstance(order, str):
+        return order
+    scope = compute_order_scope(order, key.cluster, cp)
+    for action in actions:
+        where = _foreign(action, scope, key.namespace, teardown=cp is None)
+        if where:
+            return f"the note plans a write outside the order's children: {where}"
+    return None

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from tenantdb.core.events import Event, EventType
+from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase.apply import (
     ApplyPlan,
     Claims,
@@ -49,6 +50,7 @@ from tenantdb.core.mysqldatabase.gates import (
 from tenantdb.core.mysqldatabase.group import compute_active_site
 from tenantdb.core.mysqldatabase.models import read_order
 from tenantdb.core.mysqldatabase.principals import (
+    ALWAYS_RESERVED,
     GroupSecretInvalidError,
     GroupSecretUnreadableError,
     compute_reserved_usernames,
@@ -75,7 +77,13 @@ from tenantdb.core.mysqldatabase.teardown import (
     plan_after_drop,
     plan_teardown,
 )
-from tenantdb.core.mysqldatabase.validation import ValidSpec
+from tenantdb.core.mysqldatabase.validation import (
+    InvalidSpecError,
+    ValidSpec,
+    check_database_name,
+    check_username,
+    validate_spec,
+)
 from tenantdb.core.objects import generation_of, metadata_of, status_of
 
 APPLY = "MysqlDatabaseApply"
@@ -278,6 +286,10 @@ class ApplyNote:
     peers: tuple[str, ...]
     repair: bool
     reassert: bool = False
+
+    def refusal(self, key: OrderKey) -> str | None:
+        """Why the apply step serving ``key`` must not act on this note (``check_apply_note``)."""
+        return check_apply_note(key, self)
 
 
 @dataclass(frozen=True)
@@ -600,6 +612,10 @@ class DropNote:
     site: str
     peers: tuple[str, ...] = field(default=())
 
+    def refusal(self, key: OrderKey) -> str | None:
+        """Why the drop step serving ``key`` must not act on this note (``check_drop_note``)."""
+        return check_drop_note(key, self)
+
 
 def compose_drop(
     order: dict[str, Any],
@@ -708,3 +724,96 @@ __all__ = [
     "Stop",
     "StopRecord",
 ]
+
+
+# -- what a step checks of its note before it sends a statement ----------------------------------
+
+
+def _other_order(key: OrderKey, order: Mapping[str, Any]) -> str | None:
+    meta = metadata_of(order)
+    if (meta.get("namespace"), meta.get("name")) != (key.namespace, key.name):
+        return f"the note is of order {meta.get('namespace')}/{meta.get('name')}"
+    return None
+
+
+def _principal_problem(field_name: str, username: str, reserved: frozenset[str]) -> str | None:
+    try:
+        check_username(field_name, username)
+    except InvalidSpecError as error:
+        return str(error)
+    if username in reserved:
+        return f'{field_name} "{username}" is a reserved account of the group'
+    return None
+
+
+def check_apply_note(key: OrderKey, note: ApplyNote) -> str | None:
+    """Why the apply step must not act on ``note`` (None: it may).
+
+    Everything the apply turns into SQL is checked again as the entry's gates checked it: the
+    note is of the order the step serves, its spec passes validation unchanged and names the
+    order's schema and grantees, the reserved accounts include the built-in ones, and no
+    account the spec or the order's records name is reserved or malformed.
+    """
+    problem = _other_order(key, note.order)
+    if problem is not None:
+        return problem
+    spec = note.spec
+    try:
+        again = validate_spec(
+            database_name=spec.database_name,
+            character_set=spec.character_set,
+            collation=spec.collation,
+            owner_username=spec.owner_username,
+            owner_privileges=spec.owner_privileges,
+            grants=spec.grants,
+        )
+        ordered = read_order(note.order).spec
+    except (InvalidSpecError, ValueError) as error:
+        return f"the note's spec does not validate: {error}"
+    if again != spec:
+        return "the note's spec is not in its validated form"
+    if spec.database_name != ordered.database_name:
+        return f'the note names schema "{spec.database_name}", the order another'
+    if {g.username for g in spec.grants} != {g.username for g in ordered.grants}:
+        return "the note grants to accounts the order does not name"
+    reserved = frozenset(note.reserved)
+    if not reserved >= ALWAYS_RESERVED:
+        return "the note leaves built-in accounts out of the reserved ones"
+    records = Records.of(status_of(note.order))
+    named = [
+        ("spec.owner secret username", spec.owner_username),
+        *((f"spec.grants {g.username}", g.username) for g in spec.grants),
+        ("status.ownerUser", records.owner_user),
+        ("status.pendingOwnerUser", records.pending_owner_user),
+        *(("status.appliedGrants", g) for g in records.applied_grants),
+        *(("a peer's owner", s) for s in note.siblings),
+    ]
+    for field_name, username in named:
+        if username:
+            problem = _principal_problem(field_name, username, reserved)
+            if problem is not None:
+                return problem
+    return None
+
+
+def check_drop_note(key: OrderKey, note: DropNote) -> str | None:
+    """Why the drop step must not act on ``note`` (None: it may): the note is of the order
+    the step serves, drops that order's schema, and revokes and drops no built-in or malformed
+    account."""
+    problem = _other_order(key, note.order)
+    if problem is not None:
+        return problem
+    plan = note.plan
+    try:
+        if plan.database and plan.database != database_of(note.order):
+            return f'the note drops schema "{plan.database}", the order names another'
+        if plan.database:
+            check_database_name(plan.database)
+    except (InvalidSpecError, ValueError) as error:
+        return f"the note's schema does not validate: {error}"
+    for field_name, usernames in (("revoke", plan.revoke), ("drop user", plan.drop_users)):
+        for username in usernames:
+            problem = _principal_problem(field_name, username, ALWAYS_RESERVED)
+            if problem is not None:
+                return problem
+    return None
