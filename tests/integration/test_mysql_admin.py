@@ -259,6 +259,37 @@ def test_a_grant_left_under_the_unescaped_name_is_narrowed_to_the_schema(
     assert _as_user(owner, "pw", f"CREATE DATABASE `{db.replace('_', '3')}`") in DENIED
 
 
+@pytest.mark.parametrize("left_on", ["literal", "pattern"])
+def test_a_grant_row_a_stranger_holds_on_the_name_dies_before_the_schema_is_born(
+    pool: AdminPool, names: dict[str, str], left_on: str
+) -> None:
+    db = names["db"]
+    stranger = f"{names['owner']}2"  # dropped by the fixture
+    # What an earlier order of the name (deleted under Retain, its schema dropped by hand) or
+    # anyone with GRANT may leave: a mysql.db row that outlives the schema it was made for.
+    on = _literal(db) if left_on == "literal" else db
+    with root_sql() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE USER '{stranger}'@'%' IDENTIFIED BY 'pw'")
+        cur.execute(f"GRANT SELECT, INSERT ON `{on}`.* TO '{stranger}'@'%'")
+    assert _grants(stranger)  # the row is there, with no schema yet
+    with pool.session(TARGET, ROOT) as session:
+        plan = _apply(session, _spec(names, ("ALL PRIVILEGES",)), Records(), "pw")
+    assert plan.statements[0].shown.startswith("REVOKE ALL PRIVILEGES")
+    assert plan.statements[0].subject == stranger
+    assert _as_user(names["owner"], "pw", f"CREATE TABLE `{db}`.t (i INT)") is None
+    assert _grants(stranger) == set()
+    assert _as_user(stranger, "pw", f"SELECT * FROM `{db}`.t") in DENIED  # noqa: S608
+    # One granted out of band later is surplus to the drift check, which revokes it too.
+    with root_sql() as conn, conn.cursor() as cur:
+        cur.execute(f"GRANT SELECT ON `{_literal(db)}`.* TO '{stranger}'@'%'")
+    with pool.session(TARGET, ROOT) as session:
+        repaired = _apply(
+            session, _spec(names, ("ALL PRIVILEGES",)), _applied(names), "pw", repair=True
+        )
+    assert [s.subject for s in repaired.statements] == [stranger]
+    assert _as_user(stranger, "pw", f"SELECT * FROM `{db}`.t") in DENIED  # noqa: S608
+
+
 _NAMES = st.text(alphabet="ab_", min_size=2, max_size=8).filter(lambda n: "_" in n)
 
 

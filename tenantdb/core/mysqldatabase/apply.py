@@ -9,8 +9,11 @@ read-only, then ``plan_apply`` decides, before any statement runs:
   when the owner account exists and is not recorded as this order's (PreExistingOwnerUser), or
   when a grants[] principal does not exist (GrantUserMissing). A refusal runs no SQL and writes
   no record;
-- otherwise the statements, in order: the schema (created if absent; its defaults moved only
-  when they differ), the owner (created if absent, else its password re-asserted from the
+- otherwise the statements, in order: whatever an account the order neither declares nor
+  records holds on the schema's names revoked (a grant row outlives the schema it was made
+  for, and would hand a new schema of the name to whoever held it), the schema (created if
+  absent; its defaults moved only when they differ), the owner (created if absent, else its
+  password re-asserted from the
   Secret; the declared privileges granted when one is missing, then whatever else it holds on
   the schema revoked, so a narrowing never leaves it without privileges), each grants[] entry
   the same way (never created), grants[] entries the order dropped revoked, and last the
@@ -201,7 +204,12 @@ def plan_apply(
     db = spec.database_name
     out: list[Statement] = []
     events: list[Event] = []
-    # An abandoned rotation target goes first: the write-ahead stamp replaces its record, and
+    # Grant rows on the schema's names that no account of this order holds go before the schema
+    # exists: a row left by an earlier owner of the name would otherwise give a stranger the
+    # new tenant's data the moment it is created.
+    for stranger in _strangers(spec, records, observed):
+        out += _revoke_everything(stranger, observed, db, dialect)
+    # An abandoned rotation target goes next: the write-ahead stamp replaces its record, and
     # a batch that fails before its first statement keeps the old records.
     _retire_abandoned(spec, records, observed, dialect, claims, out, events)
     if observed.schema is None:
@@ -218,6 +226,19 @@ def plan_apply(
         out += _privileges(entry.username, entry.privileges, observed, db, dialect)
     _retirements(spec, records, observed, dialect, claims, out, events)
     return ApplyPlan(tuple(out), tuple(events))
+
+
+def _strangers(spec: ValidSpec, records: Records, observed: Observed) -> list[str]:
+    """The accounts holding privileges on the schema's names that the order neither declares
+    nor records (those it records are revoked where the order retires them)."""
+    known = {
+        spec.owner_username,
+        *(g.username for g in spec.grants),
+        records.owner_user,
+        records.pending_owner_user,
+        *records.applied_grants,
+    }
+    return sorted({*observed.held, *observed.unescaped} - known)
 
 
 def _retirements(
