@@ -517,7 +517,7 @@ def run_drop(
         CredentialError, GroupBusyError, TLSRequiredError: as ``MysqlIO.session``.
     """
     with io.session(key, group, site) as session:
-        observed = observe(session, database, plan.revoke)
+        observed = observe(session, database, (*plan.revoke, *plan.revoke_patterns))
         if observed.read_only:
             raise AdminError(f"site {site} is read-only", code=None, transient=True)
         session.execute(render_drop(plan, observed, session.dialect), {}, check=check)

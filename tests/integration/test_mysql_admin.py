@@ -29,9 +29,11 @@ from tenantdb.core.mysqldatabase.apply import (
     Records,
     parse_observation,
     plan_apply,
+    render_drop,
     usernames_to_observe,
 )
 from tenantdb.core.mysqldatabase.sql import Dialect
+from tenantdb.core.mysqldatabase.teardown import TeardownObservation, plan_teardown
 from tenantdb.core.mysqldatabase.validation import GrantSpec, ValidSpec
 from tenantdb.settings import load_settings
 from tests.support import root_sql, sql_login
@@ -288,6 +290,50 @@ def test_a_grant_row_a_stranger_holds_on_the_name_dies_before_the_schema_is_born
         )
     assert [s.subject for s in repaired.statements] == [stranger]
     assert _as_user(stranger, "pw", f"SELECT * FROM `{db}`.t") in DENIED  # noqa: S608
+
+
+def test_a_retained_schema_keeps_its_exact_grants_and_loses_the_pattern_ones(
+    pool: AdminPool, names: dict[str, str]
+) -> None:
+    owner, db, grantee = names["owner"], names["db"], names["grantee"]
+    twin = db.replace("_", "7")
+    with pool.session(TARGET, ROOT) as session:
+        _apply(session, _spec(names, ("ALL PRIVILEGES",)), Records(), "pw")
+    # What an earlier version granted beside: the name as a pattern, which matches the twin.
+    with root_sql() as conn, conn.cursor() as cur:
+        cur.execute(f"GRANT ALL PRIVILEGES ON `{db}`.* TO '{owner}'@'%'")
+        cur.execute(f"GRANT SELECT ON `{db}`.* TO '{grantee}'@'%'")
+    try:
+        assert _as_user(owner, "pw", f"CREATE DATABASE `{twin}`") is None
+        with root_sql() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE `{twin}`")
+        retained = TeardownObservation(
+            policy="Retain",
+            database_name=db,
+            database_created=True,
+            owner_user=owner,
+            pending_owner_user="",
+            owner_secret="owner",
+            grants=(grantee,),
+            group_present=True,
+            group="main",
+            active_site="dc1",
+            fence=None,
+            reserved=frozenset({"root"}),
+        )
+        plan = plan_teardown(retained)
+        with pool.session(TARGET, ROOT) as session:
+            look = sql.observe_query(db, plan.revoke_patterns, session.dialect)
+            observed = parse_observation(session.query(look))
+            session.execute(render_drop(plan, observed, session.dialect), {})
+        # The schema, its owner and their exact grants stay; nothing reaches the twin.
+        assert _grants(owner) == {f"GRANT ALL PRIVILEGES ON `{_literal(db)}`.* TO `{owner}`@`%`"}
+        assert _grants(grantee) == {f"GRANT SELECT ON `{_literal(db)}`.* TO `{grantee}`@`%`"}
+        assert _as_user(owner, "pw", f"CREATE TABLE `{db}`.t (i INT)") is None
+        assert _as_user(owner, "pw", f"CREATE DATABASE `{twin}`") in DENIED
+    finally:
+        with root_sql() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{twin}`")
 
 
 _NAMES = st.text(alphabet="ab_", min_size=2, max_size=8).filter(lambda n: "_" in n)

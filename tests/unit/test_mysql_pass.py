@@ -494,12 +494,34 @@ def test_a_drop_note_that_says_more_than_the_order_drops_nothing(
     assert _refused("Mismatch") == before + 1
 
 
-def test_a_retained_order_releases_at_once_without_a_connection() -> None:
-    run = run_pass(World(order=_deleting("Retain")))
+def test_a_retained_order_without_a_pattern_in_its_name_releases_at_once_without_a_connection() -> (
+    None
+):
+    order = make_order(database="acmewms", deleting=True, deletion_policy="Retain", status=APPLIED)
+    run = run_pass(World(order=order))
     assert run.steps == ()
     assert run.entry.reason == "FinalizerReleased"
     assert [e.reason for e in run.io.events] == ["DatabaseRetained"]
     assert run.io.sessions == []
+
+
+def test_a_retained_order_revokes_only_its_grants_under_its_name_read_as_a_pattern() -> None:
+    # An earlier version granted on `acme_wms`.*, which also matches acme1wms, acme2wms, ...:
+    # the schema stays with its exact grants, the pattern goes with the order.
+    rows = [
+        ("read_only", 0, ""),
+        ("schema", "utf8mb4", "utf8mb4_unicode_ci"),
+        ("privilege", f"'{OWNER_USER}'@'%'", "SELECT"),
+        ("unescaped", f"'{OWNER_USER}'@'%'", "SELECT"),
+    ]
+    run = run_pass(World(order=_deleting("Retain"), rows=rows))
+    assert run.steps == ("drop",)
+    assert run.reason == "FinalizerReleased"
+    assert [s.shown for s in run.io.sent] == [
+        f"REVOKE ALL PRIVILEGES ON `{DATABASE}`.* FROM '{OWNER_USER}'@'%'"
+    ]
+    assert [e.reason for e in run.io.events] == ["DatabaseRetained"]
+    assert run.io.finalizers == [[]]
 
 
 def test_a_drop_on_a_fenced_group_is_deferred_with_the_order_saying_why() -> None:

@@ -49,12 +49,18 @@ def test_a_deletable_order_revokes_first_then_drops_its_schema_and_its_owner() -
 @pytest.mark.parametrize(
     ("obs", "step", "reason"),
     [
-        pytest.param(replace(OBS, policy="Retain"), TeardownStep.RELEASE, "DatabaseRetained",
+        pytest.param(replace(OBS, policy="Retain"), TeardownStep.DROP, "DatabaseRetained",
                      id="retain"),
-        pytest.param(replace(OBS, policy="delete"), TeardownStep.RELEASE, "DatabaseRetained",
+        pytest.param(replace(OBS, policy="delete"), TeardownStep.DROP, "DatabaseRetained",
                      id="near-miss-is-retain"),
-        pytest.param(replace(OBS, policy=""), TeardownStep.RELEASE, "DatabaseRetained",
+        pytest.param(replace(OBS, policy=""), TeardownStep.DROP, "DatabaseRetained",
                      id="empty-is-retain"),
+        pytest.param(replace(OBS, policy="Retain", database_name="acmewms"), TeardownStep.RELEASE,
+                     "DatabaseRetained", id="retain-no-pattern"),
+        pytest.param(replace(OBS, policy="Retain", group_present=False), TeardownStep.RELEASE,
+                     "DatabaseRetained", id="retain-group-gone"),
+        pytest.param(replace(OBS, policy="Retain", fence=Fence(Reason.RESTORE_IN_PROGRESS, "r")),
+                     TeardownStep.DEFER, "DatabaseDropDeferred", id="retain-fenced"),
         pytest.param(replace(OBS, database_created=False), TeardownStep.RELEASE,
                      "DatabaseDropSkipped", id="never-applied"),
         pytest.param(replace(OBS, group_present=False), TeardownStep.RELEASE,
@@ -82,6 +88,14 @@ def test_retain_says_what_it_left() -> None:
     assert event.message == (
         'deletionPolicy=Retain: database "acme_wms" and user "acme_app" left untouched in MySQL'
     )
+
+
+def test_retain_revokes_only_the_grants_its_name_makes_a_pattern_of() -> None:
+    plan = plan_teardown(replace(OBS, policy="Retain", pending_owner_user="acme_app2"))
+    assert plan.step is TeardownStep.DROP
+    assert plan.revoke_patterns == ("acme_app", "acme_app2", "maester")
+    assert (plan.revoke, plan.drop_database, plan.drop_users) == ((), False, ())
+    assert plan.stamp_deleting
 
 
 def test_a_sibling_declaring_the_schema_keeps_it_and_its_grants() -> None:

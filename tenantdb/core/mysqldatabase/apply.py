@@ -402,13 +402,17 @@ def _retire(
 
 
 def render_drop(plan: TeardownPlan, observed: Observed, dialect: Dialect) -> tuple[Statement, ...]:
-    """The statements of a drop, in order: the revokes, the schema, then the owner accounts.
+    """The statements of a drop, in order: the revokes, the schema, then the owner accounts
+    (for a retained schema, only the revokes of its grants read as a pattern).
 
     The revokes come first because the server keeps schema-level grant rows across DROP
     DATABASE, and they would come back to life if the name were created again. Only accounts
     the observation shows holding a privilege on the schema are revoked.
     """
     out: list[Statement] = []
+    for username in plan.revoke_patterns:
+        if observed.unescaped.get(username):
+            out.append(sql.revoke_unescaped([ALL_PRIVILEGES], plan.database, username, dialect))
     if plan.drop_database:
         for username in plan.revoke:
             out += _revoke_everything(username, observed, plan.database, dialect)

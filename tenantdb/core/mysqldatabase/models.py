@@ -164,8 +164,12 @@ class MysqlDatabase(ApiModel):
 
     @property
     def may_touch_mysql(self) -> bool:
-        """Whether deleting the order may send SQL: policy Delete, and it created the schema."""
-        return self.spec.deletes and self.status.database_created is True
+        """Whether deleting the order may send SQL: it created the schema, and either drops it
+        (policy Delete) or retains one whose name a grant reads as a pattern (``_``), whose
+        pattern grants it revokes (``teardown.plan_teardown``)."""
+        if self.status.database_created is not True:
+            return False
+        return self.spec.deletes or "_" in self.spec.database_name
 
 
 def read_order(raw: Mapping[str, Any]) -> MysqlDatabase:

@@ -811,7 +811,11 @@ def check_drop_note(key: OrderKey, note: DropNote) -> str | None:
             check_database_name(plan.database)
     except (InvalidSpecError, ValueError) as error:
         return f"the note's schema does not validate: {error}"
-    for field_name, usernames in (("revoke", plan.revoke), ("drop user", plan.drop_users)):
+    for field_name, usernames in (
+        ("revoke", plan.revoke),
+        ("revoke pattern", plan.revoke_patterns),
+        ("drop user", plan.drop_users),
+    ):
         for username in usernames:
             problem = _principal_problem(field_name, username, ALWAYS_RESERVED)
             if problem is not None:

@@ -17,6 +17,7 @@ from typing import Any
 from tenantdb.core.mysqldatabase.conflicts import Claim
 from tenantdb.core.mysqldatabase.gates import GateObservation, OwnerSecret
 from tenantdb.core.mysqldatabase.group import compute_active_site, compute_fence
+from tenantdb.core.mysqldatabase.models import read_order
 from tenantdb.core.mysqldatabase.reasons import Reason
 from tenantdb.core.mysqldatabase.teardown import Sibling, TeardownObservation
 from tenantdb.core.objects import decode_secret_value, generation_of
@@ -419,9 +420,8 @@ def compute_teardown_observation(
 
 
 def needs_group_for_teardown(order: Mapping[str, Any]) -> bool:
-    """Whether deleting the order may touch MySQL (policy Delete and something applied)."""
-    spec, status = _map(order.get("spec")), _map(order.get("status"))
-    return _text(spec.get("deletionPolicy")) == "Delete" and status.get("databaseCreated") is True
+    """Whether deleting the order may touch MySQL (``MysqlDatabase.may_touch_mysql``)."""
+    return read_order(order).may_touch_mysql
 
 
 def group_moved(group: Mapping[str, Any] | None, uid: str, site: str) -> bool:

@@ -84,6 +84,11 @@ class TeardownPlan:
     drop_database: bool = False
     revoke: tuple[str, ...] = ()
     """Accounts whose privileges on the schema are revoked before it is dropped."""
+    revoke_patterns: tuple[str, ...] = ()
+    """Accounts whose grants under the schema's unescaped name are revoked: a pattern that
+    matches other schemas too (``_`` is LIKE's any character), which an earlier version wrote.
+    A retained schema keeps its exact grants; these would outlive it and match schemas made
+    later."""
     drop_users: tuple[str, ...] = ()
     stamp_deleting: bool = False
     """Whether the order's status says Deleting before MySQL is touched."""
@@ -97,13 +102,7 @@ def plan_teardown(obs: TeardownObservation) -> TeardownPlan:
     """Decide what deleting the order does; the first check that applies wins."""
     db, group = obs.database_name, obs.group
     if obs.policy != "Delete":
-        message = (
-            f'deletionPolicy=Retain: database "{db}" and user "{obs.owner_user}" left untouched'
-            " in MySQL"
-        )
-        return TeardownPlan(
-            TeardownStep.RELEASE, (Event(EventType.NORMAL, "DatabaseRetained", message),)
-        )
+        return _plan_retain(obs)
     if not obs.database_created:
         message = (
             f'deletionPolicy=Delete: this CR never applied any DDL for database "{db}";'
@@ -123,6 +122,33 @@ def plan_teardown(obs: TeardownObservation) -> TeardownPlan:
             TeardownStep.DEFER, (_warn("DatabaseDropDeferred", deferred),), stamp_deleting=True
         )
     return _plan_drop(obs)
+
+
+def _plan_retain(obs: TeardownObservation) -> TeardownPlan:
+    """Leave the schema and its accounts, but revoke the grants under its name read as a
+    pattern, when an earlier version may have written any (a name with ``_``, on a group that
+    can be reached); those would reach schemas created later."""
+    db = obs.database_name
+    message = (
+        f'deletionPolicy=Retain: database "{db}" and user "{obs.owner_user}" left untouched'
+        " in MySQL"
+    )
+    principals = _unique(u for u in (obs.owner_user, obs.pending_owner_user, *obs.grants) if u)
+    retained = Event(EventType.NORMAL, "DatabaseRetained", message)
+    if "_" not in db or not principals or not obs.database_created or not obs.group_present:
+        return TeardownPlan(TeardownStep.RELEASE, (retained,))
+    deferred = _deferral(obs)
+    if deferred is not None:
+        return TeardownPlan(
+            TeardownStep.DEFER, (_warn("DatabaseDropDeferred", deferred),), stamp_deleting=True
+        )
+    return TeardownPlan(
+        TeardownStep.DROP,
+        (retained,),
+        database=db,
+        revoke_patterns=principals,
+        stamp_deleting=True,
+    )
 
 
 def _deferral(obs: TeardownObservation) -> str | None:
@@ -229,6 +255,8 @@ def plan_after_drop(plan: TeardownPlan, site: str, active_site: str | None) -> A
             " re-verifying"
         )
         return AfterDrop((_warn("DatabaseDropDeferred", message),), False)
+    if not plan.drop_database and not plan.drop_users:
+        return AfterDrop(plan.events, True)  # retained: only pattern grants were revoked
     return AfterDrop((*plan.events, dropped_event(plan, site)), True)
 
 
