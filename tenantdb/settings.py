@@ -249,6 +249,17 @@ class Settings(BaseSettings):
     mysql_read_timeout_seconds: float = Field(
         default=10.0, gt=0, description="Read and write timeout of a MySQL admin connection."
     )
+    mysql_lock_wait_seconds: int = Field(
+        default=5,
+        gt=0,
+        description=(
+            "How long a statement of a MySQL admin connection may wait for a lock (a DROP behind"
+            " a tenant's open transaction) before the server gives it up; the order then waits"
+            " Pending and the statement is tried again. On MariaDB a statement also ends after"
+            " this plus 2 s of running (max_statement_time). Below the read timeout, so the"
+            " server, not the client, ends a statement that waits."
+        ),
+    )
     mysql_group_concurrency: int = Field(
         default=2,
         gt=0,
@@ -302,6 +313,18 @@ class Settings(BaseSettings):
             " credential, token or key is logged."
         ),
     )
+
+    @model_validator(mode="after")
+    def _lock_wait_below_read_timeout(self) -> Self:
+        # The server must give up a waiting statement (it then did not run) before the client
+        # gives up the connection (and cannot tell whether it ran).
+        if self.mysql_lock_wait_seconds + 2 >= self.mysql_read_timeout_seconds:
+            raise ValueError(
+                "TENANTDB_MYSQL_LOCK_WAIT_SECONDS plus 2 must stay below"
+                " TENANTDB_MYSQL_READ_TIMEOUT_SECONDS, or a statement that waits for a lock is"
+                " cut by the client and may still run"
+            )
+        return self
 
     @model_validator(mode="after")
     def _visibility_covers_steps(self) -> Self:

@@ -46,6 +46,7 @@ from tenantdb.core.mysqldatabase.sql import (
     detect_dialect,
     is_read_only_bypassed,
     schema_privilege_columns,
+    session_bounds,
 )
 from tenantdb.settings import Settings, load_settings
 
@@ -411,6 +412,7 @@ class AdminPool:
             "write_timeout": settings.mysql_read_timeout_seconds,
             "autocommit": True,
             "charset": "utf8mb4",
+            "init_command": session_bounds(settings.mysql_lock_wait_seconds),
         }
         if target.ca_pem is not None:
             options["ssl"] = tls_context(target.ca_pem, target.server_name)

@@ -336,6 +336,35 @@ def test_a_retained_schema_keeps_its_exact_grants_and_loses_the_pattern_ones(
             cur.execute(f"DROP DATABASE IF EXISTS `{twin}`")
 
 
+def test_a_drop_behind_a_tenants_open_transaction_gives_up_in_the_lock_wait_not_hangs(
+    pool: AdminPool, names: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TENANTDB_MYSQL_LOCK_WAIT_SECONDS", "1")
+    load_settings.cache_clear()
+    owner, db = names["owner"], names["db"]
+    with pool.session(TARGET, ROOT) as session:
+        _apply(session, _spec(names, ("ALL PRIVILEGES",)), Records(), "pw")
+    tenant = pymysql.connect(host="127.0.0.1", port=3306, user=owner, password=b"pw")
+    try:
+        with tenant.cursor() as cur:
+            cur.execute(f"CREATE TABLE `{db}`.t (i INT)")
+            cur.execute("BEGIN")
+            cur.execute(f"SELECT * FROM `{db}`.t")  # noqa: S608 - holds the table's metadata lock
+        started = time.monotonic()
+        with pytest.raises(AdminError) as failure, pool.session(TARGET, ROOT) as session:
+            session.execute([sql.drop_database(db)], {})
+        waited = time.monotonic() - started
+    finally:
+        tenant.close()
+    assert failure.value.code == 1205
+    assert failure.value.transient
+    assert not failure.value.may_have_run  # the server gave it up: the schema is still there
+    assert waited < load_settings().mysql_read_timeout_seconds
+    with root_sql() as conn, conn.cursor() as cur:
+        cur.execute("SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (db,))
+        assert cur.fetchone() is not None
+
+
 _NAMES = st.text(alphabet="ab_", min_size=2, max_size=8).filter(lambda n: "_" in n)
 
 

@@ -309,6 +309,17 @@ def observe_query(
     return Statement(template, (database, *usernames, pattern, pattern, database))
 
 
+def session_bounds(lock_wait_seconds: int) -> str:
+    """What every admin session sets first: how long a statement may wait for a lock
+    (``lock_wait_timeout``; error 1205 when it runs out, and the statement did not run) and, on
+    MariaDB only (an executable comment MySQL skips), how long it may run at all
+    (``max_statement_time``, 2 s more; error 1969)."""
+    wait = int(lock_wait_seconds)
+    if wait <= 0:
+        raise ValueError("a lock wait is at least one second")
+    return f"SET SESSION lock_wait_timeout = {wait} /*M!100108 , max_statement_time = {wait + 2} */"
+
+
 CONNECTION_CHECK = Statement(
     "SELECT VERSION(), (SELECT GROUP_CONCAT(PRIVILEGE_TYPE) FROM information_schema.USER_PRIVILEGES"
     " WHERE GRANTEE = CONCAT(QUOTE(SUBSTRING_INDEX(CURRENT_USER(), '@', 1)), '@',"
