@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from typing import Any
 
 from celery import bootsteps
@@ -47,6 +48,9 @@ from tenantdb.core.keys import InvalidOrderKeyError, OrderKey
 from tenantdb.core.tasknames import RECONCILE_ORDER
 
 log = logging.getLogger(__name__)
+
+HELD = "~"
+"""What a hold appends to the fence it holds (``WorkQueue.hold``)."""
 
 
 class StepHolds:
@@ -69,9 +73,13 @@ class StepHolds:
         try:
             order = OrderKey.parse(str(key))
             queue = workqueue()
-            lease = queue.find(order, str(pass_name))
-            if lease is None or lease.fence != ready_fence(int(position), retries):
+            found = queue.find(order, str(pass_name))
+            fence = ready_fence(int(position), retries)
+            # A fence a hold marked ("~") is the same fence: the message came back after this or
+            # another worker let go of it (a lost broker connection), and is held again.
+            if found is None or found.fence.removesuffix(HELD) != fence:
                 return  # a late or duplicate copy: it ends as soon as it runs
+            lease = replace(found, fence=fence)
             if queue.hold(lease):
                 with self._lock:
                     self._held[lease.value] = lease

@@ -24,8 +24,9 @@ _PRIVATE_KEY = re.compile(
 )
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
 # OpenBao's service, batch and recovery tokens (`s.`, `b.`, `r.`), and Vault's (`hvs.`, `hvb.`,
-# `hvr.`), which OpenBao still accepts: a prefix and a long base62 body.
-_OPENBAO_TOKEN = re.compile(r"\b(?:hv)?[sbr]\.[A-Za-z0-9]{20,}")
+# `hvr.`), which OpenBao still accepts: a prefix and a long body, base62 or URL-safe base64
+# (`-` and `_` too), taken whole so no part of one is left behind.
+_OPENBAO_TOKEN = re.compile(r"\b(?:hv)?[sbr]\.[A-Za-z0-9_-]{20,}")
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
 

@@ -16,7 +16,7 @@ import redis
 
 from tasks import runtime
 from tasks.holding import StepHolds
-from tenantdb.adapters.workqueue import WorkQueue
+from tenantdb.adapters.workqueue import WorkQueue, ready_fence
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.tasknames import RECONCILE_ORDER
 from tenantdb.settings import load_settings
@@ -67,3 +67,22 @@ def test_a_started_entry_of_another_order_keeps_this_ones_hold(queue: WorkQueue)
     time.sleep(LEASE * 3)
     assert queue.is_pending(ORDER), "the order still waiting lost its hold"
     assert not queue.is_pending(other), "the started entry kept its hold"
+
+
+def test_a_step_received_again_after_its_hold_was_let_go_is_held_again(queue: WorkQueue) -> None:
+    # The broker connection was lost: the worker let go of its holds, and the message, put back,
+    # reaches a worker again while its fence still says "held". It must be held again, or the
+    # order waits for the hand-over's lease with nobody renewing it.
+    holds = StepHolds()
+    lease = queue.acquire(ORDER)
+    assert lease is not None
+    waiting = queue.hand_over(lease, ready_fence(2, 0), queue.lock_ttl_ms)
+    assert waiting is not None
+    step = ("tenantdb.mariadbdatabase.provision.role", [str(ORDER), waiting.name, 2], 0)
+    holds.received(*step)
+    assert holds.let_go() == 1
+    holds.received(*step)
+    time.sleep(LEASE * 3)
+    assert queue.is_locked(ORDER), "the step received again was not held again"
+    assert queue.find(ORDER, waiting.name) is not None
+    assert holds.let_go() == 1

@@ -47,10 +47,11 @@ def test_openbao_tokens_in_a_message_are_replaced_and_words_with_dots_are_not() 
         "s.Xk2ZGfFqEhQzVw3mN8pRtY4b",  # OpenBao's service token
         "b.AAAAAQKk9Lq3dTmWcV1ZxYh2eR7n",  # a batch token
         "hvs.CAESIJ3kZlQm9v8yXq2WnT5rB1cHdF0gLpOaEiQKHGh2cy5xYkZ2",  # Vault's, OpenBao accepts
+        "b.AAAAAQJ-x_9kLq3dTmWcV1Zx-Yh2eR_7n",  # URL-safe base64 carries - and _
     )
-    record = logging.LogRecord("x", logging.INFO, "f.py", 1, "denied %s, %s, %s", tokens, None)
+    record = logging.LogRecord("x", logging.INFO, "f.py", 1, "denied %s, %s, %s, %s", tokens, None)
     message = json.loads(JSONFormatter().format(record))["message"]
-    assert message == "denied <token>, <token>, <token>"
+    assert message == "denied <token>, <token>, <token>, <token>"
     plain = "orders.mariadbdatabase_tenant_a_reports and ids.v1alpha1SomethingLonger stay"
     record = logging.LogRecord("x", logging.INFO, "f.py", 1, plain, None, None)
     assert json.loads(JSONFormatter().format(record))["message"] == plain
