@@ -533,22 +533,34 @@ class KubeClient:
         name: str,
         *,
         propagation: str = "Background",
+        uid: str = "",
     ) -> bool:
-        """Delete one object; return False when it was already absent."""
+        """Delete one object; return False when it was already absent.
+
+        With ``uid`` only that object is deleted: one of another uid under the name (made since
+        the caller read it) is left, and counts as absent.
+        """
+        body: dict[str, Any] = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": propagation,
+        }
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
             self._call(
                 "delete",
                 self._what(resource, namespace, name),
                 "DELETE",
                 resource.path(namespace, name),
-                body={
-                    "kind": "DeleteOptions",
-                    "apiVersion": "v1",
-                    "propagationPolicy": propagation,
-                },
+                body=body,
             )
         except NotFoundError:
             return False
+        except ConflictError:
+            if not uid:
+                raise
+            return False  # the object meant is gone; another bears its name now
         return True
 
 

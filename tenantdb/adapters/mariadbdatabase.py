@@ -905,7 +905,9 @@ class MariaDBOrders:
                 )
             if isinstance(action, DeleteObject):
                 client = self.clusters.get(action.ref.cluster)
-                client.delete(_resource(action.ref), action.ref.namespace, action.ref.name)
+                client.delete(
+                    _resource(action.ref), action.ref.namespace, action.ref.name, uid=action.uid
+                )
                 return None
             if isinstance(action, EnsureRole):
                 self._ensure_role(action, check)

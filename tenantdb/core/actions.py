@@ -93,9 +93,15 @@ class PatchObject:
 
 @dataclass(frozen=True)
 class DeleteObject:
-    """Delete an object; NotFound counts as done."""
+    """Delete an object; NotFound counts as done.
+
+    ``uid`` is the object the plan saw: the delete then lands on that object only (a
+    precondition), and one made since under the same name (a re-created order's) is left and
+    counts as done, since the object meant is gone. Empty: whatever bears the name.
+    """
 
     ref: ObjectRef
+    uid: str = ""
 
 
 ObjectAction = ApplyObject | PatchObject | DeleteObject

@@ -358,3 +358,19 @@ def test_status_names_a_skipped_context_on_one_line(
         " keys: use lower-case letters, digits, '-' and '.', starting and ending with a letter or"
         " digit\n"
     )
+
+
+def test_a_delete_for_an_object_replaced_since_leaves_the_new_one(kube: KubeClient) -> None:
+    # A teardown planned over the Secret it read; the order was deleted and made again, and
+    # with it the Secret, before the stale delete was sent.
+    seen = kube.apply(_secret(password="old"))
+    kube.delete(SECRET, "tenant-a", "app-credentials")
+    remade = kube.apply(_secret(password="new"))
+    old_uid, new_uid = seen["metadata"]["uid"], remade["metadata"]["uid"]
+    assert old_uid != new_uid
+    assert kube.delete(SECRET, "tenant-a", "app-credentials", uid=old_uid) is False
+    kept = kube.get_or_none(SECRET, "tenant-a", "app-credentials")
+    assert kept is not None
+    assert _data(kept) == {"password": "new"}
+    assert kube.delete(SECRET, "tenant-a", "app-credentials", uid=new_uid) is True
+    assert kube.get_or_none(SECRET, "tenant-a", "app-credentials") is None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -213,3 +215,26 @@ def test_fail_open_logs() -> None:
     assert failed.logs[0].message == (
         "best-effort teardown of MariaDBDatabase children failed; releasing the finalizer anyway"
     )
+
+
+def test_each_delete_names_the_object_the_teardown_saw() -> None:
+    # A stale teardown's delete must not land on an object a re-created order made since.
+    obs = _obs(cp=make_control_plane())
+
+    def seen(obj: Any, uid: str) -> Any:
+        return obj.model_copy(update={"metadata": obj.metadata.model_copy(update={"uid": uid})})
+
+    obs = replace(
+        obs,
+        external_secrets=tuple(seen(o, "es-uid") for o in obs.external_secrets),
+        vault_dynamic_secrets=tuple(seen(o, "vds-uid") for o in obs.vault_dynamic_secrets),
+        databases=tuple(seen(o, "db-uid") for o in obs.databases),
+        delivered_secret=seen(obs.delivered_secret, "secret-uid"),
+    )
+    deletes = {a.ref.kind: a.uid for a in plan_teardown(obs).actions if isinstance(a, DeleteObject)}
+    assert deletes == {
+        "ExternalSecret": "es-uid",
+        "VaultDynamicSecret": "vds-uid",
+        "Database": "db-uid",
+        "Secret": "secret-uid",
+    }

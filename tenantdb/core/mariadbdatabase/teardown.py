@@ -148,7 +148,7 @@ def plan_teardown(obs: TeardownObservation) -> TeardownPlan:
             ref = ObjectRef(
                 MANAGEMENT_CLUSTER, api_version, kind, scope.cp_namespace, item.metadata.name
             )
-            actions.append(DeleteObject(ref))
+            actions.append(DeleteObject(ref, item.metadata.uid))
             logs.append(LogEvent(CHILD_LOG, (("name", ref.name), ("namespace", ref.namespace))))
             deletes += 1
     policy = obs.order.spec.deletion_policy
@@ -161,7 +161,7 @@ def plan_teardown(obs: TeardownObservation) -> TeardownPlan:
                 PatchObject(_database_ref(scope, database), build_cleanup_policy_patch(policy))
             )
     for database in owned_databases:
-        actions.append(DeleteObject(_database_ref(scope, database)))
+        actions.append(DeleteObject(_database_ref(scope, database), database.metadata.uid))
         deletes += 1
     secret = obs.delivered_secret
     controller = secret.metadata.controller_reference() if secret is not None else None
@@ -169,7 +169,7 @@ def plan_teardown(obs: TeardownObservation) -> TeardownPlan:
         ref = ObjectRef(
             scope.cluster, "v1", "Secret", obs.order.metadata.namespace, secret.metadata.name
         )
-        actions.append(DeleteObject(ref))
+        actions.append(DeleteObject(ref, secret.metadata.uid))
         logs.append(
             LogEvent(DELIVERED_REMOVAL_LOG, (("name", ref.name), ("namespace", ref.namespace)))
         )
