@@ -45,7 +45,7 @@ from tenantdb.adapters.metrics import (
     WATCH_LAST_EVENT,
 )
 from tenantdb.adapters.metrics import serve as serve_metrics
-from tenantdb.adapters.redisclient import build_redis, warn_about_eviction
+from tenantdb.adapters.redisclient import build_redis, warn_about_access, warn_about_eviction
 from tenantdb.adapters.workqueue import Publish, WorkQueue
 from tenantdb.core.keys import MANAGEMENT_CLUSTER, OrderKey
 from tenantdb.settings import Settings
@@ -453,6 +453,7 @@ def run_watcher(
     config = config or WatcherConfig.from_settings(settings)
     client = build_redis(settings)
     warn_about_eviction(client)
+    warn_about_access(settings)
     queue = WorkQueue(
         client,
         publish or make_publisher(build_celery_app(settings)),

@@ -53,7 +53,7 @@ from tenantdb.adapters.metrics import (
     set_series,
 )
 from tenantdb.adapters.readiness import ReadyBook
-from tenantdb.adapters.redisclient import build_redis, warn_about_eviction
+from tenantdb.adapters.redisclient import build_redis, warn_about_access, warn_about_eviction
 from tenantdb.adapters.workqueue import WorkQueue
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.schedule import Timetable, compute_refresh_cap
@@ -282,6 +282,7 @@ def run_beat_process(settings: Settings, stop: threading.Event) -> None:
     serve(settings.metrics_port, liveness)
     redis_client = build_redis(settings)
     warn_about_eviction(redis_client)
+    warn_about_access(settings)
     lease = LeaderLease(redis_client, "beat", prefix=settings.key_prefix)
     campaign = threading.Thread(
         target=lease.run,

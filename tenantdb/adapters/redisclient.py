@@ -109,6 +109,43 @@ def warn_about_eviction(client: redis.Redis) -> None:
         log.error("%s", problem)
 
 
+def access_problem(settings: Settings) -> str:
+    """What is wrong with how tenantdb reaches its Redis, or ``""``: a URL (tenantdb's or the
+    broker's) without credentials, or without TLS to another host.
+
+    Whoever reaches that Redis can delay, drop or replay tenantdb's work and read the orders'
+    specs and statuses (a note they write is refused, its seal does not open); it belongs
+    inside tenantdb's trust boundary, behind a password or an ACL user.
+    """
+    problems: list[str] = []
+    for name, url in (
+        ("TENANTDB_REDIS_URL", settings.redis_url),
+        ("the broker", settings.broker_url),
+    ):
+        if not url:
+            continue
+        parts = urlsplit(url)
+        if not parts.password:
+            problems.append(f"{name} carries no password (nor ACL user)")
+        local = parts.hostname in ("127.0.0.1", "localhost", "::1") or parts.scheme == "unix"
+        if parts.scheme == "redis" and not local and not settings.redis_sentinels:
+            problems.append(f"{name} is not TLS (rediss://)")
+    if not problems:
+        return ""
+    return (
+        "; ".join(problems)
+        + ": whoever reaches that Redis can delay, drop or replay tenantdb's work; give it a"
+        " password or an ACL user, and TLS across the network"
+    )
+
+
+def warn_about_access(settings: Settings) -> None:
+    """Log ``access_problem`` as a warning once, at start."""
+    problem = access_problem(settings)
+    if problem:
+        log.warning("%s", problem)
+
+
 def reply_text(value: object) -> str:
     """A Redis reply as text, whether the client decodes replies or not."""
     return value.decode() if isinstance(value, bytes) else str(value)

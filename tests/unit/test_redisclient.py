@@ -8,7 +8,12 @@ import pytest
 import redis
 
 from devstack.mysql_group.blackhole import Blackhole
-from tenantdb.adapters.redisclient import broker_connection, build_redis, sentinel_hosts
+from tenantdb.adapters.redisclient import (
+    access_problem,
+    broker_connection,
+    build_redis,
+    sentinel_hosts,
+)
 from tenantdb.settings import Settings
 
 
@@ -59,3 +64,25 @@ def test_every_connection_keeps_keepalive_and_a_health_check() -> None:
     assert kwargs["socket_timeout"] == kwargs["socket_connect_timeout"] == 10.0
     assert kwargs["socket_keepalive"] is True
     assert kwargs["health_check_interval"] == 30
+
+
+@pytest.mark.parametrize(
+    ("url", "broker", "said"),
+    [
+        ("redis://:s3cret@127.0.0.1:6379/0", "", ""),
+        ("rediss://tenantdb:s3cret@redis.example:6380/0", "", ""),
+        ("redis://127.0.0.1:6379/0", "", "TENANTDB_REDIS_URL carries no password"),
+        ("redis://:s3cret@redis:6379/0", "", "TENANTDB_REDIS_URL is not TLS"),
+        (
+            "rediss://:s3cret@redis.example/0",
+            "redis://broker.example/0",
+            "the broker carries no password (nor ACL user); the broker is not TLS",
+        ),
+    ],
+)
+def test_a_redis_reached_without_credentials_or_tls_is_said_at_start(
+    url: str, broker: str, said: str
+) -> None:
+    problem = access_problem(Settings(redis_url=url, broker_url=broker))
+    assert said in problem if said else problem == ""
+    assert "s3cret" not in problem
