@@ -15,7 +15,7 @@ import json
 import re
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,8 @@ import pytest
 import redis
 
 from devstack.mysql_group.cutter import StatementCutter
+from tenantdb.core.mysqldatabase.naming import IDENTITY
+from tenantdb.core.seal import SealKeys
 from tests.conftest import REDIS_URL
 from tests.e2e.mysql_tenants import (
     GROUP,
@@ -475,15 +477,102 @@ def test_kills_a_stopped_primary_and_a_planned_failover_lose_no_order_and_record
                 tenants.stack.counter(w, "tenantdb_reconcile_passes_total", kind="mysqldatabase")
                 for w in ("worker-1", "worker-2")
             ),
-            writing_passes=0,
-            orders=len(orders),
-            lost=sum(1 for n in orders if tenants.get(n) is None),
-            unconverged=sum(1 for n in orders if tenants.status(n).get("phase") != "Ready"),
-            concurrent=0,
-            unattributed=0,
+            **_outcome(tenants, orders),
             note=f"{mid_apply}/5 kills mid-apply, false records={len(false_records)},"
             f" schemas created twice on a site or never={len(twice)}",
         )
     )
     assert false_records == []
     assert twice == []
+
+
+def _outcome(tenants: Tenants, orders: Iterable[str]) -> dict[str, Any]:
+    """The figures of a MysqlDatabase fault row that come from its orders: how many there
+    are, how many are gone, how many are not Ready (no audit log is read for them)."""
+    names = list(orders)
+    return {
+        "writing_passes": 0,
+        "orders": len(names),
+        "lost": sum(1 for n in names if tenants.get(n) is None),
+        "unconverged": sum(1 for n in names if tenants.status(n).get("phase") != "Ready"),
+        "concurrent": 0,
+        "unattributed": 0,
+    }
+
+
+def _wait_for_value(client: redis.Redis, key: str) -> str:
+    found: list[str] = []
+
+    def stored() -> bool:
+        value = client.get(key)
+        if isinstance(value, bytes):
+            found.append(value.decode())
+        return bool(found)
+
+    wait_for(stored, 60, f"a value at {key}")
+    return found[-1]
+
+
+def _start_worker(tenants: Tenants, name: str, queues: str) -> None:
+    stack = tenants.stack
+    stack.start(
+        name, "worker", "--", "-c", "2", "-n", f"{name}-{stack.suffix}@%h",
+        "-Q", queues, "--without-mingle", "--without-gossip",
+    )  # fmt: skip
+
+
+@pytest.mark.timeout(240)
+def test_a_forged_and_a_tampered_note_send_no_statement_and_the_orders_converge(
+    tenants: Tenants,
+) -> None:
+    # Only the entry is served at first, so each new order's apply step waits in the provision
+    # queue with its note in Redis; the note is rewritten there, as whoever reaches Redis
+    # could, to make the step create and grant an account of the attacker's. Then the apply
+    # step is served.
+    stack, client = tenants.stack, redis.Redis.from_url(REDIS_URL)
+    for worker in ("worker-1", "worker-2"):
+        stack.kill(worker)
+    _start_worker(tenants, "worker-entry", "reconcile")
+    attacker = tenants.name("attacker")
+    orders: dict[str, str] = {}
+    started = time.monotonic()
+    try:
+        for how in ("forged", "tampered"):
+            name, db = f"note-{how}", tenants.name(f"note_{how}")
+            tenants.owner_secret(f"{name}-owner", tenants.name(f"note_{how}_app"), "first-pw")
+            tenants.order(name, db, f"{name}-owner")
+            orders[name] = db
+            note_key = f"{stack.prefix}note:{IDENTITY.key(NS, name)}"
+            stored = _wait_for_value(client, note_key)
+            token, expires, seal, note = stored.split("\n", 3)
+            steered = json.loads(note)
+            steered["spec"]["owner_username"] = attacker
+            steered["spec"]["database_name"] = tenants.name("attacker_db")
+            text = json.dumps(steered)
+            if how == "forged":
+                forger = SealKeys((b"a key the workers do not hold, 32+ bytes long",))
+                seal = forger.seal("note", str(IDENTITY.key(NS, name)), token, expires, text)
+            client.set(note_key, f"{token}\n{expires}\n{seal}\n{text}", keepttl=True)
+        _start_worker(tenants, "worker-steps", "provision,delivery,teardown")
+        for name, db in orders.items():
+            tenants.ready(name)
+            assert tenants.schema_exists(db)
+    finally:
+        client.close()
+    refused = stack.counter(
+        "worker-steps", "tenantdb_notes_refused_total", note="pass", reason="Forged"
+    )
+    sent = tenants.sent_since(0)
+    steered_statements = [s for s in sent if attacker in s or "attacker_db" in s]
+    FIGURES.append(
+        Figures(
+            scenario="MysqlDatabase: a forged and a tampered note in Redis",
+            converge_seconds=time.monotonic() - started,
+            passes=stack.counter("worker-entry", "tenantdb_reconcile_passes_total"),
+            **_outcome(tenants, orders),
+            note=f"{int(refused)} notes refused, {len(steered_statements)} statements they asked",
+        )
+    )
+    assert refused == 2
+    assert steered_statements == []
+    assert not tenants.user_exists(attacker)

@@ -598,13 +598,22 @@ def _refused_once_in_force(
         time.sleep(0.5)
 
 
-def _secret(name: str, namespace: str, kind: str, **annotations: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
-        "type": kind,
-    }
+ORDER_LABEL = "c5c3.io/mariadbdatabase-name"
+"""The label every Secret tenantdb delivers carries: its order's name."""
+
+
+def _secret(
+    name: str,
+    namespace: str,
+    kind: str,
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "annotations": annotations or {}}
+    if labels is not None:
+        meta["labels"] = labels
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": kind}
 
 
 @pytest.mark.parametrize(
@@ -620,12 +629,61 @@ def test_the_writing_account_cannot_mint_a_token_through_a_secret(
     token, while the Opaque Secrets tenantdb delivers still pass."""
     on = installed[cluster]
     token = _secret("minted", namespace, "kubernetes.io/service-account-token",
-                    **{"kubernetes.io/service-account.name": "default"})  # fmt: skip
+                    annotations={"kubernetes.io/service-account.name": "default"})  # fmt: skip
     refused = _refused_once_in_force(on, account, token)
     assert refused.returncode != 0
     assert "tenantdb writes Opaque Secrets only" in refused.stderr, refused.stderr
-    delivered = _write_as(on, account, _secret("delivered", namespace, "Opaque"))
+    delivered = _write_as(
+        on, account, _secret("delivered", namespace, "Opaque", labels={ORDER_LABEL: "app-db"})
+    )
     assert delivered.returncode == 0, delivered.stderr
+
+
+def _as(cluster: Installed, account: str, *args: str) -> subprocess.CompletedProcess[str]:
+    user = f"system:serviceaccount:{NAMESPACE}:{account}"
+    return _run(
+        [KUBECTL, "--kubeconfig", str(cluster.kubeconfig), f"--as={user}", *args],
+        cluster.home,
+        cluster.kubeconfig,
+    )
+
+
+def test_the_writing_account_changes_and_deletes_only_the_secrets_it_delivers(
+    installed: dict[str, Installed],
+) -> None:
+    """RBAC lets the worker patch and delete any Secret of the namespaces it delivers to; the
+    admission policy holds it to the ones that carry an order's name label."""
+    on, account, namespace = installed[MANAGEMENT], f"{FULL}-worker", "kube-system"
+    kubectl = [KUBECTL, "--kubeconfig", str(on.kubeconfig), "--namespace", namespace]
+    for name in ("someone-elses", "labelled-later"):
+        made = _run([*kubectl, "create", "secret", "generic", name, "--from-literal=k=v"],
+                    on.home, on.kubeconfig)  # fmt: skip
+        assert made.returncode == 0, made.stderr
+    refusal = "tenantdb changes and deletes only the Secrets it delivers"
+    deadline = time.monotonic() + 30
+    while True:  # a policy just installed takes a moment to reach the admission chain
+        deleted = _as(on, account, "delete", "secret", "someone-elses", "-n", namespace)
+        if deleted.returncode != 0 or time.monotonic() > deadline:
+            break
+        _run([*kubectl, "create", "secret", "generic", "someone-elses", "--from-literal=k=v"],
+             on.home, on.kubeconfig)  # fmt: skip
+        time.sleep(0.5)
+    assert refusal in deleted.stderr, deleted.stderr
+    patch = json.dumps({"data": {"k": "ZXZpbA=="}})
+    patched = _as(on, account, "patch", "secret", "someone-elses", "-n", namespace, "-p", patch)
+    assert refusal in patched.stderr, patched.stderr
+    # Labelling someone else's Secret first does not make it tenantdb's to change.
+    label = json.dumps({"metadata": {"labels": {ORDER_LABEL: "app-db"}}})
+    relabelled = _as(on, account, "patch", "secret", "labelled-later", "-n", namespace, "-p", label)
+    assert refusal in relabelled.stderr, relabelled.stderr
+    ours = _secret("app-db-credentials", namespace, "Opaque", labels={ORDER_LABEL: "app-db"})
+    assert _write_as(on, account, ours).returncode == 0
+    changed = _as(
+        on, account, "patch", "secret", "app-db-credentials", "-n", namespace, "-p", patch
+    )
+    assert changed.returncode == 0, changed.stderr
+    gone = _as(on, account, "delete", "secret", "app-db-credentials", "-n", namespace)
+    assert gone.returncode == 0, gone.stderr
 
 
 def test_the_worker_writes_no_service_account_but_the_shared_one(
