@@ -114,7 +114,9 @@ def admit(ctx: KindPass[MysqlIO], order: FetchedOrder, previous: Gate | None) ->
 
 
 def gated(ctx: KindPass[MysqlIO], order: FetchedOrder, gate: Gate) -> PassOutcome:
-    """Record why a gate stopped the pass."""
+    """Record why a gate stopped the pass, once a refused order revoked its pattern grants."""
+    revoking = passes.plan_refused_revocation(order.raw, gate)
+    mysql.revoke_refused(ctx.io, ctx.key, gate.group, revoking, ctx.guard.check)
     stop = passes.gate_stop(gate.decision)
     return PassOutcome(str(stop.reason), requeue_after=_stop(ctx, order.raw, stop))
 

@@ -41,6 +41,7 @@ from tenantdb.core.events import Event
 from tenantdb.core.keys import OrderKey
 from tenantdb.core.mysqldatabase.apply import Observed, parse_observation, render_drop
 from tenantdb.core.mysqldatabase.gates import OwnerSecret, compute_comeback_behind_circuit
+from tenantdb.core.mysqldatabase.group import compute_active_site
 from tenantdb.core.mysqldatabase.models import MysqlDatabase, read_order
 from tenantdb.core.mysqldatabase.naming import CLAIM_INDEX, OWNER_NAME_INDEX
 from tenantdb.core.mysqldatabase.passes import (
@@ -521,6 +522,28 @@ def run_drop(
         if observed.read_only:
             raise AdminError(f"site {site} is read-only", code=None, transient=True)
         session.execute(render_drop(plan, observed, session.dialect), {}, check=check)
+
+
+def revoke_refused(
+    io: MysqlIO,
+    key: OrderKey,
+    group: Mapping[str, Any] | None,
+    plan: TeardownPlan | None,
+    check: Callable[[], None],
+) -> None:
+    """Revoke the pattern grants of a refused order (``passes.plan_refused_revocation``) on
+    the group's active site. A failure is logged and left to the order's next pass: the
+    refusal is recorded all the same."""
+    if plan is None or group is None:
+        return
+    try:
+        run_drop(io, key, group, compute_active_site(group), plan, plan.database, check)
+    except (*PRIMARY_ERRORS, GroupBusyError) as error:
+        log.warning(
+            "could not revoke the pattern grants of a refused order (%s)",
+            type(error).__name__,
+            extra={"order": str(key)},
+        )
 
 
 def verified(io: MysqlIO, key: OrderKey, check: QuietCheck, *, reuse: bool) -> bool:

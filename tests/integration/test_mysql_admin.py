@@ -32,6 +32,9 @@ from tenantdb.core.mysqldatabase.apply import (
     render_drop,
     usernames_to_observe,
 )
+from tenantdb.core.mysqldatabase.gates import GateDecision
+from tenantdb.core.mysqldatabase.passes import Gate, plan_refused_revocation
+from tenantdb.core.mysqldatabase.reasons import Phase, Reason
 from tenantdb.core.mysqldatabase.sql import Dialect
 from tenantdb.core.mysqldatabase.teardown import TeardownObservation, plan_teardown
 from tenantdb.core.mysqldatabase.validation import GrantSpec, ValidSpec
@@ -363,6 +366,36 @@ def test_a_drop_behind_a_tenants_open_transaction_gives_up_in_the_lock_wait_not_
     with root_sql() as conn, conn.cursor() as cur:
         cur.execute("SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (db,))
         assert cur.fetchone() is not None
+
+
+def test_a_refused_order_of_a_pattern_name_takes_back_what_reaches_the_system_schema(
+    pool: AdminPool, names: dict[str, str]
+) -> None:
+    # An order for `mysq_`, applied before names were checked as patterns: its owner's grant
+    # on `mysq_`.* is a grant on `mysql`.*, every account of the server.
+    owner = names["owner"]
+    with root_sql() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE USER '{owner}'@'%' IDENTIFIED BY 'pw'")
+        cur.execute(f"GRANT ALL PRIVILEGES ON `mysq_`.* TO '{owner}'@'%'")
+    try:
+        assert _as_user(owner, "pw", "SELECT COUNT(*) FROM mysql.global_priv") is None
+        order = {
+            "metadata": {"name": "legacy", "namespace": "tenant-a"},
+            "spec": {"databaseName": "mysq_", "groupRef": {"name": "main"}},
+            "status": {"databaseCreated": True, "ownerUser": owner, "appliedGrants": [owner]},
+        }
+        refused = GateDecision(Phase.FAILED, Reason.INVALID_SPEC, "matches mysql")
+        plan = plan_refused_revocation(order, Gate(refused, {"status": {"activeSite": "dc1"}}))
+        assert plan is not None
+        with pool.session(TARGET, ROOT) as session:
+            look = sql.observe_query("mysq_", plan.revoke_patterns, session.dialect)
+            observed = parse_observation(session.query(look))
+            session.execute(render_drop(plan, observed, session.dialect), {})
+        assert _as_user(owner, "pw", "SELECT COUNT(*) FROM mysql.global_priv") in DENIED
+        assert _grants(owner) == set()
+    finally:
+        with root_sql() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{owner}'@'%'")
 
 
 _NAMES = st.text(alphabet="ab_", min_size=2, max_size=8).filter(lambda n: "_" in n)

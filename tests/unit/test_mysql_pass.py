@@ -443,6 +443,32 @@ def test_a_step_retried_after_the_order_was_deleted_gives_way_to_the_teardown() 
     assert run.io.statuses == []
 
 
+def test_a_refused_order_revokes_the_pattern_grants_its_records_say_it_made() -> None:
+    # Made before names were checked as patterns: `mysq_` reads as `mysql` in a grant, and
+    # its owner held ALL on it. Refused now, it still revokes what reaches other schemas.
+    rows = [
+        ("read_only", 0, ""),
+        ("schema", "utf8mb4", "utf8mb4_unicode_ci"),
+        ("unescaped", f"'{OWNER_USER}'@'%'", "SELECT,INSERT"),
+    ]
+    order = make_order(database="mysq_", status=APPLIED)
+    run = run_pass(World(order=order, rows=rows))
+    assert run.steps == ()
+    assert run.io.condition()[:2] == ("False", "InvalidSpec")
+    assert [s.shown for s in run.io.sent] == [
+        f"REVOKE ALL PRIVILEGES ON `mysq_`.* FROM '{OWNER_USER}'@'%'"
+    ]
+    # Once none is left, a pass looks and sends nothing.
+    again = run_pass(World(order=order, rows=rows[:2]))
+    assert again.io.sent == []
+
+
+def test_a_refused_order_that_never_ran_sql_opens_no_connection() -> None:
+    run = run_pass(World(order=make_order(database="mysq_")))
+    assert run.io.condition()[:2] == ("False", "InvalidSpec")
+    assert run.io.sessions == []
+
+
 # -- teardown ------------------------------------------------------------------------------------
 
 

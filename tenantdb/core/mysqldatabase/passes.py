@@ -74,6 +74,7 @@ from tenantdb.core.mysqldatabase.sql import Dialect
 from tenantdb.core.mysqldatabase.teardown import (
     AfterDrop,
     TeardownPlan,
+    TeardownStep,
     plan_after_drop,
     plan_teardown,
 )
@@ -81,6 +82,7 @@ from tenantdb.core.mysqldatabase.validation import (
     InvalidSpecError,
     ValidSpec,
     check_database_name,
+    check_identifier,
     check_username,
     validate_spec,
 )
@@ -222,6 +224,39 @@ def gate_stop(decision: GateDecision) -> Stop:
         decision.reason or Reason.GROUP_NOT_FOUND,
         decision.message,
     )
+
+
+def plan_refused_revocation(order: Mapping[str, Any], gate: Gate) -> TeardownPlan | None:
+    """What an order the gates refused (InvalidSpec) still revokes: the grants its records say
+    it may have made under its schema's name read as a pattern (an earlier version wrote
+    those; ``mysq_`` reads as ``mysql``, every account on the server). None when it has none
+    to revoke, or no group to revoke them on.
+
+    The order cannot be applied, so nothing it granted may stand on a pattern that reaches
+    other schemas; its exact grants on its own schema are left, as a Failed order leaves them.
+    """
+    decision = gate.decision
+    if decision.reason is not Reason.INVALID_SPEC or gate.group is None:
+        return None
+    database = read_order(order).spec.database_name
+    records = Records.of(status_of(order))
+    try:
+        check_identifier("spec.databaseName", database)
+    except InvalidSpecError:
+        return None  # a name that cannot be quoted was never sent
+    if "_" not in database or not compute_active_site(gate.group):
+        return None
+    named = (records.owner_user, records.pending_owner_user, *records.applied_grants)
+    principals = tuple(
+        dict.fromkeys(
+            n
+            for n in named
+            if n and _principal_problem("a recorded account", n, ALWAYS_RESERVED) is None
+        )
+    )
+    if not principals:
+        return None
+    return TeardownPlan(TeardownStep.DROP, database=database, revoke_patterns=principals)
 
 
 def unreachable_stop(group: str, problem: str) -> Stop:
