@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, assert_never
 
 import redis
 from pydantic import BaseModel, ValidationError
@@ -912,8 +912,10 @@ class MariaDBOrders:
             if isinstance(action, EnsureRole):
                 self._ensure_role(action, check)
                 return None
-            self._remove_role(action)
-            return None
+            if isinstance(action, RemoveRole):
+                self._remove_role(action)
+                return None
+            assert_never(action)
         except (KubeError, OpenBaoError) as exc:
             raise ActionError(str(exc), exc.status) from None
         except ClusterUnavailableError as exc:

@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from tenantdb.adapters.clusters import ClusterRegistry
+from tenantdb.adapters.mariadbdatabase import MariaDBOrders
+from tenantdb.settings import Settings
 from tests.unit.mdb_builders import World, make_order
 from tests.unit.mdb_pass import WorldRuntime, run_pass
 
@@ -110,3 +113,9 @@ def test_a_teardown_note_that_deletes_beyond_the_orders_children_deletes_nothing
     untouched = run_pass(deleting)  # the same teardown, its note as the entry left it
     assert untouched.reason != "NoteRefused"
     assert untouched.io.actions
+
+
+def test_an_action_the_runner_does_not_know_is_an_error_never_a_role_delete() -> None:
+    runner = MariaDBOrders(ClusterRegistry({}), Settings())
+    with pytest.raises(AssertionError):
+        runner.run(object(), lambda: None)  # type: ignore[arg-type]
