@@ -4,8 +4,6 @@ afresh. The note is sealed in Redis; this is what holds should one be rewritten 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,8 +14,7 @@ from tenantdb.adapters.mariadbdatabase import MariaDBOrders
 from tenantdb.settings import Settings
 from tests.unit.mdb_builders import World, make_order
 from tests.unit.mdb_pass import WorldRuntime, run_pass
-
-Tamper = Callable[[dict[str, Any]], None]
+from tests.unit.tamper import Tamper, rewrite_note
 
 
 def _manifest(kind: str, field: str, value: str) -> Tamper:
@@ -76,10 +73,7 @@ ROLE = {
 )
 def test_a_note_that_plans_beyond_the_orders_children_writes_nothing(tamper: Tamper) -> None:
     def rewrite(runtime: WorldRuntime) -> None:
-        assert runtime.note is not None
-        note = json.loads(runtime.note)
-        tamper(note)
-        runtime.note = json.dumps(note)
+        rewrite_note(runtime, tamper)
 
     labels = {"note": "pass", "reason": "Mismatch"}
     before = REGISTRY.get_sample_value("tenantdb_notes_refused_total", labels) or 0.0
@@ -99,13 +93,13 @@ def test_the_note_a_pass_leaves_passes_its_own_check() -> None:
 def test_a_teardown_note_that_deletes_beyond_the_orders_children_deletes_nothing() -> None:
     deleting = World(order=make_order(deleting=True, deletion_policy="Delete"))
 
-    def rewrite(runtime: WorldRuntime) -> None:
-        assert runtime.note is not None
-        note = json.loads(runtime.note)
+    def elsewhere(note: dict[str, Any]) -> None:
         for action in note["plan"]["actions"]:
             if "ref" in action:
                 action["ref"]["namespace"] = "kube-system"
-        runtime.note = json.dumps(note)
+
+    def rewrite(runtime: WorldRuntime) -> None:
+        rewrite_note(runtime, elsewhere)
 
     run = run_pass(deleting, before_steps=rewrite)
     assert run.reason == "NoteRefused"

@@ -7,7 +7,6 @@ and when the order comes back. The slow twins of these cases are the e2e tests o
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +36,7 @@ from tests.unit.mysql_pass import (
     make_runtime,
     run_pass,
 )
+from tests.unit.tamper import rewrite_note
 
 VERIFY = load_settings().mysql_verify_seconds
 APPLIED: dict[str, Any] = {
@@ -129,10 +129,7 @@ def test_an_apply_note_that_says_more_than_the_order_sends_nothing(
     runtime = make_runtime(world)
 
     def rewrite(_: World) -> None:
-        assert runtime.note is not None
-        note = json.loads(runtime.note)
-        tamper(note)
-        runtime.note = json.dumps(note)
+        rewrite_note(runtime, tamper)
 
     before = _refused("Mismatch")
     run = run_pass(world, runtime=runtime, before_steps=rewrite)
@@ -506,10 +503,7 @@ def test_a_drop_note_that_says_more_than_the_order_drops_nothing(
     runtime = make_runtime(world)
 
     def rewrite(_: World) -> None:
-        assert runtime.note is not None
-        note = json.loads(runtime.note)
-        tamper(note)
-        runtime.note = json.dumps(note)
+        rewrite_note(runtime, tamper)
 
     before = _refused("Mismatch")
     run = run_pass(world, runtime=runtime, before_steps=rewrite)

@@ -231,13 +231,7 @@ def plan_apply(
 def _strangers(spec: ValidSpec, records: Records, observed: Observed) -> list[str]:
     """The accounts holding privileges on the schema's names that the order neither declares
     nor records (those it records are revoked where the order retires them)."""
-    known = {
-        spec.owner_username,
-        *(g.username for g in spec.grants),
-        records.owner_user,
-        records.pending_owner_user,
-        *records.applied_grants,
-    }
+    known = set(usernames_to_observe(spec, records))
     return sorted({*observed.held, *observed.unescaped} - known)
 
 
