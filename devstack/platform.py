@@ -985,7 +985,11 @@ def _grant_tenantdb(platform: Platform) -> None:
     roles = {"worker": WORKER_SERVICE_ACCOUNT, "watcher": WATCHER_SERVICE_ACCOUNT}
     tokens: dict[str, dict[str, str]] = {role: {} for role in roles}
     for name, endpoint in platform.endpoints.items():
-        values: dict[str, Any] = {"serviceAccount": {"name": OPERATOR_SERVICE_ACCOUNT}}
+        # Only the chart's RBAC is applied here: no tenantdb Pod of the chart reaches Redis.
+        values: dict[str, Any] = {
+            "serviceAccount": {"name": OPERATOR_SERVICE_ACCOUNT},
+            "redis": {"auth": {"required": False}},
+        }
         if name != MANAGEMENT:
             values["targetCluster"] = {
                 "enabled": True,

@@ -185,7 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(logging.INFO)
     if args.command in _SERVING:
         try:
-            configure_logging(_settings().log_level)
+            settings = _settings()
+            configure_logging(settings.log_level)
+            _check_redis_access(settings)
         except _UsageError as exc:
             sys.stderr.write(f"tenantdb: {exc}\n")
             return EXIT_USAGE
@@ -228,6 +230,16 @@ def _settings() -> Settings:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"
         raise _UsageError(f"invalid setting {where}: {first['msg']}") from None
+
+
+def _check_redis_access(settings: Settings) -> None:
+    """A Redis password file that is set but unusable stops a role before it starts."""
+    from tenantdb.adapters.redisclient import RedisAccessError, redis_access
+
+    try:
+        redis_access(settings)
+    except RedisAccessError as exc:
+        raise _UsageError(str(exc)) from None
 
 
 def _parse_key(text: str) -> OrderKey:

@@ -30,11 +30,33 @@ class Settings(BaseSettings):
         default="",
         description=(
             "Comma-separated Sentinel host:port pairs; when set, Redis and the broker follow the"
-            " master named by redis_sentinel_master (redis_url then gives password and db only)."
+            " master named by redis_sentinel_master (redis_url then gives credentials, db and,"
+            " with rediss://, TLS to the Sentinels and the master only)."
         ),
     )
     redis_sentinel_master: str = Field(
         default="mymaster", description="The Sentinel master name of tenantdb's Redis."
+    )
+    redis_username: str = Field(
+        default="",
+        description=(
+            "The Redis ACL user tenantdb logs in as, when redis_url names none (the broker's too,"
+            " unless broker_url is set)."
+        ),
+    )
+    redis_password_file: str = Field(
+        default="",
+        description=(
+            "A file holding the Redis password, e.g. a mounted Secret, used when redis_url carries"
+            " none (the broker's too, unless broker_url is set); read at start."
+        ),
+    )
+    redis_tls_ca_file: str = Field(
+        default="",
+        description=(
+            "PEM bundle of the CAs a rediss:// Redis (and, with Sentinel, each Sentinel) is"
+            " verified against; empty uses the system's. The server's name is always checked."
+        ),
     )
     redis_socket_timeout_seconds: float = Field(
         default=10.0,

@@ -10,7 +10,7 @@ treats it as the broker being away and reconnects; the messages it held come bac
 visibility timeout, as for any connection lost.
 
 ``transport_for`` names the guarded transport for a broker URL (``broker_transport``); schemes
-other than ``redis://`` and ``sentinel://`` keep kombu's own.
+other than ``redis://``, ``rediss://`` and ``sentinel://`` keep kombu's own.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class SentinelTransport(kombu_redis.SentinelTransport):
 def transport_for(broker_url: str) -> str | None:
     """The transport class path for a broker URL, or None to keep kombu's choice."""
     scheme = broker_url.partition("://")[0]
-    if scheme == "redis":
+    if scheme in ("redis", "rediss"):
         return f"{__name__}:RedisTransport"
     if scheme == "sentinel":
         return f"{__name__}:SentinelTransport"

@@ -85,10 +85,10 @@ def build_celery_app(
         guard_transport: run on tenantdb's guarded Redis transport (``tenantdb.adapters.broker``);
             Flower, which runs no task and reads the broker URL's scheme, takes kombu's own.
     """
-    broker_url, sentinel_options = broker_connection(settings)
-    app = Celery("tenantdb", broker=broker_url, include=list(include))
+    broker = broker_connection(settings)
+    app = Celery("tenantdb", broker=broker.url, include=list(include))
     transport = {
-        **sentinel_options,
+        **broker.transport_options,
         "visibility_timeout": settings.visibility_timeout_seconds,
         # Prefixes the broker's own keys (queues, unacked sets) too, so several tenantdb
         # installations, or test runs, can share one Redis without reading each other's tasks.
@@ -121,9 +121,11 @@ def build_celery_app(
         task_time_limit=settings.task_time_limit_seconds,
         task_soft_time_limit=max(1, settings.task_time_limit_seconds - 10),
         broker_transport_options=transport,
+        # A rediss:// broker is verified: without these kombu would skip the certificate check.
+        broker_use_ssl=broker.ssl or None,
         broker_connection_retry_on_startup=True,
         # kombu's transport, guarded so that a lost broker never ends the worker process.
-        broker_transport=transport_for(broker_url) if guard_transport else None,
+        broker_transport=transport_for(broker.url) if guard_transport else None,
         task_queues=[KombuQueue(q.value) for q in Queue],
         task_default_queue=Queue.RECONCILE.value,
         task_routes=(_route,),

@@ -3,13 +3,19 @@
 With ``TENANTDB_REDIS_SENTINELS`` set, the work-queue client asks the Sentinels for the current
 master of ``TENANTDB_REDIS_SENTINEL_MASTER`` (and follows a failover), and the Celery broker URL
 lists the Sentinels with the master's name in the transport options.
+
+Credentials and TLS come from the URL or, where it leaves them out, from
+``TENANTDB_REDIS_USERNAME``, ``TENANTDB_REDIS_PASSWORD_FILE`` and ``TENANTDB_REDIS_TLS_CA_FILE``:
+a ``rediss://`` URL means TLS, verified, to the server and, with Sentinel, to every Sentinel.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import redis
 from redis.sentinel import Sentinel
@@ -33,6 +39,58 @@ HEALTH_CHECK_SECONDS = 30
 """A connection idle this long is checked with a PING before its next command."""
 
 
+class RedisAccessError(ValueError):
+    """The Redis credentials cannot be read (a password file missing or empty)."""
+
+
+@dataclass(frozen=True)
+class RedisAccess:
+    """Who tenantdb is to its Redis and how it reaches it, the URL and the settings combined."""
+
+    username: str | None
+    password: str | None = field(repr=False)
+    db: int
+    tls: dict[str, Any]
+    """The TLS options of a connection (redis-py's and kombu's names); empty without TLS."""
+
+
+def redis_access(settings: Settings) -> RedisAccess:
+    """The credentials, database and TLS of tenantdb's own Redis (``redis_url``).
+
+    Raises:
+        RedisAccessError: the password file is set but cannot be read or is empty.
+    """
+    parts = urlsplit(settings.redis_url)
+    password = unquote(parts.password) if parts.password else _password_file(settings)
+    username = unquote(parts.username) if parts.username else settings.redis_username
+    tls: dict[str, Any] = {}
+    if parts.scheme == "rediss":
+        tls = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
+        if settings.redis_tls_ca_file:
+            tls["ssl_ca_certs"] = settings.redis_tls_ca_file
+    return RedisAccess(
+        username=username or None,
+        password=password or None,
+        db=int(parts.path.strip("/") or 0),
+        tls=tls,
+    )
+
+
+def _password_file(settings: Settings) -> str:
+    if not settings.redis_password_file:
+        return ""
+    path = Path(settings.redis_password_file)
+    try:
+        password = path.read_text().strip("\r\n")
+    except OSError as exc:
+        raise RedisAccessError(
+            f"cannot read the Redis password file {path}: {exc.strerror or exc}"
+        ) from None
+    if not password:
+        raise RedisAccessError(f"the Redis password file {path} is empty")
+    return password
+
+
 def connection_options(settings: Settings) -> dict[str, Any]:
     """What every work-queue connection is opened with: a bound on each command and connect,
     TCP keepalive, and a health check after idling, so a Redis that vanished without a reset
@@ -50,29 +108,81 @@ def build_redis(settings: Settings) -> redis.Redis:
     """A client of the work-queue Redis: the URL's server, or the Sentinels' current master."""
     hosts = sentinel_hosts(settings)
     options = connection_options(settings)
+    access = redis_access(settings)
+    login: dict[str, Any] = {"username": access.username, "password": access.password}
     if not hosts:
-        return redis.Redis.from_url(settings.redis_url, **options)
-    parts = urlsplit(settings.redis_url)
-    db = int(parts.path.strip("/") or 0)
+        # The URL's own options win over these; they fill in what it leaves out.
+        return redis.Redis.from_url(settings.redis_url, **login, **options, **access.tls)
+    tls = {"ssl": True, **access.tls} if access.tls else {}
+    timeout = settings.redis_socket_timeout_seconds
     # redis-py before 8.2 leaves Sentinel unannotated (hence ignores that may go unused);
     # master_for returns a Redis client.
-    sentinel = Sentinel(hosts, socket_timeout=5.0, password=parts.password)  # type: ignore[no-untyped-call, unused-ignore]
+    sentinel = Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
+        hosts,
+        sentinel_kwargs={"socket_timeout": timeout, "socket_connect_timeout": timeout, **tls},
+        **login,
+        **tls,
+    )
     master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call, unused-ignore]
-        settings.redis_sentinel_master, db=db, password=parts.password, **options
+        settings.redis_sentinel_master, db=access.db, **options
     )
     return master
 
 
-def broker_connection(settings: Settings) -> tuple[str, dict[str, Any]]:
-    """The Celery broker URL and the transport options Sentinel needs (none without it)."""
+@dataclass(frozen=True)
+class BrokerConnection:
+    """What the Celery app is given to reach its broker."""
+
+    url: str = field(repr=False)
+    """The broker URL, credentials included (Celery and Flower print it masked)."""
+    transport_options: dict[str, Any]
+    """Sentinel's master name and its connections' TLS; empty without Sentinel."""
+    ssl: dict[str, Any]
+    """``broker_use_ssl``: the TLS of the broker's own connections; empty without TLS."""
+
+
+def broker_connection(settings: Settings) -> BrokerConnection:
+    """The broker of these settings: ``broker_url`` as it is, else tenantdb's own Redis (or its
+    Sentinels) with the credentials and TLS of ``redis_access``."""
+    if settings.broker_url:
+        tls = _url_tls(settings.broker_url, settings)
+        return BrokerConnection(settings.broker_url, {}, tls)
+    access = redis_access(settings)
+    auth = _userinfo(access)
     hosts = sentinel_hosts(settings)
-    if settings.broker_url or not hosts:
-        return settings.effective_broker_url, {}
-    parts = urlsplit(settings.redis_url)
-    auth = f":{parts.password}@" if parts.password else ""
-    db = parts.path.strip("/") or "0"
-    url = ";".join(f"sentinel://{auth}{host}:{port}/{db}" for host, port in hosts)
-    return url, {"master_name": settings.redis_sentinel_master}
+    if not hosts:
+        parts = urlsplit(settings.redis_url)
+        netloc = auth + parts.netloc.rpartition("@")[2]
+        url = parts._replace(netloc=netloc).geturl()
+        return BrokerConnection(url, {}, access.tls)
+    url = ";".join(f"sentinel://{auth}{host}:{port}/{access.db}" for host, port in hosts)
+    options: dict[str, Any] = {"master_name": settings.redis_sentinel_master}
+    if access.tls:
+        timeout = settings.redis_socket_timeout_seconds
+        options["sentinel_kwargs"] = {
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "ssl": True,
+            **access.tls,
+        }
+    return BrokerConnection(url, options, access.tls)
+
+
+def _userinfo(access: RedisAccess) -> str:
+    if not access.password and not access.username:
+        return ""
+    user = quote(access.username or "", safe="")
+    password = f":{quote(access.password, safe='')}" if access.password else ""
+    return f"{user}{password}@"
+
+
+def _url_tls(url: str, settings: Settings) -> dict[str, Any]:
+    if urlsplit(url).scheme != "rediss" or "ssl_cert_reqs" in url:
+        return {}
+    tls: dict[str, Any] = {"ssl_cert_reqs": "required"}
+    if settings.redis_tls_ca_file:
+        tls["ssl_ca_certs"] = settings.redis_tls_ca_file
+    return tls
 
 
 def eviction_problem(client: redis.Redis) -> str:
@@ -125,10 +235,14 @@ def access_problem(settings: Settings) -> str:
         if not url:
             continue
         parts = urlsplit(url)
-        if not parts.password:
+        own = url == settings.redis_url and settings.redis_password_file
+        if not parts.password and not own:
             problems.append(f"{name} carries no password (nor ACL user)")
-        local = parts.hostname in ("127.0.0.1", "localhost", "::1") or parts.scheme == "unix"
-        if parts.scheme == "redis" and not local and not settings.redis_sentinels:
+        hosts = [parts.hostname]
+        if url == settings.redis_url and settings.redis_sentinels:
+            hosts = [host for host, _ in sentinel_hosts(settings)]
+        local = parts.scheme == "unix" or all(h in ("127.0.0.1", "localhost", "::1") for h in hosts)
+        if parts.scheme == "redis" and not local:
             problems.append(f"{name} is not TLS (rediss://)")
     if not problems:
         return ""

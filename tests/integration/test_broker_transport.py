@@ -53,7 +53,7 @@ def test_a_channel_of_a_closed_connection_reports_a_connection_error(key_prefix:
             "sentinel://s1:26379/0;sentinel://s2:26379/0",
             "tenantdb.adapters.broker:SentinelTransport",
         ),
-        ("rediss://127.0.0.1:6380/0", None),
+        ("rediss://127.0.0.1:6380/0", "tenantdb.adapters.broker:RedisTransport"),
         ("amqp://guest@rabbit//", None),
     ],
 )

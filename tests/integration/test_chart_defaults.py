@@ -1,7 +1,9 @@
-"""`helm install` with nothing but the chart's defaults, on a real kube-apiserver whose
-kube-controller-manager turns the Deployments into Pods: every Secret, ConfigMap and
-ServiceAccount a Pod needs exists, so no Pod waits for an object nobody creates, and the
-release notes tell the installer what to do next.
+"""`helm install` with the chart's defaults, on a real kube-apiserver whose
+kube-controller-manager turns the Deployments into Pods. Nothing but the defaults is refused
+before anything is created: tenantdb's Redis needs credentials. With the one Secret an installer
+must create (the Redis password) named, every Secret, ConfigMap and ServiceAccount a Pod needs
+exists, so no Pod waits for an object nobody creates, and the release notes tell the installer
+what to do next.
 
 No scheduler or kubelet runs, so the Pods stay Pending: what they would pull and reach (the
 image, Redis) is named in the notes, not tried here.
@@ -25,6 +27,7 @@ from tests.integration.test_chart_real_kube import (
     NAMESPACE,
     RELEASE,
     _must,
+    _run,
     require_binaries,
 )
 
@@ -83,9 +86,22 @@ def test_a_default_install_leaves_no_pod_waiting_for_an_object_nobody_creates(
     home = tmp_path / "home"
     home.mkdir()
     helm = [str(HELM), "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE]
-    notes = _must(
-        [*helm, "install", RELEASE, str(CHART_DIR), "--create-namespace"], home, kubeconfig
-    )
+    install = [*helm, "install", RELEASE, str(CHART_DIR), "--create-namespace"]
+    # Nothing but the defaults: Helm refuses, before it creates anything, and says what to set.
+    refused = _run(install, home, kubeconfig)
+    assert refused.returncode != 0
+    assert "redis.auth.passwordSecret" in refused.stderr
+    assert _run([*helm, "status", RELEASE], home, kubeconfig).returncode != 0
+    # The one thing an installer must add: the Secret with the Redis password, named.
+    kubectl = [KUBECTL, "--kubeconfig", str(kubeconfig)]
+    _must([*kubectl, "create", "namespace", NAMESPACE], home, kubeconfig)
+    _must(
+        [*kubectl, "-n", NAMESPACE, "create", "secret",
+         "generic", "tenantdb-redis", "--from-literal=password=not-a-real-one"],
+        home,
+        kubeconfig,
+    )  # fmt: skip
+    notes = _must([*install, "--set", "redis.auth.passwordSecret=tenantdb-redis"], home, kubeconfig)
     # The notes say what to check first and how to look at orders; Flower is off by default
     # and they say how to turn it on.
     assert "What to check first:" in notes

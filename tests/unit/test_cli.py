@@ -190,3 +190,26 @@ def test_a_worker_refuses_to_start_without_usable_note_keys(
     assert err.count("\n") == 1
     if content:
         assert content.strip() not in err.replace(str(path), "")
+
+
+@pytest.mark.parametrize("role", ["worker", "watcher", "beat", "status"])
+def test_a_redis_password_file_that_cannot_be_read_stops_a_role_with_one_line(
+    role: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tenantdb.settings import load_settings
+
+    missing = tmp_path / "redis-password"
+    monkeypatch.setenv("TENANTDB_REDIS_PASSWORD_FILE", str(missing))
+    load_settings.cache_clear()
+    try:
+        assert main([role]) == EXIT_USAGE
+    finally:
+        load_settings.cache_clear()
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"tenantdb: cannot read the Redis password file {missing}: No such file or directory\n"
+    )

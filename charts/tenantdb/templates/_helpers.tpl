@@ -114,9 +114,32 @@ pool, or its orders would wait for ever. */}}
 {{- else }}
   value: {{ .Values.redis.url | quote }}
 {{- end }}
+{{- with .Values.redis.auth.username }}
+- name: TENANTDB_REDIS_USERNAME
+  value: {{ . | quote }}
+{{- end }}
+{{- if .Values.redis.auth.passwordSecret }}
+- name: TENANTDB_REDIS_PASSWORD_FILE
+  value: {{ include "tenantdb.redisDir" . }}/password/password
+{{- end }}
+{{- if .Values.redis.tls.caSecret }}
+- name: TENANTDB_REDIS_TLS_CA_FILE
+  value: {{ include "tenantdb.redisDir" . }}/ca/ca.crt
+{{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{- define "tenantdb.redisDir" -}}/etc/tenantdb/redis{{- end -}}
+
+{{/* Refuse a release whose Redis takes no credentials, unless told that nothing else reaches it. */}}
+{{- define "tenantdb.requireRedisAuth" -}}
+{{- $redis := .Values.redis -}}
+{{- $inUrl := and (not $redis.existingSecret) (contains "@" $redis.url) -}}
+{{- if and $redis.auth.required (not $redis.existingSecret) (not $redis.auth.passwordSecret) (not $inUrl) -}}
+{{- fail "redis: tenantdb's Redis needs credentials: set redis.auth.passwordSecret (a Secret with the password; redis.auth.username for an ACL user) or redis.existingSecret (a Secret with a URL that carries them); set redis.auth.required=false only where nothing but tenantdb reaches Redis" -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "tenantdb.envFrom" -}}
@@ -149,6 +172,24 @@ clusters, and "openbao" true for the one that logs in to OpenBao (the worker). *
           expirationSeconds: {{ .ctx.Values.openbao.tokenExpirationSeconds }}
           path: token
 {{- end }}
+{{- with .ctx.Values.redis.auth.passwordSecret }}
+- name: redis-password
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+    items:
+      - key: {{ $.ctx.Values.redis.auth.passwordSecretKey }}
+        path: password
+{{- end }}
+{{- with .ctx.Values.redis.tls.caSecret }}
+- name: redis-ca
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0444
+    items:
+      - key: {{ $.ctx.Values.redis.tls.caSecretKey }}
+        path: ca.crt
+{{- end }}
 {{- with .ctx.Values.extraVolumes }}
 {{ toYaml . }}
 {{- end }}
@@ -165,6 +206,16 @@ clusters, and "openbao" true for the one that logs in to OpenBao (the worker). *
 {{- if .openbao }}
 - name: openbao-token
   mountPath: {{ include "tenantdb.openbaoTokenDir" .ctx }}
+  readOnly: true
+{{- end }}
+{{- if .ctx.Values.redis.auth.passwordSecret }}
+- name: redis-password
+  mountPath: {{ include "tenantdb.redisDir" .ctx }}/password
+  readOnly: true
+{{- end }}
+{{- if .ctx.Values.redis.tls.caSecret }}
+- name: redis-ca
+  mountPath: {{ include "tenantdb.redisDir" .ctx }}/ca
   readOnly: true
 {{- end }}
 {{- with .ctx.Values.extraVolumeMounts }}

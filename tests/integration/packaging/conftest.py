@@ -32,9 +32,29 @@ def chart() -> Iterator[Chart]:
     loaded.close()
 
 
-def render(chart: Chart, values: Mapping[str, Any] | None = None) -> list[Manifest]:
-    """Render the chart's templates and return every object, in template order."""
-    return manifests(chart.render(dict(values or {}), name=RELEASE, namespace=NAMESPACE))
+CREDENTIALS: Mapping[str, Any] = {"redis": {"auth": {"passwordSecret": "tenantdb-redis"}}}
+"""What every installer adds to the defaults: the chart renders nothing for a Redis without
+credentials (``test_chart.py`` pins that refusal)."""
+
+
+def merged(base: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` over ``base``, mappings merged key by key as Helm merges value files."""
+    out = dict(base)
+    for key, value in values.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def render(
+    chart: Chart, values: Mapping[str, Any] | None = None, *, credentials: bool = True
+) -> list[Manifest]:
+    """Render the chart's templates and return every object, in template order: for these
+    values over the Redis credentials every install gives, unless told to leave them out."""
+    given = merged(CREDENTIALS, values or {}) if credentials else dict(values or {})
+    return manifests(chart.render(given, name=RELEASE, namespace=NAMESPACE))
 
 
 def by_kind(objects: list[Manifest], kind: str) -> list[Manifest]:

@@ -14,6 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from helm_python import Chart
+from helm_python.errors import HelmRenderError
 
 from tenantdb.adapters.workqueue import WorkQueueKeys
 from tenantdb.core.served import build_crds
@@ -553,7 +554,80 @@ def test_keda_without_sentinel_uses_the_redis_list_scaler(chart: Chart) -> None:
         ("redis", name) for name in lists
     ]
     assert all(t["metadata"]["address"] == "redis:6379" for t in triggers)
-    assert by_kind(objects, "TriggerAuthentication") == []
+    assert all(t["metadata"]["enableTLS"] == "false" for t in triggers)
+    # KEDA logs in with the password tenantdb's roles read, unless given its own.
+    auth = named(objects, "TriggerAuthentication", f"{FULL}-redis")
+    assert auth["spec"]["secretTargetRef"] == [
+        {"parameter": "password", "name": "tenantdb-redis", "key": "password"}
+    ]
+    assert all(t["authenticationRef"] == {"name": f"{FULL}-redis"} for t in triggers)
+    tls = render(chart, {"keda": {"enabled": True}, "redis": {"url": "rediss://redis:6380/0"}})
+    triggers = named(tls, "ScaledObject", f"{FULL}-worker")["spec"]["triggers"]
+    assert all(t["metadata"]["enableTLS"] == "true" for t in triggers)
+
+
+def test_a_redis_without_credentials_renders_nothing_and_says_what_to_set(chart: Chart) -> None:
+    with pytest.raises(HelmRenderError) as refused:
+        render(chart, credentials=False)
+    said = str(refused.value)
+    assert "redis.auth.passwordSecret" in said
+    assert "redis.existingSecret" in said
+    assert "redis.auth.required=false" in said
+    # Each way of giving credentials renders, and so does saying nothing else reaches Redis.
+    for values in (
+        {"redis": {"existingSecret": "tenantdb-redis-url"}},
+        {"redis": {"url": "redis://:pw@redis:6379/0"}},
+        {"redis": {"auth": {"passwordSecret": "redis"}}},
+        {"redis": {"auth": {"required": False}}},
+    ):
+        assert by_kind(render(chart, values, credentials=False), "Deployment"), values
+    # A target cluster's release runs no Pod that reaches Redis.
+    target = {"targetCluster": {"enabled": True, "assignedNamespaces": ["team-a"]}}
+    assert by_kind(render(chart, target, credentials=False), "Role")
+
+
+def _env(container: Manifest) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in container.get("env", ())}
+
+
+def test_every_role_reads_the_redis_password_and_ca_from_mounted_secrets(chart: Chart) -> None:
+    objects = render(
+        chart,
+        {
+            "flower": {"enabled": True},
+            "redis": {
+                "url": "rediss://redis.example:6380/0",
+                "auth": {
+                    "username": "tenantdb",
+                    "passwordSecret": "redis-auth",
+                    "passwordSecretKey": "redis-password",
+                },
+                "tls": {"caSecret": "redis-ca"},
+            },
+        },
+        credentials=False,
+    )
+    deployments = by_kind(objects, "Deployment")
+    assert {d["metadata"]["name"] for d in deployments} >= {
+        f"{FULL}-{role}" for role in ("watcher", "worker", "beat", "flower")
+    }
+    for deployment in deployments:
+        pod = deployment["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        env = _env(container)
+        assert set(env) <= known_settings() | {"FLOWER_UNAUTHENTICATED_API"}
+        assert env["TENANTDB_REDIS_USERNAME"] == "tenantdb"
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        for setting, secret, key in (
+            ("TENANTDB_REDIS_PASSWORD_FILE", "redis-auth", "redis-password"),
+            ("TENANTDB_REDIS_TLS_CA_FILE", "redis-ca", "ca.crt"),
+        ):
+            directory, _, file = env[setting].rpartition("/")
+            volume = volumes[mounts[directory]]["secret"]
+            assert volume["secretName"] == secret, deployment["metadata"]["name"]
+            assert volume["items"] == [{"key": key, "path": file}]
+        assert "TENANTDB_REDIS_PASSWORD" not in env  # never the password itself
 
 
 def test_service_monitors_scrape_the_metrics_and_flower_ports(all_on: list[Manifest]) -> None:
