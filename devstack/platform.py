@@ -1040,6 +1040,9 @@ def _write_env(platform: Platform) -> None:
             else platform.kubeconfig_path
         ),
         "TENANTDB_ADDRESS_MAP_FILE": str(directory / "services.json"),
+        # The seeded groups serve plaintext unless the platform starts them with TLS (a group
+        # with spec.tls is dialled over TLS whatever this says).
+        "TENANTDB_MYSQL_PLAINTEXT_GROUPS": f"{BLOODRAVEN_NAMESPACE}/*",
         "TENANTDB_MANAGEMENT_CONTEXT": MANAGEMENT,
         "DEVSTACK_KUBECONFIG": str(platform.kubeconfig_path),
         "DEVSTACK_MARIADB_ADDR": f"{platform.mariadb.host}:{platform.mariadb.port}",

@@ -259,10 +259,18 @@ class Settings(BaseSettings):
         ),
     )
     mysql_require_tls: bool = Field(
-        default=False,
+        default=True,
         description=(
-            "Refuse to connect to a MySQL failover group that sets no spec.tls, instead of"
-            " connecting in plaintext."
+            "Refuse to connect to a MySQL failover group that sets no spec.tls, unless"
+            " mysql_plaintext_groups names it; false reaches every such group in plaintext."
+        ),
+    )
+    mysql_plaintext_groups: str = Field(
+        default="",
+        description=(
+            "Comma-separated MySQL failover groups (namespace/name, or namespace/* for every group"
+            " of a namespace) that may be reached in plaintext when they set no spec.tls; each"
+            " worker logs them at start."
         ),
     )
     mysql_connect_timeout_seconds: float = Field(

@@ -30,6 +30,9 @@ def _note_keys_file() -> str:
 
 
 os.environ.setdefault("TENANTDB_NOTE_KEYS_FILE", _note_keys_file())
+# The test MariaDB servers a group's sites run on speak plaintext unless a test gives them TLS;
+# tenantdb reaches only the groups named here that way (a group with spec.tls always over TLS).
+os.environ.setdefault("TENANTDB_MYSQL_PLAINTEXT_GROUPS", "bloodraven/*")
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ from celery.signals import setup_logging, worker_init, worker_process_shutdown
 
 from tenantdb.adapters.celeryapp import build_celery_app
 from tenantdb.adapters.metrics import Progress, mark_process_dead, serve
+from tenantdb.adapters.mysqladmin import warn_about_plaintext
 from tenantdb.adapters.redisclient import warn_about_access
 from tenantdb.core.served import task_modules
 from tenantdb.logs import configure_logging
@@ -85,6 +86,7 @@ app.steps["consumer"].add(_LoopTicks)
 def _serve_metrics(**_: Any) -> None:
     serve(load_settings().metrics_port, LIVENESS)
     warn_about_access(load_settings())
+    warn_about_plaintext(load_settings())
 
 
 @worker_process_shutdown.connect

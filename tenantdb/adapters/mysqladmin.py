@@ -4,8 +4,9 @@ Owns connecting as the group's operator credential (falling back to root with
 ``MYSQL_ROOT_PASSWORD`` when the operator login is refused and that password is set), TLS when
 the group asks for it (verified against the CA of the group's TLS Secret, for the name
 ``mysql-<group>-<site>.<namespace>.svc.cluster.local``, with one ``SSLContext`` per CA reused
-for every connect), plaintext otherwise unless ``TENANTDB_MYSQL_REQUIRE_TLS`` refuses it,
-never PyMySQL's unverified TLS; one pooled connection per group and site per worker process,
+for every connect); a group without TLS is refused unless ``TENANTDB_MYSQL_PLAINTEXT_GROUPS``
+names it (or ``TENANTDB_MYSQL_REQUIRE_TLS`` is false), then reached in plaintext, never with
+PyMySQL's unverified TLS; one pooled connection per group and site per worker process,
 with connect, read and write timeouts; the guard every worker shares
 (``tenantdb.adapters.groupguard``: a site's circuit, one dial at a time, a group's slots), so an
 unreachable group costs the fleet one connect timeout per open circuit; and running statements
@@ -85,6 +86,34 @@ class AdminError(Exception):
 
 class TLSRequiredError(Exception):
     """The group asks for no TLS and tenantdb is set to refuse plaintext."""
+
+
+def plaintext_allowed(group: str, settings: Settings) -> bool:
+    """Whether a group that sets no spec.tls may be reached in plaintext: TLS is not required,
+    or ``mysql_plaintext_groups`` names the group (``namespace/name``) or its namespace
+    (``namespace/*``). ``group`` is a target's ``namespace/name@uid``."""
+    if not settings.mysql_require_tls:
+        return True
+    name = group.partition("@")[0]
+    namespace = name.partition("/")[0]
+    allowed = {g.strip() for g in settings.mysql_plaintext_groups.split(",") if g.strip()}
+    return name in allowed or f"{namespace}/*" in allowed
+
+
+def warn_about_plaintext(settings: Settings) -> None:
+    """Say at start which MySQL groups this worker may reach without TLS."""
+    if not settings.mysql_require_tls:
+        log.warning(
+            "TENANTDB_MYSQL_REQUIRE_TLS is false: every MySQL failover group without spec.tls"
+            " is reached in plaintext, its admin password included"
+        )
+        return
+    groups = sorted({g.strip() for g in settings.mysql_plaintext_groups.split(",") if g.strip()})
+    if groups:
+        log.warning(
+            "MySQL failover groups reached in plaintext when they set no spec.tls: %s",
+            ", ".join(groups),
+        )
 
 
 @dataclass(frozen=True)
@@ -397,9 +426,10 @@ class AdminPool:
 
     def _open(self, target: Target, login: AdminLogin) -> _Pooled:
         settings = load_settings()
-        if target.ca_pem is None and settings.mysql_require_tls:
+        if target.ca_pem is None and not plaintext_allowed(target.group, settings):
             raise TLSRequiredError(
-                "the group sets no spec.tls and TENANTDB_MYSQL_REQUIRE_TLS refuses plaintext"
+                "the group sets no spec.tls and tenantdb reaches MySQL over TLS only: set the"
+                " group's spec.tls, or name it in TENANTDB_MYSQL_PLAINTEXT_GROUPS"
             )
         host, port = resolve(target.address)
         options: dict[str, Any] = {

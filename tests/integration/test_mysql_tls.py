@@ -3,9 +3,10 @@
 A real group of two MariaDB servers serves TLS with certificates of this module's CA (started
 once for the module); tenantdb's `AdminPool` dials dc1 through an address map, as it does a
 group outside the cluster, and must connect encrypted with the right CA and name, fail with a
-wrong CA or name (naming no password), keep plaintext for a group without TLS, and refuse that
-plaintext before any connect when TLS is required. The platform tests check the seed a TLS group
-gets (`bloodraven/main-tls` and `spec.tls`) and that tenantdb's own reading of it connects.
+wrong CA or name (naming no password), reach a group without TLS in plaintext only where it is
+named for that, and otherwise (the default) refuse before any connect. The platform tests check
+the seed a TLS group gets (`bloodraven/main-tls` and `spec.tls`) and that tenantdb's own reading
+of it connects.
 """
 
 from __future__ import annotations
@@ -221,27 +222,75 @@ def test_one_context_per_ca_and_name_serves_every_connect(
     assert all(call["ssl"] is context for call in connects)
 
 
-def test_a_group_without_tls_is_dialled_in_plaintext(pool: AdminPool, login: AdminLogin) -> None:
-    cipher, version = _status(pool, _target(None), login)
+def _fresh_pool(
+    monkeypatch: pytest.MonkeyPatch, admin_guard: GroupGuard, **env: str | None
+) -> AdminPool:
+    for name, value in env.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    load_settings.cache_clear()
+    return AdminPool(admin_guard)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        pytest.param({"TENANTDB_MYSQL_PLAINTEXT_GROUPS": f"other/main, {NS}/main"}, id="named"),
+        pytest.param({"TENANTDB_MYSQL_PLAINTEXT_GROUPS": f"{NS}/*"}, id="its-namespace"),
+        pytest.param({"TENANTDB_MYSQL_REQUIRE_TLS": "false"}, id="tls-not-required"),
+    ],
+)
+def test_a_group_without_tls_is_dialled_in_plaintext_only_where_allowed(
+    address_map: None,
+    admin_guard: GroupGuard,
+    login: AdminLogin,
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+) -> None:
+    unset: dict[str, str | None] = {
+        "TENANTDB_MYSQL_PLAINTEXT_GROUPS": None,
+        "TENANTDB_MYSQL_REQUIRE_TLS": None,
+    }
+    fresh = _fresh_pool(monkeypatch, admin_guard, **{**unset, **env})
+    try:
+        cipher, version = _status(fresh, _target(None), login)
+    finally:
+        fresh.close()
+        load_settings.cache_clear()
     assert (cipher, version) == ("", "")
 
 
-def test_required_tls_refuses_a_target_without_ca_before_any_connect(
+@pytest.mark.parametrize(
+    "allowed",
+    [None, f"other/main,{NS}/main-tls,{NS}/mai*"],
+    ids=["default", "other-groups-named"],
+)
+def test_a_group_without_tls_is_refused_by_default_before_any_connect(
     address_map: None,
     admin_guard: GroupGuard,
     login: AdminLogin,
     monkeypatch: pytest.MonkeyPatch,
     connects: list[dict[str, Any]],
+    allowed: str | None,
 ) -> None:
-    monkeypatch.setenv("TENANTDB_MYSQL_REQUIRE_TLS", "true")
-    load_settings.cache_clear()
-    fresh = AdminPool(admin_guard)
+    fresh = _fresh_pool(
+        monkeypatch,
+        admin_guard,
+        TENANTDB_MYSQL_REQUIRE_TLS=None,
+        TENANTDB_MYSQL_PLAINTEXT_GROUPS=allowed,
+    )
     try:
-        with pytest.raises(TLSRequiredError), fresh.session(_target(None), login):
+        with pytest.raises(TLSRequiredError) as refused, fresh.session(_target(None), login):
             pytest.fail("the session opened")
     finally:
         fresh.close()
+        load_settings.cache_clear()
     assert connects == []
+    assert "set the group's spec.tls, or name it in TENANTDB_MYSQL_PLAINTEXT_GROUPS" in str(
+        refused.value
+    )
 
 
 # ------------------------------------------------------------ the platform's seed
