@@ -44,7 +44,7 @@ from kubernetes import config as k8s_config
 from prometheus_client.parser import text_string_to_metric_families
 
 from devstack.platform import CP_NAMESPACE as KEYSTONE_NAMESPACE
-from devstack.platform import MARIADB_NAME, WORKER_SERVICE_ACCOUNT, role_env
+from devstack.platform import MARIADB_NAME, WORKER_SERVICE_ACCOUNT, read_env, role_env
 from tenantdb.adapters.celeryapp import build_celery_app
 from tenantdb.adapters.workqueue import WorkQueue, WorkQueueKeys
 from tenantdb.core.keys import OrderKey
@@ -333,15 +333,6 @@ def _path_shape(path: str) -> str:
 # -- the stack -----------------------------------------------------------------------------------
 
 
-def _read_env(path: Path) -> dict[str, str]:
-    out = {}
-    for line in path.read_text().splitlines():
-        if "=" in line and not line.lstrip().startswith("#"):
-            name, _, value = line.partition("=")
-            out[name.strip()] = value.strip()
-    return out
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -398,7 +389,7 @@ class Stack:
         )
         self.env = {
             **base,
-            **_read_env(devstack_dir / "env"),
+            **read_env(devstack_dir / "env"),
             "TENANTDB_KEY_PREFIX": self.prefix,
         }
         if self.refresh_cycle is not None:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from devstack.mysql_group import INITIAL_PRIMARY, binaries_present
-from devstack.platform import role_env
+from devstack.platform import read_env, role_env
 from tenantdb.adapters.clusters import ClusterRegistry
 from tenantdb.adapters.kube import SECRET, KindNotServedError, KubeError, Resource
 from tenantdb.adapters.mariadbdatabase import MARIADB_DATABASE
@@ -175,15 +175,6 @@ class Processes:
             out.close()
 
 
-def _read_env(path: Path) -> dict[str, str]:
-    values = {}
-    for line in path.read_text().splitlines():
-        if "=" in line and not line.lstrip().startswith("#"):
-            name, _, value = line.partition("=")
-            values[name.strip()] = value.strip()
-    return values
-
-
 def _wait_for_line(path: Path, text: str, proc: subprocess.Popen[bytes], seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while text not in path.read_text(errors="replace"):
@@ -227,7 +218,7 @@ def running_stack(state: Path) -> Iterator[tuple[dict[str, str], Processes]]:
         _wait_for_line(logs / "devstack.log", "devstack ready", devstack, 120)
         env = {
             **os.environ,
-            **_read_env(state / "devstack" / "env"),
+            **read_env(state / "devstack" / "env"),
             "TENANTDB_KEY_PREFIX": KEY_PREFIX,
             "PYTHONPATH": str(REPO),
         }

@@ -375,6 +375,19 @@ def role_env(env: Mapping[str, str], role: str) -> dict[str, str]:
     return out
 
 
+def read_env(path: Path | str) -> dict[str, str]:
+    """The settings of a devstack env file (``NAME=value`` lines, values quoted as a shell
+    reads them), as a process started with ``set -a; . env`` gets them."""
+    out: dict[str, str] = {}
+    for line in Path(path).read_text().splitlines():
+        if "=" not in line or line.lstrip().startswith("#"):
+            continue
+        name, _, value = line.partition("=")
+        words = shlex.split(value)
+        out[name.strip()] = words[0] if words else ""
+    return out
+
+
 def _write_private(path: Path | str, content: str | bytes) -> None:
     data = content.encode() if isinstance(content, str) else content
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

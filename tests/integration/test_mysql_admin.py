@@ -295,6 +295,53 @@ def test_a_grant_row_a_stranger_holds_on_the_name_dies_before_the_schema_is_born
     assert _as_user(stranger, "pw", f"SELECT * FROM `{db}`.t") in DENIED  # noqa: S608
 
 
+def _grants_at(user: str, host: str) -> set[str]:
+    with root_sql() as conn, conn.cursor() as cur:
+        cur.execute("SHOW GRANTS FOR %s@%s", (user, host))
+        return {row[0] for row in cur.fetchall() if "USAGE" not in row[0]}
+
+
+def test_grant_rows_on_other_hosts_and_matching_patterns_die_before_the_schema_is_born(
+    pool: AdminPool, names: dict[str, str]
+) -> None:
+    db = names["db"]
+    # Two strangers: one on another host with the schema's own name, one on every host with a
+    # wildcard that matches it (and would match any schema named like it).
+    near, wide = f"{names['owner']}n", f"{names['owner']}w"
+    pattern = f"{db[:6]}%"
+    with root_sql() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE USER '{near}'@'127.0.0.1' IDENTIFIED BY 'pw'")
+        cur.execute(f"GRANT SELECT ON `{_literal(db)}`.* TO '{near}'@'127.0.0.1'")
+        cur.execute(f"CREATE USER '{wide}'@'%' IDENTIFIED BY 'pw'")
+        cur.execute(f"GRANT SELECT ON `{pattern}`.* TO '{wide}'@'%'")
+    try:
+        with pool.session(TARGET, ROOT) as session:
+            plan = _apply(session, _spec(names, ("ALL PRIVILEGES",)), Records(), "pw")
+        revokes = [s for s in plan.statements if s.shown.startswith("REVOKE")]
+        assert sorted(s.params for s in revokes) == sorted([(near, "127.0.0.1"), (wide, "%")])
+        assert plan.statements.index(revokes[-1]) < next(
+            i for i, s in enumerate(plan.statements) if s.shown.startswith("CREATE DATABASE")
+        )
+        assert _as_user(names["owner"], "pw", f"CREATE TABLE `{db}`.t (i INT)") is None
+        assert _grants_at(near, "127.0.0.1") == set()
+        assert _grants_at(wide, "%") == set()
+        for stranger in (near, wide):
+            assert _as_user(stranger, "pw", f"SELECT * FROM `{db}`.t") in DENIED  # noqa: S608
+        # A wildcard granted out of band later is revoked by the drift check.
+        with root_sql() as conn, conn.cursor() as cur:
+            cur.execute(f"GRANT SELECT ON `{pattern}`.* TO '{wide}'@'%'")
+        assert _as_user(wide, "pw", f"SELECT * FROM `{db}`.t") is None  # noqa: S608
+        with pool.session(TARGET, ROOT) as session:
+            repaired = _apply(
+                session, _spec(names, ("ALL PRIVILEGES",)), _applied(names), "pw", repair=True
+            )
+        assert [s.params for s in repaired.statements] == [(wide, "%")]
+        assert _as_user(wide, "pw", f"SELECT * FROM `{db}`.t") in DENIED  # noqa: S608
+    finally:
+        with root_sql() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{near}'@'127.0.0.1', '{wide}'@'%'")
+
+
 def test_a_retained_schema_keeps_its_exact_grants_and_loses_the_pattern_ones(
     pool: AdminPool, names: dict[str, str]
 ) -> None:
@@ -640,7 +687,8 @@ def test_a_pass_that_spent_its_mysql_time_sends_nothing_more(
 def test_the_look_reads_mysql_db_as_the_server_reports_its_grants(
     pool: AdminPool, names: dict[str, str]
 ) -> None:
-    """The fast look (``mysql.db`` by its key) answers what ``SCHEMA_PRIVILEGES`` answers."""
+    """The fast look (``mysql.db``) answers what ``SCHEMA_PRIVILEGES`` answers, the rows of other
+    hosts and of matching wildcards included."""
     db, owner, grantee = names["db"], names["owner"], names["grantee"]
     literal = _literal(db)
     with root_sql() as conn, conn.cursor() as cur:
@@ -652,6 +700,7 @@ def test_the_look_reads_mysql_db_as_the_server_reports_its_grants(
         cur.execute(f"GRANT SELECT, CREATE TEMPORARY TABLES ON `{literal}`.* TO '{grantee}'@'%'")
         cur.execute(f"GRANT INDEX ON `{literal}`.* TO '{grantee}'@'%' WITH GRANT OPTION")
         cur.execute(f"GRANT UPDATE ON `{db}`.* TO '{grantee}'@'%'")  # an earlier version's
+        cur.execute(f"GRANT SELECT ON `{db[:6]}%`.* TO '{grantee}'@'%'")  # a wildcard
     try:
         with pool.session(TARGET, ROOT) as session:
             columns = session.privilege_columns
@@ -667,6 +716,15 @@ def test_the_look_reads_mysql_db_as_the_server_reports_its_grants(
         assert seen.held[owner] == sql.concrete(["ALL PRIVILEGES"], Dialect.MARIADB)
         assert seen.held[grantee] == {"SELECT", "CREATE TEMPORARY TABLES", "INDEX"}
         assert seen.unescaped == {grantee: frozenset({"UPDATE"})}
+        assert seen.foreign == tuple(
+            sorted(
+                [
+                    sql.ForeignGrant(grantee, "%", f"{db[:6]}%"),
+                    sql.ForeignGrant(owner, "localhost", literal),
+                ],
+                key=lambda g: (g.username, g.host),
+            )
+        )
     finally:
         with root_sql() as conn, conn.cursor() as cur:
             cur.execute(f"DROP USER IF EXISTS '{owner}'@'localhost'")

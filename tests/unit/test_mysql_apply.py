@@ -380,3 +380,54 @@ def test_a_drift_check_after_a_lost_lease_sets_the_password_again() -> None:
     assert texts(plan(spec(), APPLIED, IN_PLACE, repair=True, reassert=True)) == [
         "ALTER USER 'acme_app'@'%' IDENTIFIED BY ?"
     ]
+
+
+FOREIGN_ROWS = [
+    ("foreign", "'stranger'@'10.0.%'", "acme\\_wms"),  # the schema's name, another host
+    ("foreign", "'reporting'@'%'", "acme%"),  # a pattern that matches it
+    ("foreign", "'root'@'localhost'", "acme%"),  # the server's own account: never touched
+]
+
+
+def test_the_observation_reads_every_foreign_grant_row_on_the_schema() -> None:
+    observed = parse_observation([("schema", *DEFAULTS), *FOREIGN_ROWS])
+    assert observed.foreign == (
+        sql.ForeignGrant("reporting", "%", "acme%"),
+        sql.ForeignGrant("root", "localhost", "acme%"),
+        sql.ForeignGrant("stranger", "10.0.%", "acme\\_wms"),
+    )
+    assert observed.held == {}
+
+
+def test_a_new_schema_first_takes_every_foreign_grant_row_that_matches_it() -> None:
+    fresh = parse_observation([("read_only", "0", ""), ("user", "maester", ""), *FOREIGN_ROWS])
+    result = texts(plan(spec(), Records(), fresh))
+    assert result[:3] == [
+        "REVOKE ALL PRIVILEGES ON `acme%`.* FROM ?@?",
+        "REVOKE ALL PRIVILEGES ON `acme\\_wms`.* FROM ?@?",
+        "CREATE DATABASE IF NOT EXISTS `acme_wms` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci",
+    ]
+    assert isinstance(outcome := plan(spec(), Records(), fresh), ApplyPlan)
+    assert [s.params for s in outcome.statements[:2]] == [
+        ("reporting", "%"),
+        ("stranger", "10.0.%"),
+    ]
+
+
+def test_a_drift_check_revokes_a_foreign_row_granted_since() -> None:
+    drifted = Observed(
+        False, DEFAULTS, IN_PLACE.users, IN_PLACE.held, {}, (sql.ForeignGrant("x", "%", "acme%"),)
+    )
+    assert texts(plan(spec(), APPLIED, drifted, repair=True)) == [
+        "REVOKE ALL PRIVILEGES ON `acme%`.* FROM ?@?"
+    ]
+
+
+def test_a_foreign_row_that_cannot_be_revoked_safely_refuses_the_schema() -> None:
+    odd = Observed(
+        False, None, frozenset({"maester"}), {}, {}, (sql.ForeignGrant("x", "%", "a b"),)
+    )
+    refused = plan(spec(), Records(), odd)
+    assert isinstance(refused, Refusal)
+    assert (refused.phase, refused.reason) == (Phase.FAILED, Reason.DATABASE_NAME_CONFLICT)
+    assert "cannot be revoked by tenantdb" in refused.message

@@ -135,11 +135,13 @@ def test_the_observation_binds_every_value() -> None:
         "acme_app",
         "maester",
         "acme\\_wms",
+        "acme_wms",
         "acme\\_wms",
+        "acme_wms",
         "acme_wms",
     )
     assert "acme" not in query.template
-    assert shown(query).count("?") == 6
+    assert shown(query).count("?") == 8
 
 
 # -- fuzzing: nothing unvalidated reaches a statement ---------------------------------------------
@@ -262,10 +264,54 @@ def test_a_column_that_is_no_privilege_is_never_rendered(column: str) -> None:
     assert query.template.count("IF(`") == 1, "only Select_priv is read"
 
 
-def test_the_look_with_the_servers_columns_reads_mysql_db_by_its_key() -> None:
+def test_the_look_with_the_servers_columns_reads_every_matching_row_of_mysql_db() -> None:
     columns = sql.schema_privilege_columns(MARIADB_DB_COLUMNS)
     query = sql.observe_query("acme_wms", ["acme_app", "maester"], MARIADB, columns)
     assert "information_schema.SCHEMA_PRIVILEGES" not in query.template
-    assert "FROM mysql.db WHERE Host = '%%' AND Db IN (%s, %s)" in query.template
+    # Every host and every pattern the server would match the schema's name against.
+    assert query.template.endswith("FROM mysql.db WHERE %s LIKE Db")
     assert "IF(`Create_tmp_table_priv` = 'Y', 'CREATE TEMPORARY TABLES', NULL)" in query.template
     assert query.params == sql.observe_query("acme_wms", ["acme_app", "maester"], MARIADB).params
+
+
+@pytest.mark.parametrize(
+    ("grant", "expected"),
+    [
+        (
+            sql.ForeignGrant("stranger", "10.0.%", "acme%"),
+            "REVOKE ALL PRIVILEGES ON `acme%`.* FROM ?@?",
+        ),
+        (
+            sql.ForeignGrant("app", "%", "acme\\_w%"),
+            "REVOKE ALL PRIVILEGES ON `acme\\_w%`.* FROM ?@?",
+        ),
+    ],
+)
+def test_a_foreign_row_is_revoked_under_its_own_pattern_with_the_account_bound(
+    grant: sql.ForeignGrant, expected: str
+) -> None:
+    statement = sql.revoke_foreign(grant, MARIADB)
+    assert statement.shown == expected
+    assert statement.params == (grant.username, grant.host)
+    mysql = sql.revoke_foreign(grant, MYSQL).shown
+    assert mysql.startswith("REVOKE IF EXISTS ")
+    assert mysql.endswith(" IGNORE UNKNOWN USER")
+
+
+@pytest.mark.parametrize(
+    "grant",
+    [
+        sql.ForeignGrant("x", "%", "acme`; DROP DATABASE acme; --"),
+        sql.ForeignGrant("x", "%", "acme wms"),
+        sql.ForeignGrant("x'y", "%", "acme%"),
+        sql.ForeignGrant("x", "h'ost", "acme%"),
+        sql.ForeignGrant("'x'@'y", "", "acme%"),  # a grantee that did not parse
+        sql.ForeignGrant("x", "%", ""),
+    ],
+)
+def test_a_foreign_row_that_cannot_be_named_safely_is_never_rendered(
+    grant: sql.ForeignGrant,
+) -> None:
+    assert not sql.revocable(grant)
+    with pytest.raises(ValueError, match="never rendered"):
+        sql.revoke_foreign(grant, MARIADB)

@@ -29,13 +29,15 @@ password the executor binds.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tenantdb.core.events import Event, EventType
 from tenantdb.core.mysqldatabase import sql
+from tenantdb.core.mysqldatabase.principals import ALWAYS_RESERVED
 from tenantdb.core.mysqldatabase.reasons import Phase, Reason
-from tenantdb.core.mysqldatabase.sql import Dialect, Statement
+from tenantdb.core.mysqldatabase.sql import Dialect, ForeignGrant, Statement
 from tenantdb.core.mysqldatabase.teardown import TeardownPlan
 from tenantdb.core.mysqldatabase.validation import ALL_PRIVILEGES, ValidSpec
 
@@ -57,6 +59,9 @@ class Observed:
     unescaped: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """Privileges held on the schema's unescaped name, a wildcard pattern an earlier version
     granted on, by username (host '%' only)."""
+    foreign: tuple[ForeignGrant, ...] = ()
+    """Every other grant row whose database pattern matches the schema: an account on another
+    host, or a wildcard that is not the schema's name."""
 
 
 def _username(grantee: str) -> str | None:
@@ -65,15 +70,30 @@ def _username(grantee: str) -> str | None:
     return None
 
 
+_GRANTEE = re.compile(r"'((?:[^'\\]|\\.)*)'@'((?:[^'\\]|\\.)*)'")
+"""A grantee as ``QUOTE()`` or ``information_schema`` spells it: 'user'@'host'."""
+
+
+def _foreign(grantee: str, pattern: str) -> ForeignGrant:
+    found = _GRANTEE.fullmatch(grantee)
+    if found is None:  # kept as it came, so that it is refused, never rendered
+        return ForeignGrant(grantee, "", pattern)
+    user, host = (re.sub(r"\\(.)", r"\1", part) for part in found.groups())
+    return ForeignGrant(user, host, pattern)
+
+
 def parse_observation(rows: Iterable[Sequence[object]]) -> Observed:
     """Read the rows of ``sql.observe_query`` into an observation."""
     read_only = False
     schema: tuple[str, str] | None = None
     users: set[str] = set()
     held: dict[str, dict[str, set[str]]] = {"privilege": {}, "unescaped": {}}
+    foreign: set[ForeignGrant] = set()
     for what, a, b in rows:
         first, second = str(a), str(b)
-        if what == "read_only":
+        if what == "foreign":
+            foreign.add(_foreign(first, second))
+        elif what == "read_only":
             read_only = first not in ("0", "")
         elif what == "schema":
             schema = (first, second)
@@ -87,7 +107,8 @@ def parse_observation(rows: Iterable[Sequence[object]]) -> Observed:
     escaped, unescaped = (
         {u: frozenset(p) for u, p in held[what].items()} for what in ("privilege", "unescaped")
     )
-    return Observed(read_only, schema, frozenset(users), escaped, unescaped)
+    ordered = tuple(sorted(foreign, key=lambda g: (g.username, g.host, g.pattern)))
+    return Observed(read_only, schema, frozenset(users), escaped, unescaped, ordered)
 
 
 def _same_defaults(observed: tuple[str, str], character_set: str, collation: str) -> bool:
@@ -209,6 +230,7 @@ def plan_apply(
     # new tenant's data the moment it is created.
     for stranger in _strangers(spec, records, observed):
         out += _revoke_everything(stranger, observed, db, dialect)
+    out += [sql.revoke_foreign(g, dialect) for g in _revoked_foreign(observed)]
     # An abandoned rotation target goes next: the write-ahead stamp replaces its record, and
     # a batch that fails before its first statement keeps the old records.
     _retire_abandoned(spec, records, observed, dialect, claims, out, events)
@@ -233,6 +255,12 @@ def _strangers(spec: ValidSpec, records: Records, observed: Observed) -> list[st
     nor records (those it records are revoked where the order retires them)."""
     known = set(usernames_to_observe(spec, records))
     return sorted({*observed.held, *observed.unescaped} - known)
+
+
+def _revoked_foreign(observed: Observed) -> list[ForeignGrant]:
+    """The foreign grant rows the apply revokes: all but the built-in accounts' (the server's
+    own, which tenantdb never touches)."""
+    return [g for g in observed.foreign if g.username not in ALWAYS_RESERVED]
 
 
 def _retirements(
@@ -308,6 +336,15 @@ def _refusal(
             " (status.databaseCreated is false); refusing to adopt a schema tenantdb does not"
             " own",
         )
+    for grant in _revoked_foreign(observed):
+        if not sql.revocable(grant):
+            return Refusal(
+                Phase.FAILED,
+                Reason.DATABASE_NAME_CONFLICT,
+                f'a grant on the server matches database "{db}" and cannot be revoked by'
+                " tenantdb (an account or pattern of characters it does not render); a"
+                " database administrator must revoke it before the database is created",
+            )
     owner = spec.owner_username
     if owner in observed.users and owner not in (records.owner_user, records.pending_owner_user):
         return Refusal(

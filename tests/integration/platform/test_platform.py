@@ -18,7 +18,7 @@ import hvac
 import pytest
 from kubernetes import client, config
 
-from devstack.platform import OPERATOR_NAMESPACE, WORKER_SERVICE_ACCOUNT, Platform
+from devstack.platform import OPERATOR_NAMESPACE, WORKER_SERVICE_ACCOUNT, Platform, read_env
 from tenantdb.core.mariadbdatabase.manifests import (
     build_client_certificate,
     build_database_cr,
@@ -51,7 +51,7 @@ READY_DEADLINE = 60.0
 
 
 def _env(state: Path) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in (state / "env").read_text().splitlines())
+    return read_env(state / "env")
 
 
 def test_seed_is_what_tenantdb_reads(
