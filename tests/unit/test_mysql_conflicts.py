@@ -93,3 +93,11 @@ def test_the_first_older_peer_in_list_order_decides() -> None:
     conflict = find_conflict(ME, [first, second])
     assert conflict is not None
     assert conflict.reason is Reason.OWNER_CONFLICT
+
+
+def test_schema_names_that_differ_only_in_case_are_one_schema() -> None:
+    # A server with lower_case_table_names other than 0 would give both orders one schema.
+    conflict = find_conflict(ME, [_older(database_name="ACME_wms")])
+    assert conflict is not None
+    assert conflict.reason == Reason.DATABASE_NAME_CONFLICT
+    assert find_conflict(ME, [_older(database_name="acme_wmz")]) is None

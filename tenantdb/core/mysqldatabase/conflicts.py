@@ -3,7 +3,8 @@
 An order outranks another when it was created strictly earlier, or in the same second under a
 lexicographically smaller name; both sides compute the same answer, so exactly one of a pair
 refuses. Only live peers on the same group that outrank the order are checked, in the order
-given, and the first hit decides: the same schema, the same owner Secret, or the same owner
+given, and the first hit decides: the same schema (names that differ only in case are the
+same: ``validation.schema_key``), the same owner Secret, or the same owner
 user (the peer's recorded status.ownerUser, else the username its Secret names; a peer whose
 owner cannot be known yet defers the order). The refusal comes before anything is written, so
 the refused order never records that it created anything. Pure.
@@ -23,6 +24,7 @@ from tenantdb.core.mysqldatabase.reasons import (
     msg_owner_user_taken,
     msg_peer_owner_secret_missing,
 )
+from tenantdb.core.mysqldatabase.validation import schema_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +62,7 @@ def find_conflict(me: Claim, peers: Iterable[Claim]) -> Conflict | None:
             continue
         if not outranks(peer, me):
             continue
-        if peer.database_name == me.database_name:
+        if schema_key(peer.database_name) == schema_key(me.database_name):
             message = msg_database_name_conflict(peer.name, me.database_name, me.group)
             return Conflict(Phase.FAILED, Reason.DATABASE_NAME_CONFLICT, message)
         if peer.owner_secret == me.owner_secret:

@@ -20,6 +20,7 @@ from tenantdb.core.mysqldatabase.group import compute_active_site, compute_fence
 from tenantdb.core.mysqldatabase.models import read_order
 from tenantdb.core.mysqldatabase.reasons import Reason
 from tenantdb.core.mysqldatabase.teardown import Sibling, TeardownObservation
+from tenantdb.core.mysqldatabase.validation import schema_key
 from tenantdb.core.objects import decode_secret_value, generation_of
 from tenantdb.core.readiness import compute_ready_state
 
@@ -199,7 +200,7 @@ def compute_claim_slots(order: Mapping[str, Any]) -> tuple[Slot, ...]:
     if not group:
         return ()
     status = _map(order.get("status"))
-    slots: list[Slot] = [("database", group, _text(_map(order.get("spec")).get("databaseName")))]
+    slots: list[Slot] = [("database", group, _schema_slot(order))]
     slots.append(("secret", group, owner_secret_name(order)))
     owners = (_text(status.get("ownerUser")), _text(status.get("pendingOwnerUser")))
     slots += [("user", group, user) for user in owners if user]
@@ -209,6 +210,11 @@ def compute_claim_slots(order: Mapping[str, Any]) -> tuple[Slot, ...]:
     if awaits_peer_owner(order):
         slots.append(deferred_slot(order))
     return tuple(dict.fromkeys(slots))
+
+
+def _schema_slot(order: Mapping[str, Any]) -> str:
+    """The order's schema as the index keys it: names that differ only in case are one."""
+    return schema_key(_text(_map(order.get("spec")).get("databaseName")))
 
 
 def awaits_peer_owner(order: Mapping[str, Any]) -> bool:
@@ -249,7 +255,7 @@ def compute_peer_slots(
     """
     group = group_name(order)
     slots: list[Slot] = [
-        ("database", group, _text(_map(order.get("spec")).get("databaseName"))),
+        ("database", group, _schema_slot(order)),
         ("secret", group, owner_secret_name(order)),
     ]
     if named_by is None:

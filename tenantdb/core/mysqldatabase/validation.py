@@ -204,6 +204,14 @@ def validate_spec(
     return ValidSpec(database_name, charset, collate, owner_username, owner, tuple(checked))
 
 
+def schema_key(name: str) -> str:
+    """A schema name as two orders' names are compared: case-insensitively. A server with
+    ``lower_case_table_names`` other than 0 (the default on Windows and macOS, and a choice of
+    some managed MySQL services) stores and matches schema names in lower case, so two orders
+    whose names differ only in case would share one schema there."""
+    return name.lower()
+
+
 def quote_identifier(name: str) -> str:
     """A validated schema, character set or collation name as SQL text: `name`.
 
