@@ -71,10 +71,9 @@ def _events(ctx: Ctx, order: Mapping[str, Any], events: Iterable[Event]) -> None
         ctx.io.event(ctx.key, order, event)
 
 
-def _count(sub_reconcilers: Iterable[str]) -> None:
+def _count(sub_reconciler: str) -> None:
     # Counted before the order shows it, so the error alert never lags what the order says.
-    for sub_reconciler in sub_reconcilers:
-        RECONCILE_ERRORS.labels(sub_reconciler=sub_reconciler, condition_type=READY).inc()
+    RECONCILE_ERRORS.labels(sub_reconciler=sub_reconciler, condition_type=READY).inc()
 
 
 def _stop(
@@ -84,17 +83,19 @@ def _stop(
     status unless given); the wait before retrying."""
     ctx.guard.check()
     record = passes.record_stop(stop, order, base, mysql.now())
-    _count(record.counted)
+    if record.counted:
+        _count(passes.APPLY)
     _write(ctx, order, record.status)
-    _events(ctx, order, record.events)
+    if record.warning is not None:
+        ctx.io.event(ctx.key, order, record.warning)
     log.info("%s: %s", stop.reason, stop.message, extra={"order": str(ctx.key)})
     return mysql.stop_wait(stop.phase)
 
 
 def _end(ctx: Ctx, order: dict[str, Any], end: passes.StepEnd) -> StepResult:
     """End a step as decided: record its stop, if any, and say when the order comes back."""
-    waits = [_stop(ctx, order, stop) for stop in end.stops]
-    wait = passes.compute_end_wait(waits, end, mysql.verify_seconds())
+    waited = None if end.stop is None else _stop(ctx, order, end.stop)
+    wait = passes.compute_end_wait(waited, end, mysql.verify_seconds())
     return StepResult(end.reason, done=True, requeue_after=wait, again=end.again)
 
 
@@ -164,8 +165,9 @@ def apply(ctx: KindStep[MysqlIO], note: ApplyNote) -> StepResult:
 
 
 def _release_periods(ctx: KindStep[MysqlIO], note: ApplyNote) -> None:
-    for name in passes.periods_to_release(note):
-        ctx.runtime.queue.release_period(name, ctx.key)
+    period = passes.period_to_release(note)
+    if period is not None:
+        ctx.runtime.queue.release_period(period, ctx.key)
 
 
 def _unreachable(ctx: KindStep[MysqlIO], note: ApplyNote, failure: PrimaryFailure) -> StepResult:
@@ -185,7 +187,8 @@ def _apply_on(
     if step.end is not None:
         return _end(ctx, order, step.end)
     stored = order
-    for stamp in passes.compute_apply_stamps(note, mysql.now()):
+    stamp = passes.compute_apply_stamp(note, mysql.now())
+    if stamp is not None:
         ctx.guard.check()
         stored = _write(ctx, order, stamp)
     try:
@@ -257,7 +260,7 @@ def drop(ctx: KindStep[MysqlIO], note: DropNote) -> StepResult:
         return StepResult("GroupBusy", done=True, completed=False, requeue_after=mysql.busy_wait())
     except PRIMARY_ERRORS as error:
         failure = mysql.primary_failure(error)
-        _count((passes.DROP,))
+        _count(passes.DROP)
         failed = passes.judge_drop_failure(db, note.group, failure)
         stored = _stamp_deleting(ctx, order, failed.message)
         if failed.fatal:

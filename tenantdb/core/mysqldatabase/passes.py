@@ -209,12 +209,12 @@ class Stop:
 
 @dataclass(frozen=True)
 class StopRecord:
-    """What recording a stop writes: the status, the error metric's counts (the chains'
-    labels, counted before the write), the Events (on the order as read)."""
+    """What recording a stop writes: the status, whether it counts as an error of the apply
+    (counted before the write), and the Warning Event of a Failed one (on the order as read)."""
 
     status: dict[str, Any]
-    counted: tuple[str, ...]
-    events: tuple[Event, ...]
+    counted: bool
+    warning: Event | None
 
 
 def gate_stop(decision: GateDecision) -> Stop:
@@ -283,8 +283,8 @@ def record_stop(
     )
     failed = stop.phase is Phase.FAILED
     counted = failed or stop.reason is Reason.PRIMARY_UNAVAILABLE
-    warning = Event(EventType.WARNING, str(stop.reason), stop.message)
-    return StopRecord(status, (APPLY,) if counted else (), (warning,) if failed else ())
+    warning = Event(EventType.WARNING, str(stop.reason), stop.message) if failed else None
+    return StopRecord(status, counted, warning)
 
 
 def compute_stop_wait(phase: Phase, spread: float) -> float:
@@ -375,11 +375,11 @@ def compose_apply(order: dict[str, Any], gate: Gate, drift: Drift | None = None)
 @dataclass(frozen=True)
 class StepEnd:
     """How a step ends before it writes anything of its own: the task result, the stop it
-    records (none or one; its wait is the come-back), a drift check's come-back
-    (``verified``), or a new pass at once (``again``)."""
+    records (its wait is the come-back), a drift check's come-back (``verified``), or a new
+    pass at once (``again``)."""
 
     reason: str
-    stops: tuple[Stop, ...] = ()
+    stop: Stop | None = None
     verified: bool = False
     again: bool = False
 
@@ -408,7 +408,7 @@ def check_apply_start(
         return INPUTS_MOVED
     problem = check_active_site(group, note.site)
     if problem is not None:
-        return StepEnd(str(Reason.PRIMARY_UNAVAILABLE), (unreachable_stop(note.group, problem),))
+        return StepEnd(str(Reason.PRIMARY_UNAVAILABLE), unreachable_stop(note.group, problem))
     return None
 
 
@@ -420,7 +420,7 @@ def apply_usernames(note: ApplyNote) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class ApplyStep:
     """What the apply does once it looked: end (refused, or a drift check that found
-    nothing), or send ``plan`` (after the write-ahead record of ``compute_apply_stamps``)."""
+    nothing), or send ``plan`` (after the write-ahead record of ``compute_apply_stamp``)."""
 
     end: StepEnd | None
     observed: Observed
@@ -442,7 +442,7 @@ def plan_apply_step(note: ApplyNote, observed: Observed, dialect: Dialect) -> Ap
     )
     if isinstance(decided, Refusal):
         stop = Stop(decided.phase, decided.reason, decided.message)
-        return ApplyStep(StepEnd(str(decided.reason), (stop,)), observed)
+        return ApplyStep(StepEnd(str(decided.reason), stop), observed)
     if note.repair and not decided.statements:
         return ApplyStep(StepEnd("Verified", verified=True), observed)
     return ApplyStep(None, observed, decided)
@@ -505,26 +505,26 @@ def judge_verified(note: ApplyNote, observed: Observed, dialect: Dialect) -> boo
     return end is not None and end.verified
 
 
-def compute_end_wait(stop_waits: list[float], end: StepEnd, verify_seconds: float) -> float | None:
+def compute_end_wait(stop_wait: float | None, end: StepEnd, verify_seconds: float) -> float | None:
     """When an ended step's order comes back: its stop's wait, a drift check's period, or at
     once (None: the step asks for a new pass)."""
-    if stop_waits:
-        return stop_waits[0]
+    if stop_wait is not None:
+        return stop_wait
     return verify_seconds if end.verified else None
 
 
-def compute_apply_stamps(note: ApplyNote, now: datetime) -> tuple[dict[str, Any], ...]:
-    """The write-ahead record before the statements: Creating, unless a drift check repairs."""
+def compute_apply_stamp(note: ApplyNote, now: datetime) -> dict[str, Any] | None:
+    """The write-ahead record before the statements: Creating; None when a drift check repairs
+    (the order stays Ready)."""
     if note.repair:
-        return ()
-    creating = compute_creating_status(
+        return None
+    return compute_creating_status(
         status_of(note.order),
         spec=note.spec,
         site=note.site,
         generation=generation_of(note.order),
         now=now,
     )
-    return (creating,)
 
 
 @dataclass(frozen=True)
@@ -607,9 +607,10 @@ def judge_applied(note: ApplyNote, step: ApplyStep, *, read_only_bypassed: bool)
     return Applied(events, note.peers, "Applied")
 
 
-def periods_to_release(note: ApplyNote) -> tuple[str, ...]:
-    """The timetables an apply that could not run gives back: a drift check is due again."""
-    return (VERIFY,) if note.repair else ()
+def period_to_release(note: ApplyNote) -> str | None:
+    """The timetable an apply that could not run gives back (a drift check is due again), or
+    None."""
+    return VERIFY if note.repair else None
 
 
 # -- teardown ------------------------------------------------------------------------------------
