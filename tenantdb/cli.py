@@ -439,7 +439,9 @@ def _status(
     _check_cluster_configured(settings)
     try:
         registry = load_cluster_config(settings).registry
-        report = gather_status(registry, _workqueue(settings), keys, where)
+        report = gather_status(
+            registry, _workqueue(settings), keys, where, settings.management_namespace_list
+        )
     except (RedisError, OSError) as exc:
         sys.stderr.write(f"tenantdb: cannot reach Redis: {type(exc).__name__}\n")
         return EXIT_UNAVAILABLE

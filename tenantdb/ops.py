@@ -22,7 +22,7 @@ from tenantdb.adapters.clusters import ClusterRegistry, ClusterUnavailableError
 from tenantdb.adapters.kube import KindNotServedError, KubeError, resource_of
 from tenantdb.adapters.redisclient import build_redis
 from tenantdb.adapters.workqueue import WorkQueue
-from tenantdb.core.keys import OrderKey
+from tenantdb.core.keys import MANAGEMENT_CLUSTER, OrderKey
 from tenantdb.core.kinds import identity_for, register_identity, registered_identities
 from tenantdb.core.report import (
     OrderReport,
@@ -119,16 +119,24 @@ ServiceAccount that does not load. The message names the cluster, never a creden
 
 
 def list_order_keys(
-    registry: ClusterRegistry, unreadable: dict[str, str] | None = None
+    registry: ClusterRegistry,
+    unreadable: dict[str, str] | None = None,
+    management_namespaces: tuple[str, ...] = (),
 ) -> Iterator[OrderKey]:
     """Every order of every registered kind, on every registered cluster that serves it; a
-    cluster that cannot be read is noted in ``unreadable`` (cluster: why), once."""
+    cluster that cannot be read is noted in ``unreadable`` (cluster: why), once. On the
+    management cluster, with ``management_namespaces``, the orders of those namespaces only."""
     for identity in registered_identities():
         for cluster in registry.names():
             if unreadable is not None and cluster in unreadable:
                 continue
+            client = registry.get(cluster)
+            resource = resource_of(identity)
+            scope: tuple[str | None, ...] = (None,)
+            if cluster == MANAGEMENT_CLUSTER and management_namespaces:
+                scope = management_namespaces
             try:
-                items = registry.get(cluster).list_objects(resource_of(identity))
+                items = [o for ns in scope for o in client.list_objects(resource, ns)]
             except KindNotServedError:
                 continue
             except UNREADABLE_ERRORS as exc:
@@ -186,6 +194,7 @@ def gather_status(
     queue: WorkQueue,
     keys: list[OrderKey] | None = None,
     where: StatusFilter | None = None,
+    management_namespaces: tuple[str, ...] = (),
 ) -> StatusReport:
     """The status rows of the given orders, or of every order tenantdb can see, that pass
     ``where``; an order whose cluster cannot be read passes a not-Ready filter."""
@@ -193,7 +202,8 @@ def gather_status(
     now = time.time()
     unreadable: dict[str, str] = {}
     rows = []
-    for key in keys if keys is not None else sorted(list_order_keys(registry, unreadable)):
+    listed = list_order_keys(registry, unreadable, management_namespaces)
+    for key in keys if keys is not None else sorted(listed):
         if not where.admits(key):
             continue
         view = queue_view(queue, key)

@@ -212,6 +212,15 @@ class Settings(BaseSettings):
     watch_backoff_max_seconds: float = Field(
         default=30.0, gt=0, description="Cap of the reconnect backoff of a failing watch."
     )
+    management_namespaces: str = Field(
+        default="",
+        description=(
+            "Comma-separated namespaces tenantdb serves on the management cluster (its orders'"
+            " namespaces, the ControlPlanes' and the failover groups'): every namespaced kind is"
+            " watched and listed in these only, as the chart's per-namespace bindings"
+            " (`namespaces`) allow. Empty: the whole cluster."
+        ),
+    )
     target_watch_scope: Literal["namespaces", "cluster"] = Field(
         default="namespaces",
         description=(
@@ -367,6 +376,13 @@ class Settings(BaseSettings):
                 f" task time limit ({longest} s), or a retried task is delivered twice"
             )
         return self
+
+    @property
+    def management_namespace_list(self) -> tuple[str, ...]:
+        """The namespaces of ``management_namespaces``, sorted; empty for the whole cluster."""
+        return tuple(
+            sorted({n.strip() for n in self.management_namespaces.split(",") if n.strip()})
+        )
 
     @property
     def kind_module_names(self) -> tuple[str, ...]:

@@ -3,7 +3,9 @@
 Owns the rendering of the access each kind in `tenantdb.core.served.KINDS` declares
 (`tenantdb.core.rbac`) to `charts/tenantdb/templates/_kind-rules.tpl`: one named template per
 place (`tenantdb.kindRules.watcher`, `.worker`, `.targetAssigned`, `.targetPlaced`), holding the
-rules of every kind merged per resource, each with its reasons as comments. The Role templates
+rules of every kind merged per resource, each with its reasons as comments, and the management
+roles' rules on cluster-scoped resources alone (`.watcherCluster`, `.workerCluster`) for a
+release bound per namespace. The Role templates
 include them beside the rules no kind owns. It must never decide a grant: a change of access is
 a change to a kind's `rbac` module in core, followed by `make gen`; a unit test fails while the
 committed file differs from what this renders.
@@ -35,6 +37,11 @@ TEMPLATE_NAMES = {
     "target_assigned": "tenantdb.kindRules.targetAssigned",
     "target_placed": "tenantdb.kindRules.targetPlaced",
 }
+CLUSTER_TEMPLATE_NAMES = {
+    "watcher": "tenantdb.kindRules.watcherCluster",
+    "worker": "tenantdb.kindRules.workerCluster",
+}
+"""The rules on cluster-scoped resources alone, for a release bound per namespace."""
 NO_RULES = "# No served kind needs access here."
 _PLAIN = re.compile(r"[a-z0-9][a-z0-9./-]*")
 
@@ -68,14 +75,31 @@ def rules_by_place() -> dict[str, tuple[Rule, ...]]:
     }
 
 
+def cluster_scoped_rules() -> dict[str, tuple[Rule, ...]]:
+    """The merged rules on cluster-scoped resources, per management role."""
+    return {
+        place: merge_grants(
+            (kind.identity.kind, grant)
+            for kind in KINDS
+            for grant in getattr(kind.access, place)
+            if grant.cluster_scoped
+        )
+        for place in CLUSTER_TEMPLATE_NAMES
+    }
+
+
+def _define(name: str, rules: tuple[Rule, ...]) -> str:
+    body = [line for rule in rules for line in _rule_lines(rule)] or [NO_RULES]
+    return f'{{{{- define "{name}" -}}}}\n' + "\n".join(body) + "\n{{- end }}\n"
+
+
 def render_rules() -> str:
     """The exact text of the generated template file."""
-    blocks = []
-    for place, rules in rules_by_place().items():
-        body = [line for rule in rules for line in _rule_lines(rule)] or [NO_RULES]
-        blocks.append(
-            f'{{{{- define "{TEMPLATE_NAMES[place]}" -}}}}\n' + "\n".join(body) + "\n{{- end }}\n"
-        )
+    blocks = [_define(TEMPLATE_NAMES[place], rules) for place, rules in rules_by_place().items()]
+    blocks += [
+        _define(CLUSTER_TEMPLATE_NAMES[place], rules)
+        for place, rules in cluster_scoped_rules().items()
+    ]
     return HEADER + "\n".join(blocks)
 
 

@@ -353,10 +353,14 @@ class Watcher:
     def _namespaces(self, cluster: str, route: Route) -> list[str | None]:
         """Where a route is watched on a cluster: [None] is cluster-wide.
 
-        On a target cluster that grants the kind per namespace, the namespaces the route names
-        there (for MariaDBDatabase: those the ControlPlanes assign or place Keystone in, none
-        until the ControlPlanes are listed).
+        On the management cluster, with ``management_namespaces``, a namespaced kind in each of
+        those. On a target cluster that grants the kind per namespace, the namespaces the route
+        names there (for MariaDBDatabase: those the ControlPlanes assign or place Keystone in,
+        none until the ControlPlanes are listed).
         """
+        served = self.settings.management_namespace_list
+        if cluster == MANAGEMENT_CLUSTER and served and route.resource.namespaced:
+            return [*served]
         if (
             cluster == MANAGEMENT_CLUSTER
             or route.namespaces is None

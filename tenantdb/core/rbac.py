@@ -33,6 +33,9 @@ class Grant:
     verbs: tuple[str, ...]
     why: str
     resource_names: tuple[str, ...] = ()
+    cluster_scoped: bool = False
+    """Whether the resources are cluster-scoped: a per-namespace binding cannot grant them, so
+    where tenantdb serves listed namespaces only they keep a cluster-wide binding of their own."""
 
     def __post_init__(self) -> None:
         unknown = [verb for verb in self.verbs if verb not in VERBS]

@@ -40,7 +40,12 @@ include them beside the rules no kind owns.
 # MariaDBDatabase: the store the OpenBao server and mount come from: a change wakes the orders
 #   whose ControlPlane names it.
 - apiGroups: [external-secrets.io]
-  resources: [secretstores, clustersecretstores]
+  resources: [secretstores]
+  verbs: [list, watch]
+# MariaDBDatabase: the cluster store the OpenBao server and mount come from: a change wakes the
+#   orders whose ControlPlane names it.
+- apiGroups: [external-secrets.io]
+  resources: [clustersecretstores]
   verbs: [list, watch]
 # MariaDBDatabase: the shared ServiceAccount of a ControlPlane namespace: an edit or a deletion
 #   wakes the orders there, which apply it.
@@ -88,7 +93,11 @@ include them beside the rules no kind owns.
   verbs: [get]
 # MariaDBDatabase: the ControlPlane's secret store names the OpenBao server.
 - apiGroups: [external-secrets.io]
-  resources: [secretstores, clustersecretstores]
+  resources: [secretstores]
+  verbs: [get]
+# MariaDBDatabase: the ControlPlane's cluster secret store names the OpenBao server.
+- apiGroups: [external-secrets.io]
+  resources: [clustersecretstores]
   verbs: [get]
 # MariaDBDatabase: the Database CR is applied in provision (server-side apply creates it), its
 #   cleanup policy patched and it is deleted in teardown; the list is the guard against two orders
@@ -177,5 +186,20 @@ include them beside the rules no kind owns.
 # MariaDBDatabase: delivery reads the database's CA bundle beside Keystone.
 - apiGroups: [""]
   resources: [secrets]
+  verbs: [get]
+{{- end }}
+
+{{- define "tenantdb.kindRules.watcherCluster" -}}
+# MariaDBDatabase: the cluster store the OpenBao server and mount come from: a change wakes the
+#   orders whose ControlPlane names it.
+- apiGroups: [external-secrets.io]
+  resources: [clustersecretstores]
+  verbs: [list, watch]
+{{- end }}
+
+{{- define "tenantdb.kindRules.workerCluster" -}}
+# MariaDBDatabase: the ControlPlane's cluster secret store names the OpenBao server.
+- apiGroups: [external-secrets.io]
+  resources: [clustersecretstores]
   verbs: [get]
 {{- end }}

@@ -66,10 +66,18 @@ ACCESS = KindAccess(
         ),
         Grant(
             "external-secrets.io",
-            ("secretstores", "clustersecretstores"),
+            ("secretstores",),
             ("list", "watch"),
             "the store the OpenBao server and mount come from: a change wakes the orders whose"
             " ControlPlane names it.",
+        ),
+        Grant(
+            "external-secrets.io",
+            ("clustersecretstores",),
+            ("list", "watch"),
+            "the cluster store the OpenBao server and mount come from: a change wakes the orders"
+            " whose ControlPlane names it.",
+            cluster_scoped=True,
         ),
         Grant(
             "",
@@ -102,9 +110,16 @@ ACCESS = KindAccess(
         Grant("k8s.mariadb.com", ("mariadbs",), ("get",), "provision reads the MariaDB."),
         Grant(
             "external-secrets.io",
-            ("secretstores", "clustersecretstores"),
+            ("secretstores",),
             ("get",),
             "the ControlPlane's secret store names the OpenBao server.",
+        ),
+        Grant(
+            "external-secrets.io",
+            ("clustersecretstores",),
+            ("get",),
+            "the ControlPlane's cluster secret store names the OpenBao server.",
+            cluster_scoped=True,
         ),
         Grant(
             "k8s.mariadb.com",

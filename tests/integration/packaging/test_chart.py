@@ -820,3 +820,35 @@ def test_the_schema_wants_a_name_and_queues_for_each_pool(chart: Chart) -> None:
     ):
         with pytest.raises(helm_python.HelmValuesError):
             chart.validate_schema({"worker": {"pools": [pool]}})
+
+
+def test_a_release_bound_per_namespace_grants_nothing_namespaced_cluster_wide(
+    chart: Chart,
+) -> None:
+    objects = render(chart, {"rbac": {"namespaces": ["team-a", "cp-ns"]}})
+    role_bindings = by_kind(objects, "RoleBinding")
+    assert sorted(
+        (b["metadata"]["namespace"], b["roleRef"]["name"]) for b in role_bindings
+    ) == sorted(
+        (ns, f"{FULL}-{role}") for ns in ("team-a", "cp-ns") for role in ("watcher", "worker")
+    )
+    cluster_bindings = by_kind(objects, "ClusterRoleBinding")
+    assert sorted(b["roleRef"]["name"] for b in cluster_bindings) == [
+        f"{FULL}-watcher-cluster",
+        f"{FULL}-worker-cluster",
+    ]
+    for binding in cluster_bindings:
+        role = named(objects, "ClusterRole", binding["roleRef"]["name"])
+        # A cluster-wide binding holds only what no namespace can hold.
+        assert {r for rule in role["rules"] for r in rule["resources"]} == {"clustersecretstores"}
+    config = named(objects, "ConfigMap", FULL)["data"]
+    assert config["TENANTDB_MANAGEMENT_NAMESPACES"] == "team-a,cp-ns"
+    assert "TENANTDB_MANAGEMENT_NAMESPACES" in known_settings()
+    # Without namespaces, the one cluster-wide binding per role, as before.
+    whole = render(chart)
+    assert sorted(b["roleRef"]["name"] for b in by_kind(whole, "ClusterRoleBinding")) == [
+        f"{FULL}-watcher",
+        f"{FULL}-worker",
+    ]
+    assert by_kind(whole, "RoleBinding") == []
+    assert "TENANTDB_MANAGEMENT_NAMESPACES" not in named(whole, "ConfigMap", FULL)["data"]
