@@ -221,6 +221,8 @@ class ServerSpec:
     server_id: int
     socket: Path
     tls: TLSFiles | None = None
+    options: tuple[str, ...] = ()
+    """More mariadbd options (``--lower-case-table-names=1``), after the ones every site has."""
 
 
 class MariaDBServer:
@@ -236,10 +238,15 @@ class MariaDBServer:
 
     @classmethod
     def create(
-        cls, name: str, directory: Path, server_id: int, tls: TLSFiles | None = None
+        cls,
+        name: str,
+        directory: Path,
+        server_id: int,
+        tls: TLSFiles | None = None,
+        options: tuple[str, ...] = (),
     ) -> MariaDBServer:
         """Prepare a site under `directory/name` from the template (copied once); with `tls`,
-        the server serves that certificate."""
+        the server serves that certificate; `options` are more mariadbd options."""
         datadir = directory / name / "data"
         if not (datadir / "mysql").is_dir():
             datadir.parent.mkdir(parents=True, exist_ok=True)
@@ -249,7 +256,7 @@ class MariaDBServer:
             short = Path(tempfile.mkdtemp(prefix="devstack-mdb-"))
             atexit.register(_remove_template, short)
             sock = short / f"{name}.sock"
-        return cls(ServerSpec(name, datadir, server_id, sock, tls))
+        return cls(ServerSpec(name, datadir, server_id, sock, tls, options))
 
     @property
     def name(self) -> str:
@@ -312,6 +319,7 @@ class MariaDBServer:
             f"--read-only={'ON' if read_only else 'OFF'}",
             *(["--general-log=ON", "--log-output=TABLE"] if general_log else []),
             *self._tls_args(),
+            *self.spec.options,
         ]
 
     def _tls_args(self) -> list[str]:

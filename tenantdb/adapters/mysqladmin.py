@@ -254,6 +254,7 @@ class _Pooled:
     opened: float
     read_only_bypassed: bool = False
     privilege_columns: tuple[tuple[str, str], ...] = ()
+    folds_case: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -286,6 +287,12 @@ class AdminSession:
         """The server's ``mysql.db`` privilege columns and their privileges; empty when it did
         not report them (the look then reads ``information_schema``)."""
         return self._pooled.privilege_columns
+
+    @property
+    def folds_case(self) -> bool:
+        """Whether the server keeps schema names in lower case (``lower_case_table_names``
+        other than 0): its grant rows then name a schema in lower case."""
+        return self._pooled.folds_case
 
     def _within_budget(self) -> None:
         if time.monotonic() > self.deadline:
@@ -493,6 +500,7 @@ class AdminPool:
         connection._read_timeout = settings.mysql_read_timeout_seconds
         version, privileges = (str(row[0]), str(row[1] or "")) if row else ("", "")
         columns = schema_privilege_columns(str(row[2] or "").split(",")) if row else ()
+        folds_case = bool(row) and str(row[3] or "0") != "0"
         bypassed = is_read_only_bypassed(version, privileges)
         if bypassed and target.address not in self._warned:
             self._warned.add(target.address)
@@ -503,7 +511,9 @@ class AdminPool:
                 target.group,
                 target.site,
             )
-        return _Pooled(connection, detect_dialect(version), time.monotonic(), bypassed, columns)
+        return _Pooled(
+            connection, detect_dialect(version), time.monotonic(), bypassed, columns, folds_case
+        )
 
     @staticmethod
     def _login(options: dict[str, Any], login: AdminLogin) -> pymysql.connections.Connection[Any]:

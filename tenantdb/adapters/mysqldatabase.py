@@ -171,6 +171,11 @@ class MysqlSession(Protocol):
         ...
 
     @property
+    def folds_case(self) -> bool:
+        """Whether the server keeps schema names in lower case (``lower_case_table_names``)."""
+        ...
+
+    @property
     def executed(self) -> int:
         """How many writing statements ran in this session."""
         ...
@@ -497,7 +502,13 @@ def read_teardown(io: MysqlIO, key: OrderKey, fetched: FetchedOrder) -> Teardown
 
 def observe(session: MysqlSession, database: str, usernames: Sequence[str]) -> Observed:
     """The primary's answer to the one read-only look a step takes before it writes."""
-    look = observe_query(database, usernames, session.dialect, session.privilege_columns)
+    look = observe_query(
+        database,
+        usernames,
+        session.dialect,
+        session.privilege_columns,
+        folds_case=session.folds_case,
+    )
     return parse_observation(session.query(look))
 
 

@@ -179,6 +179,10 @@ class FakeSession:
     def privilege_columns(self) -> tuple[tuple[str, str], ...]:
         return ()
 
+    @property
+    def folds_case(self) -> bool:
+        return False
+
     def query(self, statement: Statement) -> list[tuple[Any, ...]]:
         self.queries.append(statement)
         return list(self.world.rows)

@@ -315,3 +315,18 @@ def test_a_foreign_row_that_cannot_be_named_safely_is_never_rendered(
     assert not sql.revocable(grant)
     with pytest.raises(ValueError, match="never rendered"):
         sql.revoke_foreign(grant, MARIADB)
+
+
+def test_on_a_server_that_folds_case_the_grant_rows_are_looked_up_in_lower_case() -> None:
+    query = sql.observe_query("Acme_wms", ["acme_app"], MARIADB, folds_case=True)
+    assert query.params == (
+        "Acme_wms",  # the schema lookup folds on such a server by itself
+        "acme_app",  # account names are never folded
+        "acme\\_wms",
+        "acme_wms",
+        "acme\\_wms",
+        "acme_wms",
+        "acme_wms",
+    )
+    plain = sql.observe_query("Acme_wms", ["acme_app"], MARIADB)
+    assert plain.params[2:] == ("Acme\\_wms", "Acme_wms", "Acme\\_wms", "Acme_wms", "Acme_wms")

@@ -336,6 +336,8 @@ def observe_query(
     usernames: Sequence[str],
     dialect: Dialect,
     privilege_columns: tuple[tuple[str, str], ...] = (),
+    *,
+    folds_case: bool = False,
 ) -> Statement:
     """One read-only query for all a pass needs to know about the server, the schema and accounts.
 
@@ -348,7 +350,9 @@ def observe_query(
     ``('foreign', grantee, pattern)`` for every other grant row whose database pattern matches
     the schema: another host, or a wildcard (``acme%``) that is not the schema's name. With the
     server's ``privilege_columns`` (``schema_privilege_columns``) a grantee's privileges on one
-    name come in one row, comma-separated.
+    name come in one row, comma-separated. On a server that ``folds_case``
+    (``lower_case_table_names`` other than 0), which keeps schema names in its grant rows in
+    lower case, the name is compared in lower case.
     """
     for name in usernames:
         check_username("username", name)
@@ -363,7 +367,9 @@ def observe_query(
         f" WHERE Host = '%%' AND User IN ({names})"
         f"{_held_on_schema(privilege_columns)}"
     )
-    held = (pattern, database, pattern, database, database)
+    name = database.lower() if folds_case else database
+    pattern = pattern.lower() if folds_case else pattern
+    held = (pattern, name, pattern, name, name)
     return Statement(template, (database, *usernames, *held))
 
 
@@ -383,10 +389,12 @@ CONNECTION_CHECK = Statement(
     " WHERE GRANTEE = CONCAT(QUOTE(SUBSTRING_INDEX(CURRENT_USER(), '@', 1)), '@',"
     " QUOTE(SUBSTRING_INDEX(CURRENT_USER(), '@', -1)))),"
     " (SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) FROM information_schema.COLUMNS"
-    " WHERE TABLE_SCHEMA = 'mysql' AND TABLE_NAME = 'db' AND RIGHT(COLUMN_NAME, 5) = '_priv')"
+    " WHERE TABLE_SCHEMA = 'mysql' AND TABLE_NAME = 'db' AND RIGHT(COLUMN_NAME, 5) = '_priv'),"
+    " @@lower_case_table_names"
 )
-"""What a new admin connection asks once: the server's version, its own global privileges, and
-the privilege columns of ``mysql.db`` (``schema_privilege_columns``)."""
+"""What a new admin connection asks once: the server's version, its own global privileges, the
+privilege columns of ``mysql.db`` (``schema_privilege_columns``), and whether it folds schema
+names to lower case (``lower_case_table_names``)."""
 
 
 def _version(version: str) -> tuple[int, int]:
