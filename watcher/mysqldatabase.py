@@ -361,31 +361,39 @@ def _secret_tracker(index: SharedIndex, cluster: str, namespace: str | None) -> 
     return _SecretTracker(mysql_index(index))
 
 
+def _after_orders(index: SharedIndex) -> threading.Event:
+    """Set once the order watch has listed: which order names which group is known."""
+    return mysql_index(index).synced
+
+
+def _after_groups(index: SharedIndex) -> threading.Event:
+    """Set once the group watch has listed: which Secrets each group names is known."""
+    return mysql_index(index).groups_synced
+
+
 ROUTES: tuple[Route, ...] = (
     replace(
         order_route(IDENTITY, tracker=_mysql_tracker, publisher=_claim_publisher),
         management_only=True,
     ),
     Route(
-        MYSQL_FAILOVER_GROUP,
-        None,
-        True,
-        compute_group_fingerprint,
-        should_enqueue_digest_update,
-        _map_group,
+        resource=MYSQL_FAILOVER_GROUP,
+        management_only=True,
+        fingerprint=compute_group_fingerprint,
+        passes_update=should_enqueue_digest_update,
+        map_keys=_map_group,
         tracker=_group_tracker,
-        waits_for=lambda index: mysql_index(index).synced,
+        waits_for=_after_orders,
     ),
     Route(
-        SECRET,
-        None,
-        True,
-        compute_secret_fingerprint,
-        should_enqueue_digest_update,
-        _map_secret,
+        resource=SECRET,
+        management_only=True,
+        fingerprint=compute_secret_fingerprint,
+        passes_update=should_enqueue_digest_update,
+        map_keys=_map_secret,
         name="MysqlOwnerSecret",
         tracker=_secret_tracker,
-        waits_for=lambda index: mysql_index(index).groups_synced,
+        waits_for=_after_groups,
         publisher=_owner_name_publisher,
     ),
 )

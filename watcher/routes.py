@@ -106,16 +106,20 @@ MakeTracker = Callable[[SharedIndex, str, str | None], Tracker | None]
 what keeps the index in step with that watch; None keeps nothing from it."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Route:
-    """One watched kind: where, with which selector, and how its events map."""
+    """One watched kind: where, with which selector, and how its events map. Every field is
+    named where a route is declared."""
 
     resource: Resource
-    label_selector: str | None
-    management_only: bool
     fingerprint: Callable[[Mapping[str, Any]], Fingerprint]
+    """What of an object a change must touch to count (an update that leaves it is an echo)."""
     passes_update: Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
+    """Whether an update (old, new) wakes the orders it maps to."""
     map_keys: Mapper
+    label_selector: str | None = None
+    management_only: bool = False
+    """Watched on the management cluster only (a target cluster never holds the kind)."""
     field_selector: str | None = None
     name: str = ""
     """Names the watch where the kind alone does not (two watches of Secrets)."""
@@ -152,12 +156,10 @@ def order_route(identity: KindIdentity, **extra: Any) -> Route:
             return []
 
     return Route(
-        resource_of(identity),
-        None,
-        False,
-        compute_order_fingerprint,
-        should_enqueue_order_update,
-        map_keys,
+        resource=resource_of(identity),
+        fingerprint=compute_order_fingerprint,
+        passes_update=should_enqueue_order_update,
+        map_keys=map_keys,
         **extra,
     )
 
