@@ -30,35 +30,8 @@ from enum import StrEnum
 import redis
 
 from tenantdb.adapters.redisclient import reply_text
+from tenantdb.adapters.workqueue.scripts import ADAPTERS_LUA, source
 from tenantdb.settings import Settings
-
-_ENTER = """
-local circuit, slots = KEYS[1], KEYS[2]
-local token, limit, lease_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local message = redis.call('GET', circuit)
-if message then
-  return {'open', message, redis.call('PTTL', circuit)}
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', slots, '-inf', now)
-if redis.call('ZCARD', slots) >= limit then
-  return {'busy', '', 0}
-end
-redis.call('ZADD', slots, now + lease_ms, token)
-redis.call('PEXPIRE', slots, lease_ms)
-return {'go', '', 0}
-"""
-
-_TRIP = """
-local circuit, trips = KEYS[1], KEYS[2]
-local message, base_ms, cap_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local count = redis.call('INCR', trips)
-redis.call('PEXPIRE', trips, cap_ms * 4)
-local open_ms = math.min(base_ms * 2 ^ (count - 1), cap_ms)
-redis.call('SET', circuit, message, 'PX', math.floor(open_ms))
-return math.floor(open_ms)
-"""
 
 
 class Entry(StrEnum):
@@ -104,8 +77,8 @@ class GroupGuard:
         self.lease_ms = int(lease_seconds * 1000)
         self.base_ms = int(base_seconds * 1000)
         self.cap_ms = int(cap_seconds * 1000)
-        self._enter = client.register_script(_ENTER)
-        self._trip = client.register_script(_TRIP)
+        self._enter = client.register_script(source("guard_enter", ADAPTERS_LUA))
+        self._trip = client.register_script(source("guard_trip", ADAPTERS_LUA))
 
     @classmethod
     def from_settings(cls, client: redis.Redis, settings: Settings) -> GroupGuard:

@@ -24,19 +24,10 @@ from collections.abc import Callable
 
 import redis
 
+from tenantdb.adapters.workqueue.scripts import ADAPTERS_LUA, source
+
 log = logging.getLogger(__name__)
 
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 # A leader considers itself leader only for this share of the TTL after its last renewal.
 _SAFE_SHARE = 0.8
@@ -66,8 +57,8 @@ class LeaderLease:
         self._valid_until = 0.0
         self.term = 0
         """How many times this replica took the lease afresh; a renewal keeps the term."""
-        self._renew = client.register_script(_RENEW)
-        self._release = client.register_script(_RELEASE)
+        self._renew = client.register_script(source("lease_renew", ADAPTERS_LUA))
+        self._release = client.register_script(source("lease_release", ADAPTERS_LUA))
 
     @property
     def is_leader(self) -> bool:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import redis
 
 from tenantdb.adapters.watchindex import WatchIndex, slot_field
+from tenantdb.adapters.workqueue.scripts import ADAPTERS_LUA, source
 
 Slot = tuple[str, str]
 """A (MariaDB name, schema name) a Database CR carries."""
@@ -36,18 +37,6 @@ order that never created its CR frees the name on a later refresh of the other."
 
 
 # A claim's value is "<holder>\n<its Database CR>"; the holder is an order key and uid.
-_CLAIM = """
-local found = redis.call('GET', KEYS[1])
-if found and string.sub(found, 1, #ARGV[2]) ~= ARGV[2] then return found end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
-return false
-"""
-
-_RELEASE = """
-local found = redis.call('GET', KEYS[1])
-if found and string.sub(found, 1, #ARGV[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 
 class SchemaIndex(WatchIndex):
@@ -56,8 +45,8 @@ class SchemaIndex(WatchIndex):
     def __init__(self, client: redis.Redis, prefix: str, *, leader_key: str = "") -> None:
         """Bind to Redis, the installation's key prefix and the watcher's leader key."""
         super().__init__(client, prefix, "schemas", leader_key=leader_key)
-        self._claim_script = client.register_script(_CLAIM)
-        self._release_script = client.register_script(_RELEASE)
+        self._claim_script = client.register_script(source("schema_claim", ADAPTERS_LUA))
+        self._release_script = client.register_script(source("schema_release", ADAPTERS_LUA))
 
     def _claim(self, cluster: str, namespace: str, slot: Slot) -> str:
         return f"{self.prefix}claim:{cluster}/{namespace}/{slot_field(slot)}"

@@ -1,4 +1,5 @@
-"""The work queue's Lua scripts: one file each in ``lua/``, loaded by one function.
+"""The Lua scripts: one file each, the work queue's in ``lua/`` and the other adapters' in
+``tenantdb/adapters/lua/``, loaded by one function.
 
 A script file may start with ``-- uses: NAME[, NAME]``: the shared functions it calls
 (``now_ms``: the server's clock in milliseconds; ``lock_or_mark``: take a lock or mark the key
@@ -15,6 +16,10 @@ from pathlib import Path
 
 LUA = Path(__file__).with_name("lua")
 """Where the scripts live, one ``NAME.lua`` each."""
+
+ADAPTERS_LUA = Path(__file__).parent.parent / "lua"
+"""Where the other adapters' scripts live (the group guard's, the schema index's, the leader
+lease's), loaded by ``source`` too."""
 
 _USES = re.compile(r"\A-- uses: ([a-z_, ]+)\n")
 

@@ -1,0 +1,3 @@
+-- Give a lease up, only while ARGV[1] holds it.
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
