@@ -71,21 +71,27 @@ def connect(server: MariaDBServer) -> pymysql.connections.Connection[Any]:
 
 
 class Admin:
-    """One connection as a worker holds it: the dialect and privilege columns read once."""
+    """One connection as a worker holds it: the dialect, privilege columns and case folding
+    read once."""
 
     def __init__(self, server: MariaDBServer) -> None:
         """Connect and ask what a new admin connection asks."""
         self.connection = connect(server)
         with self.connection.cursor() as cursor:
             cursor.execute(sql.CONNECTION_CHECK.template)
-            version, _, columns = cursor.fetchone()
+            version, _, columns, folds_case = cursor.fetchone()
         self.dialect = sql.detect_dialect(str(version))
         self.columns = sql.schema_privilege_columns(str(columns or "").split(","))
+        self.folds_case = str(folds_case or "0") != "0"
 
     def look(self, spec: ValidSpec) -> Any:
         """The look a step takes before it writes."""
         statement = sql.observe_query(
-            spec.database_name, usernames_to_observe(spec, Records()), self.dialect, self.columns
+            spec.database_name,
+            usernames_to_observe(spec, Records()),
+            self.dialect,
+            self.columns,
+            folds_case=self.folds_case,
         )
         with self.connection.cursor() as cursor:
             cursor.execute(statement.template, statement.params)
